@@ -1,0 +1,9 @@
+//! # steward-connectors
+//!
+//! Real sources and sinks behind the traits `steward-core` defines. Today: mail stores on disk
+//! ([`mail::MaildirSource`], [`mail::MboxSource`], [`mail::EmlxSource`]) implementing
+//! [`steward_core::mirror::MailSource`], a file-system watcher that triggers reconciles, and a
+//! deterministic demo mailbox generator.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod mail;

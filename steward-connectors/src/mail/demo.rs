@@ -1,0 +1,599 @@
+//! A deterministic, realistic demo mailbox: English and Italian mail, threads with quoted
+//! replies (some linked only by subject), Gmail-style labels with "All Mail" copies and
+//! `X-GM-THRID`, attachments (some identical under different names), HTML-only newsletters, an
+//! unread backlog, and a few malformed files. The same seed always gives the same bytes and
+//! mtimes. The benchmark uses it to build large Maildirs.
+
+use std::{
+    fs,
+    io::Write,
+    path::{Path, PathBuf},
+    time::{Duration, UNIX_EPOCH},
+};
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Number of messages (before "All Mail" copies and malformed files).
+    pub messages: usize,
+    /// Seed for the deterministic generator.
+    pub seed: u64,
+    /// Add a handful of malformed files (empty, binary, header bomb).
+    pub malformed: bool,
+    /// The newest message date, Unix seconds; older ones go back from here.
+    pub newest: i64,
+}
+
+impl DemoOptions {
+    /// `messages` messages with the default seed, malformed files included.
+    pub fn new(messages: usize) -> Self {
+        Self {
+            messages,
+            seed: 0x5745_5741_5244,
+            malformed: true,
+            newest: 1_764_000_000, // 2025-11-24
+        }
+    }
+}
+
+/// What was written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DemoReport {
+    /// The Maildir root.
+    pub root: PathBuf,
+    /// Files written (message copies included).
+    pub files: usize,
+    /// Distinct messages.
+    pub messages: usize,
+    /// Malformed files among them.
+    pub malformed: usize,
+    /// Total bytes.
+    pub bytes: u64,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+const ME: (&str, &str) = ("Giulia Bianchi", "giulia.bianchi@example.it");
+const PEOPLE: [(&str, &str); 12] = [
+    ("Marco Rossi", "marco.rossi@studio-rossi.it"),
+    ("Elena Conti", "elena.conti@example.org"),
+    ("Dott. Luca Ferrari", "luca.ferrari@commercialista.it"),
+    ("Anna Müller", "anna.mueller@example.de"),
+    ("James Carter", "james.carter@example.com"),
+    ("Sofia Greco", "sofia.greco@universita.example.it"),
+    ("Amministrazione Condominio", "amministrazione@condominio-viale.it"),
+    ("Priya Shah", "priya.shah@example.co.uk"),
+    ("Paolo Esposito", "paolo@esposito-arch.it"),
+    ("Chiara Romano", "chiara.romano@example.it"),
+    ("Tom Becker", "tom@becker.example.net"),
+    ("Francesca Gallo", "f.gallo@example.it"),
+];
+const SUBJECTS_IT: [&str; 12] = [
+    "Fattura di marzo",
+    "Certificazione energetica dell'appartamento",
+    "Riunione di condominio: verbale",
+    "Preventivo lavori bagno",
+    "Dichiarazione dei redditi 2025",
+    "Appuntamento dal commercialista",
+    "Biglietti del treno per Firenze",
+    "Cena di sabato?",
+    "Rinnovo contratto d'affitto",
+    "Perché il bonifico non è arrivato?",
+    "Documenti per la banca",
+    "Già fatto: modulo F24",
+];
+const SUBJECTS_EN: [&str; 12] = [
+    "Quarterly report draft",
+    "Invoice #4821 from Carter Consulting",
+    "Flight itinerary for the Berlin trip",
+    "Project kickoff: agenda",
+    "Can we move our call to Thursday?",
+    "Tax paperwork from your accountant",
+    "Photos from the weekend",
+    "Lease renewal terms",
+    "Conference talk accepted",
+    "Your package has shipped",
+    "Review: design document v2",
+    "Dinner next week",
+];
+const SENTENCES_IT: [&str; 10] = [
+    "Ti mando in allegato i documenti che mi avevi chiesto.",
+    "Fammi sapere se va bene per te, così procediamo entro la settimana.",
+    "Il tecnico passerà martedì mattina verso le dieci.",
+    "Ho controllato con la banca e il bonifico risulta partito venerdì.",
+    "Per la certificazione serve anche la planimetria catastale aggiornata.",
+    "Possiamo vederci in studio giovedì pomeriggio?",
+    "Grazie mille, è tutto chiaro e ti ringrazio per la pazienza.",
+    "La scadenza per il pagamento è il 16 del mese prossimo.",
+    "Ricordati di portare la carta d'identità e il codice fiscale.",
+    "Ci sentiamo presto, un caro saluto a tutta la famiglia.",
+];
+const SENTENCES_EN: [&str; 10] = [
+    "Please find the documents you asked for attached to this message.",
+    "Let me know if this works for you so we can move forward this week.",
+    "The technician will come by on Tuesday morning around ten.",
+    "I checked with the bank and the transfer left on Friday.",
+    "We still need the signed copy before the end of the quarter.",
+    "Could we meet at the office on Thursday afternoon?",
+    "Thanks a lot, everything is clear and I appreciate your patience.",
+    "Payment is due on the 16th of next month.",
+    "Remember to bring your passport and the booking reference.",
+    "Talk soon, and say hello to everyone at home.",
+];
+
+struct Msg {
+    id: String,
+    subject: String,
+    from: (&'static str, &'static str),
+    to: Vec<(&'static str, &'static str)>,
+    date: i64,
+    italian: bool,
+    body: String,
+    in_reply_to: Option<String>,
+    references: Vec<String>,
+    gm_thrid: Option<String>,
+}
+
+fn rfc2822(ts: i64) -> String {
+    // Civil-from-days (Howard Hinnant), UTC.
+    let days = ts.div_euclid(86_400);
+    let secs = ts.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    format!(
+        "{}, {} {} {} {:02}:{:02}:{:02} +0000",
+        DAYS[days.rem_euclid(7) as usize],
+        d,
+        MONTHS[(m - 1) as usize],
+        y,
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+fn encode_word(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_owned();
+    }
+    let mut out = String::from("=?utf-8?q?");
+    for b in s.bytes() {
+        match b {
+            b' ' => out.push('_'),
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' => out.push(char::from(b)),
+            _ => out.push_str(&format!("={b:02X}")),
+        }
+    }
+    out.push_str("?=");
+    out
+}
+
+fn addr((name, email): (&str, &str)) -> String {
+    format!("\"{}\" <{email}>", encode_word(name))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len() * 4 / 3 + bytes.len() / 57 * 2 + 4);
+    for (i, c) in bytes.chunks(3).enumerate() {
+        if i > 0 && i % 19 == 0 {
+            out.push_str("\r\n");
+        }
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        out.push(char::from(T[(n >> 18) as usize & 63]));
+        out.push(char::from(T[(n >> 12) as usize & 63]));
+        out.push(if c.len() > 1 { char::from(T[(n >> 6) as usize & 63]) } else { '=' });
+        out.push(if c.len() > 2 { char::from(T[n as usize & 63]) } else { '=' });
+    }
+    out
+}
+
+fn body_text(rng: &mut Rng, italian: bool, paragraphs: usize) -> String {
+    let pool: &[&str] = if italian { &SENTENCES_IT } else { &SENTENCES_EN };
+    let mut out = String::new();
+    for _ in 0..paragraphs {
+        for _ in 0..3 + rng.below(4) {
+            let sentence: &str = pool[rng.below(pool.len())];
+            out.push_str(sentence);
+            out.push(' ');
+        }
+        out.push_str("\r\n\r\n");
+    }
+    out
+}
+
+fn render(
+    m: &Msg,
+    rng: &mut Rng,
+    attachment: Option<(&str, &str, &[u8])>,
+    html_only: bool,
+) -> Vec<u8> {
+    let mut h = String::new();
+    h.push_str(&format!("From: {}\r\n", addr(m.from)));
+    h.push_str(&format!(
+        "To: {}\r\n",
+        m.to.iter().map(|a| addr(*a)).collect::<Vec<_>>().join(", ")
+    ));
+    h.push_str(&format!("Subject: {}\r\n", encode_word(&m.subject)));
+    h.push_str(&format!("Date: {}\r\n", rfc2822(m.date)));
+    h.push_str(&format!("Message-ID: <{}>\r\n", m.id));
+    if let Some(p) = &m.in_reply_to {
+        h.push_str(&format!("In-Reply-To: <{p}>\r\n"));
+    }
+    if !m.references.is_empty() {
+        let refs: Vec<String> = m.references.iter().map(|r| format!("<{r}>")).collect();
+        h.push_str(&format!("References: {}\r\n", refs.join("\r\n ")));
+    }
+    if let Some(t) = &m.gm_thrid {
+        h.push_str(&format!("X-GM-THRID: {t}\r\n"));
+    }
+    h.push_str("MIME-Version: 1.0\r\n");
+    let charset_body = |text: &str| -> (String, String) {
+        if m.italian && rng_like_latin1(text) {
+            // Italian mail often still travels as ISO-8859-1 quoted-printable.
+            ("iso-8859-1".to_owned(), qp_latin1(text))
+        } else {
+            ("utf-8".to_owned(), qp_utf8(text))
+        }
+    };
+    if html_only {
+        let html = format!(
+            "<html><head><style>body{{font-family:sans-serif}}</style><script>track()</script></head><body><h1>{}</h1><p>{}</p></body></html>",
+            m.subject,
+            m.body.replace("\r\n\r\n", "</p><p>")
+        );
+        h.push_str("Content-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n");
+        h.push_str(&qp_utf8(&html));
+        return h.into_bytes();
+    }
+    match attachment {
+        None => {
+            let (cs, qp) = charset_body(&m.body);
+            h.push_str(&format!(
+                "Content-Type: text/plain; charset={cs}\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n{qp}"
+            ));
+        }
+        Some((name, ctype, bytes)) => {
+            let boundary = format!("=_steward_{:016x}", rng.next());
+            h.push_str(&format!("Content-Type: multipart/mixed; boundary=\"{boundary}\"\r\n\r\n"));
+            let (cs, qp) = charset_body(&m.body);
+            h.push_str(&format!(
+                "--{boundary}\r\nContent-Type: text/plain; charset={cs}\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n{qp}\r\n"
+            ));
+            let disp = if name.is_ascii() {
+                format!("attachment; filename=\"{name}\"")
+            } else {
+                let enc: String = name
+                    .bytes()
+                    .map(|b| {
+                        if b.is_ascii_alphanumeric() || b == b'.' {
+                            char::from(b).to_string()
+                        } else {
+                            format!("%{b:02X}")
+                        }
+                    })
+                    .collect();
+                format!("attachment; filename*=utf-8''{enc}")
+            };
+            h.push_str(&format!(
+                "--{boundary}\r\nContent-Type: {ctype}\r\nContent-Disposition: {disp}\r\nContent-Transfer-Encoding: base64\r\n\r\n{}\r\n--{boundary}--\r\n",
+                base64(bytes)
+            ));
+        }
+    }
+    h.into_bytes()
+}
+
+fn rng_like_latin1(text: &str) -> bool {
+    text.chars().all(|c| (c as u32) < 256)
+}
+
+fn qp_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() + bytes.len() / 8);
+    let mut col = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+            out.push_str("\r\n");
+            col = 0;
+            i += 2;
+            continue;
+        }
+        let piece = if (b' '..=b'~').contains(&b) && b != b'=' {
+            char::from(b).to_string()
+        } else {
+            format!("={b:02X}")
+        };
+        if col + piece.len() > 75 {
+            out.push_str("=\r\n");
+            col = 0;
+        }
+        col += piece.len();
+        out.push_str(&piece);
+        i += 1;
+    }
+    out
+}
+
+fn qp_utf8(text: &str) -> String {
+    qp_bytes(text.as_bytes())
+}
+
+fn qp_latin1(text: &str) -> String {
+    let bytes: Vec<u8> = text.chars().map(|c| u8::try_from(c as u32).unwrap_or(b'?')).collect();
+    qp_bytes(&bytes)
+}
+
+fn quote(body: &str, who: &str, italian: bool) -> String {
+    let intro = if italian { format!("{who} ha scritto:") } else { format!("{who} wrote:") };
+    let quoted: Vec<String> = body.lines().map(|l| format!("> {l}")).collect();
+    format!("{intro}\r\n{}\r\n", quoted.join("\r\n"))
+}
+
+/// Writes a demo Maildir (with Maildir++ folders) under `root`.
+pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<DemoReport> {
+    let mut rng = Rng(opts.seed | 1);
+    let folders = ["", ".Sent", ".Drafts", ".Archive", ".Lavoro", ".[Gmail].All Mail", ".Cestino"];
+    for f in folders {
+        for sub in ["cur", "new", "tmp"] {
+            fs::create_dir_all(root.join(f).join(sub))?;
+        }
+    }
+    let mut report = DemoReport { root: root.to_path_buf(), ..DemoReport::default() };
+    let mut threads: Vec<Msg> = Vec::new(); // last message of each open thread
+    let span = 400 * 86_400i64;
+    let n = opts.messages.max(1);
+    let pdf =
+        b"%PDF-1.4\n1 0 obj <</Type /Catalog>> endobj\ntrailer <</Root 1 0 R>>\n%%EOF\n".to_vec();
+    for i in 0..opts.messages {
+        // Oldest first; dates spread over ~400 days with jitter.
+        let date = opts.newest - span + (span * i as i64) / n as i64 + rng.below(3600) as i64;
+        let italian = rng.chance(55);
+        let reply_to = if !threads.is_empty() && rng.chance(45) {
+            let k = threads.len() - 1 - rng.below(threads.len().min(30));
+            Some(k)
+        } else {
+            None
+        };
+        let from_me = rng.chance(25);
+        let other = *rng.pick(&PEOPLE);
+        let (from, to) = if from_me { (ME, vec![other]) } else { (other, vec![ME]) };
+        let paragraphs = 1 + rng.below(4);
+        let mut body = body_text(&mut rng, italian, paragraphs);
+        let (subject, in_reply_to, references, gm) = match reply_to {
+            Some(k) => {
+                let parent = &threads[k];
+                body.push_str(&quote(&parent.body, parent.from.0, parent.italian));
+                let prefix = if italian {
+                    *rng.pick(&["R: ", "Re: ", "Rif: "])
+                } else {
+                    *rng.pick(&["Re: ", "RE: ", "Fwd: "])
+                };
+                let base = crate::mail::demo::strip_prefixes(&parent.subject);
+                // Some clients drop the reply headers: those join by subject and participants.
+                let keep_headers = rng.chance(85);
+                let mut refs = parent.references.clone();
+                refs.push(parent.id.clone());
+                if refs.len() > 20 {
+                    refs.drain(..refs.len() - 20);
+                }
+                (
+                    format!("{prefix}{base}"),
+                    keep_headers.then(|| parent.id.clone()),
+                    if keep_headers { refs } else { Vec::new() },
+                    parent.gm_thrid.clone(),
+                )
+            }
+            None => {
+                let s = if italian { *rng.pick(&SUBJECTS_IT) } else { *rng.pick(&SUBJECTS_EN) };
+                let gm = rng.chance(60).then(|| {
+                    format!("{}", 1_700_000_000_000_000_000u64 + rng.next() % 1_000_000_000_000)
+                });
+                (s.to_owned(), None, Vec::new(), gm)
+            }
+        };
+        let id = format!(
+            "{:08x}.{i}@{}",
+            rng.next() as u32,
+            if from_me { "example.it" } else { from.1.split('@').nth(1).unwrap_or("example.org") }
+        );
+        let msg = Msg {
+            id,
+            subject,
+            from,
+            to,
+            date,
+            italian,
+            body,
+            in_reply_to,
+            references,
+            gm_thrid: gm,
+        };
+        let attachment: Option<(String, &str, Vec<u8>)> = if rng.chance(12) {
+            match rng.below(4) {
+                0 => Some(("fattura_marzo.pdf".to_owned(), "application/pdf", pdf.clone())),
+                1 => Some(("invoice-4821.pdf".to_owned(), "application/pdf", pdf.clone())), // same bytes
+                2 => {
+                    let mut data = vec![0u8; 4_000 + rng.below(40_000)];
+                    for b in &mut data {
+                        *b = (rng.next() >> 56) as u8;
+                    }
+                    Some((format!("foto_{i}.jpg"), "image/jpeg", data))
+                }
+                _ => Some((
+                    "planimetria catastale è.txt".to_owned(),
+                    "text/plain",
+                    b"Foglio 12, particella 345, sub 7\n".to_vec(),
+                )),
+            }
+        } else {
+            None
+        };
+        let html_only = attachment.is_none() && !from_me && rng.chance(8);
+        let bytes = render(
+            &msg,
+            &mut rng,
+            attachment.as_ref().map(|(n, t, b)| (n.as_str(), *t, b.as_slice())),
+            html_only,
+        );
+        let age_days = (opts.newest - date) / 86_400;
+        let unread = !from_me && age_days < 20 && rng.chance(70);
+        let folder = if from_me {
+            ".Sent"
+        } else if age_days > 200 && rng.chance(40) {
+            ".Archive"
+        } else if rng.chance(4) {
+            ".Cestino"
+        } else {
+            ""
+        };
+        let flags = if unread {
+            None
+        } else if rng.chance(10) {
+            Some("FS")
+        } else if msg.in_reply_to.is_some() && rng.chance(30) {
+            Some("RS")
+        } else {
+            Some("S")
+        };
+        let unique = format!("{}.M{}P{}.demo", date, i, 4242);
+        let write =
+            |folder: &str, flags: Option<&str>, report: &mut DemoReport| -> std::io::Result<()> {
+                let (sub, name) = match flags {
+                    None => ("new", unique.clone()),
+                    Some(f) => ("cur", format!("{unique}:2,{f}")),
+                };
+                let path = root.join(folder).join(sub).join(name);
+                write_file(&path, &bytes, date)?;
+                report.files += 1;
+                report.bytes += bytes.len() as u64;
+                Ok(())
+            };
+        write(folder, flags, &mut report)?;
+        if msg.gm_thrid.is_some() {
+            // Gmail exposes every message in All Mail too; labelled work mail also in "Lavoro".
+            write(".[Gmail].All Mail", flags, &mut report)?;
+            if !italian && rng.chance(20) {
+                write(".Lavoro", flags, &mut report)?;
+            }
+        }
+        report.messages += 1;
+        if reply_to.is_some() {
+            let k = reply_to.unwrap_or(0);
+            threads[k] = msg;
+        } else {
+            threads.push(msg);
+        }
+        if threads.len() > 200 {
+            threads.remove(0);
+        }
+    }
+    if rng.chance(40) {
+        // A draft, so the drafts role has something in it.
+        let draft = b"From: \"Giulia Bianchi\" <giulia.bianchi@example.it>\r\nSubject: Bozza: risposta a Marco\r\nMessage-ID: <draft-1@example.it>\r\n\r\nCiao Marco, ti scrivo per\r\n".to_vec();
+        write_file(&root.join(".Drafts/cur/draft-1.demo:2,DS"), &draft, opts.newest)?;
+        report.files += 1;
+        report.messages += 1;
+    }
+    if opts.malformed {
+        let bad: [(&str, Vec<u8>); 3] = [
+            ("broken-empty.demo", Vec::new()),
+            (
+                "broken-binary.demo",
+                (0..4096u32).map(|x| (x.wrapping_mul(2_654_435_761) >> 24) as u8).collect(),
+            ),
+            ("broken-header-bomb.demo", {
+                let mut b = b"From: bomb@example.com\r\n".to_vec();
+                while b.len() < 1_200_000 {
+                    b.extend_from_slice(b"X-Padding: AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\n");
+                }
+                b
+            }),
+        ];
+        for (name, bytes) in bad {
+            write_file(
+                &root.join("cur").join(format!("{name}:2,S")),
+                &bytes,
+                opts.newest - 86_400,
+            )?;
+            report.files += 1;
+            report.malformed += 1;
+            report.bytes += bytes.len() as u64;
+        }
+    }
+    Ok(report)
+}
+
+/// Reply/forward prefix stripping for generated subjects (kept tiny and local on purpose).
+fn strip_prefixes(s: &str) -> &str {
+    let mut s = s;
+    loop {
+        let t = ["Re: ", "RE: ", "R: ", "Rif: ", "Fwd: "].iter().find_map(|p| s.strip_prefix(p));
+        match t {
+            Some(rest) => s = rest,
+            None => return s,
+        }
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8], mtime: i64) -> std::io::Result<()> {
+    let mut f = fs::File::create(path)?;
+    f.write_all(bytes)?;
+    let when = UNIX_EPOCH + Duration::from_secs(u64::try_from(mtime).unwrap_or(0));
+    f.set_modified(when)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_render_as_rfc2822() {
+        assert_eq!(rfc2822(0), "Thu, 1 Jan 1970 00:00:00 +0000");
+        assert_eq!(rfc2822(1_751_364_000), "Tue, 1 Jul 2025 10:00:00 +0000");
+    }
+
+    #[test]
+    fn same_seed_same_bytes() {
+        let a = tempfile::tempdir().expect("tmp");
+        let b = tempfile::tempdir().expect("tmp");
+        let ra = generate_maildir(a.path(), &DemoOptions::new(60)).expect("gen");
+        let rb = generate_maildir(b.path(), &DemoOptions::new(60)).expect("gen");
+        assert_eq!((ra.files, ra.bytes, ra.messages), (rb.files, rb.bytes, rb.messages));
+        assert_eq!(ra.malformed, 3);
+    }
+}

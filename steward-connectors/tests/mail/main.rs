@@ -1,0 +1,9 @@
+//! Integration tests of the mail connectors against real files (one binary, one module per
+//! capability). Tests that need `../shared/corpora` read it through `STEWARD_CORPORA` and say so
+//! when they skip.
+
+mod differential;
+mod fixtures;
+mod sources;
+mod sync;
+mod threading;

@@ -1,0 +1,21 @@
+//! # steward-core
+//!
+//! The product: typed APIs over a person's local stores. Frontends (the `steward` command, the
+//! HTTP server, the Swift and Python bindings) only translate types and errors.
+//!
+//! Open a [`Steward`] with [`Steward::builder`], then sync a [`mirror::MailSource`] (from
+//! `steward-connectors`) into its [`mirror::Mirror`].
+//!
+//! Every error implements [`StewardError`]: a stable `code()` and a coarse [`ErrorKind`]. Every
+//! bound is a named constant in [`limits`], gathered in [`Limits`] and passed at open time.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod error;
+pub mod limits;
+pub mod mirror;
+mod steward;
+pub mod store;
+
+pub use error::{ErrorKind, StewardError};
+pub use limits::Limits;
+pub use steward::{OpenError, Steward, StewardBuilder, default_home};

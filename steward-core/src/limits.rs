@@ -1,0 +1,123 @@
+//! Every bound Steward enforces, as a named constant with the reference default, gathered in
+//! [`Limits`], which is passed explicitly when a [`crate::Steward`] is opened (never read from a
+//! global).
+
+/// Messages parsed and written per ingest transaction.
+pub const INGEST_BATCH: usize = 256;
+/// Parser threads used by an ingest (0 = number of CPUs).
+pub const INGEST_THREADS: usize = 0;
+/// Largest single message file (or mbox message) that is parsed; larger ones become a per-file error.
+pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest header block accepted before a message is rejected as a header bomb.
+pub const MAX_HEADER_BYTES: usize = 1024 * 1024;
+/// Largest body text stored for one message (characters beyond are cut at a char boundary).
+pub const MAX_BODY_CHARS: usize = 1024 * 1024;
+/// Most addresses kept per recipient field of one message.
+pub const MAX_ADDRESSES_PER_FIELD: usize = 500;
+/// Most references (In-Reply-To + References) kept per message.
+pub const MAX_REFERENCES: usize = 100;
+/// Most attachments recorded per message.
+pub const MAX_ATTACHMENTS: usize = 256;
+/// Most participants remembered on a thread row.
+pub const MAX_THREAD_PARTICIPANTS: usize = 64;
+/// Window, in days, for the subject + participant thread fallback.
+pub const THREAD_SUBJECT_WINDOW_DAYS: i64 = 14;
+/// Most per-file errors listed by `stats` (the count is always exact).
+pub const MAX_ERRORS_LISTED: usize = 1000;
+/// Read connections kept open per store.
+pub const READER_CONNECTIONS: usize = 4;
+/// SQLite busy timeout, in milliseconds.
+pub const BUSY_TIMEOUT_MS: u64 = 5_000;
+/// SQLite page cache per connection, in KiB.
+pub const PAGE_CACHE_KIB: i64 = 64 * 1024;
+/// Memory-mapped I/O per connection, in bytes (best effort).
+pub const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+
+/// The bounds in force for one [`crate::Steward`] handle. `Default` gives the reference values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// See [`INGEST_BATCH`].
+    pub ingest_batch: usize,
+    /// See [`INGEST_THREADS`].
+    pub ingest_threads: usize,
+    /// See [`MAX_MESSAGE_BYTES`].
+    pub max_message_bytes: u64,
+    /// See [`MAX_HEADER_BYTES`].
+    pub max_header_bytes: usize,
+    /// See [`MAX_BODY_CHARS`].
+    pub max_body_chars: usize,
+    /// See [`MAX_ADDRESSES_PER_FIELD`].
+    pub max_addresses_per_field: usize,
+    /// See [`MAX_REFERENCES`].
+    pub max_references: usize,
+    /// See [`MAX_ATTACHMENTS`].
+    pub max_attachments: usize,
+    /// See [`MAX_THREAD_PARTICIPANTS`].
+    pub max_thread_participants: usize,
+    /// See [`THREAD_SUBJECT_WINDOW_DAYS`].
+    pub thread_subject_window_days: i64,
+    /// See [`MAX_ERRORS_LISTED`].
+    pub max_errors_listed: usize,
+    /// See [`READER_CONNECTIONS`].
+    pub reader_connections: usize,
+    /// See [`BUSY_TIMEOUT_MS`].
+    pub busy_timeout_ms: u64,
+    /// See [`PAGE_CACHE_KIB`].
+    pub page_cache_kib: i64,
+    /// See [`MMAP_BYTES`].
+    pub mmap_bytes: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            ingest_batch: INGEST_BATCH,
+            ingest_threads: INGEST_THREADS,
+            max_message_bytes: MAX_MESSAGE_BYTES,
+            max_header_bytes: MAX_HEADER_BYTES,
+            max_body_chars: MAX_BODY_CHARS,
+            max_addresses_per_field: MAX_ADDRESSES_PER_FIELD,
+            max_references: MAX_REFERENCES,
+            max_attachments: MAX_ATTACHMENTS,
+            max_thread_participants: MAX_THREAD_PARTICIPANTS,
+            thread_subject_window_days: THREAD_SUBJECT_WINDOW_DAYS,
+            max_errors_listed: MAX_ERRORS_LISTED,
+            reader_connections: READER_CONNECTIONS,
+            busy_timeout_ms: BUSY_TIMEOUT_MS,
+            page_cache_kib: PAGE_CACHE_KIB,
+            mmap_bytes: MMAP_BYTES,
+        }
+    }
+}
+
+impl Limits {
+    /// Checks that every bound is usable; returns the name of the first one that is not.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if self.ingest_batch == 0 || self.ingest_batch > 100_000 {
+            return Err("ingest_batch");
+        }
+        if self.max_message_bytes == 0 {
+            return Err("max_message_bytes");
+        }
+        if self.max_header_bytes == 0 {
+            return Err("max_header_bytes");
+        }
+        if self.reader_connections == 0 || self.reader_connections > 64 {
+            return Err("reader_connections");
+        }
+        if self.thread_subject_window_days < 0 {
+            return Err("thread_subject_window_days");
+        }
+        Ok(())
+    }
+
+    /// The parser thread count actually used.
+    pub fn effective_ingest_threads(&self) -> usize {
+        if self.ingest_threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            self.ingest_threads
+        }
+    }
+}

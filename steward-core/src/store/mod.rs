@@ -1,0 +1,294 @@
+//! Opening SQLite stores.
+//!
+//! Owns: connection setup (WAL, busy timeout, foreign keys, page cache, best-effort mmap),
+//! numbered forward-only migrations, the one-writer / N-readers [`Database`], and registering
+//! sqlite-vec once per process. Never does: domain logic, or deleting a store to "recover" from
+//! corruption (rebuildable stores are rebuilt by their owning module, primary ones stop).
+//! Bounds: reader pool size, busy timeout, cache and mmap sizes come from [`crate::Limits`].
+
+mod migrate;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Mutex, MutexGuard, Once},
+    time::Duration,
+};
+
+pub use migrate::{Migration, Schema};
+use rusqlite::{Connection, OpenFlags, Transaction};
+
+use crate::{
+    Limits,
+    error::{Cause, ErrorKind, StewardError},
+};
+
+/// Errors from opening or using a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database file could not be opened or configured.
+    #[error("cannot open store {path}: {source}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// The underlying cause.
+        #[source]
+        source: Cause,
+    },
+    /// The file was written by a newer Steward (or is not a Steward store).
+    #[error("store {path} has schema version {found}; this build supports up to {supported}")]
+    UnknownVersion {
+        /// The database file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// A migration failed; the store was left at its previous version.
+    #[error("migration {version} of {path} failed: {source}")]
+    Migration {
+        /// The database file.
+        path: PathBuf,
+        /// The migration that failed.
+        version: i64,
+        /// The underlying cause.
+        #[source]
+        source: Cause,
+    },
+    /// `PRAGMA integrity_check` or SQLite itself reported damage.
+    #[error("store {path} is corrupt: {detail}")]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// A query failed.
+    #[error("{context}: {source}")]
+    Query {
+        /// What was being done.
+        context: &'static str,
+        /// The underlying cause.
+        #[source]
+        source: Cause,
+    },
+    /// Another connection held the lock for longer than the busy timeout.
+    #[error("store is busy: {context}")]
+    Busy {
+        /// What was being done.
+        context: &'static str,
+    },
+}
+
+impl StoreError {
+    /// Wraps a rusqlite error with what was being done, classifying busy and corrupt errors.
+    pub(crate) fn query(context: &'static str, e: rusqlite::Error) -> Self {
+        use rusqlite::ErrorCode as C;
+        match e.sqlite_error_code() {
+            Some(C::DatabaseBusy | C::DatabaseLocked) => Self::Busy { context },
+            Some(C::DatabaseCorrupt | C::NotADatabase) => {
+                Self::Corrupt { path: PathBuf::new(), detail: format!("{context}: {e}") }
+            }
+            _ => Self::Query { context, source: Box::new(e) },
+        }
+    }
+}
+
+impl StewardError for StoreError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Open { .. } => "STORE_OPEN_FAILED",
+            Self::UnknownVersion { .. } => "STORE_VERSION_UNKNOWN",
+            Self::Migration { .. } => "STORE_MIGRATION_FAILED",
+            Self::Corrupt { .. } => "STORE_CORRUPT",
+            Self::Query { .. } => "STORE_QUERY_FAILED",
+            Self::Busy { .. } => "STORE_BUSY",
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Open { .. } | Self::Busy { .. } => ErrorKind::Unavailable,
+            Self::UnknownVersion { .. } | Self::Corrupt { .. } => ErrorKind::Corrupt,
+            Self::Migration { .. } | Self::Query { .. } => ErrorKind::Internal,
+        }
+    }
+}
+
+/// Converts a count or size to SQLite's integer, saturating (SQLite has no unsigned type).
+pub(crate) fn int<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// Shorthand for results of this module.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+static VEC_EXTENSION: Once = Once::new();
+
+/// Registers sqlite-vec as an auto-extension, once per process, before any connection opens.
+#[expect(unsafe_code, reason = "sqlite-vec registration goes through SQLite's C API")]
+fn register_sqlite_vec() {
+    VEC_EXTENSION.call_once(|| {
+        // SAFETY: `sqlite3_vec_init` is the extension entry point exported by the statically
+        // linked sqlite-vec library; it has the signature SQLite expects of an auto-extension
+        // (`int (*)(sqlite3*, char**, const sqlite3_api_routines*)`), which is what the transmute
+        // from its `extern "C" fn()` declaration restores. Registration happens once, before any
+        // connection of this process is opened by this module.
+        unsafe {
+            type Entry = unsafe extern "C" fn(
+                *mut rusqlite::ffi::sqlite3,
+                *mut *mut std::os::raw::c_char,
+                *const rusqlite::ffi::sqlite3_api_routines,
+            ) -> std::os::raw::c_int;
+            let entry: Entry =
+                std::mem::transmute::<*const (), Entry>(sqlite_vec::sqlite3_vec_init as *const ());
+            rusqlite::ffi::sqlite3_auto_extension(Some(entry));
+        }
+    });
+}
+
+/// How a store's connections are configured.
+#[derive(Debug, Clone)]
+pub(crate) struct OpenOptions {
+    pub(crate) busy_timeout: Duration,
+    pub(crate) page_cache_kib: i64,
+    pub(crate) mmap_bytes: i64,
+    pub(crate) readers: usize,
+}
+
+impl OpenOptions {
+    pub(crate) fn from_limits(limits: &Limits) -> Self {
+        Self {
+            busy_timeout: Duration::from_millis(limits.busy_timeout_ms),
+            page_cache_kib: limits.page_cache_kib,
+            mmap_bytes: limits.mmap_bytes,
+            readers: limits.reader_connections,
+        }
+    }
+}
+
+fn open_connection(path: &Path, opts: &OpenOptions, read_only: bool) -> StoreResult<Connection> {
+    register_sqlite_vec();
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let open_err =
+        |e: rusqlite::Error| StoreError::Open { path: path.to_path_buf(), source: Box::new(e) };
+    let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+    conn.busy_timeout(opts.busy_timeout).map_err(open_err)?;
+    let mut pragmas = format!(
+        "PRAGMA foreign_keys = ON; PRAGMA cache_size = -{}; PRAGMA temp_store = MEMORY;",
+        opts.page_cache_kib
+    );
+    if !read_only {
+        pragmas.push_str("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+    }
+    conn.execute_batch(&pragmas).map_err(open_err)?;
+    // mmap is best effort: some file systems refuse it, and that is fine.
+    let _ = conn.execute_batch(&format!("PRAGMA mmap_size = {};", opts.mmap_bytes));
+    Ok(conn)
+}
+
+/// One SQLite file: a single writer connection and a bounded pool of readers (WAL lets them run
+/// alongside the writer). Write paths get a `&Transaction`, read paths a `&Connection`.
+pub struct Database {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    opts: OpenOptions,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl Database {
+    /// Opens (creating if needed) the file at `path` and brings it to the newest version of
+    /// `schema`.
+    pub(crate) fn open(path: &Path, schema: &Schema, opts: OpenOptions) -> StoreResult<Self> {
+        let mut writer = open_connection(path, &opts, false)?;
+        schema.migrate(path, &mut writer)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+            opts,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the writer cannot leave a half-applied transaction behind
+        // (rusqlite rolls back on drop), so a poisoned lock is safe to reuse.
+        self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `f` in one immediate transaction on the writer, committing when it returns `Ok`.
+    pub(crate) fn write<T, E>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut conn = self.lock_writer();
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::query("begin transaction", e))?;
+        let out = f(&tx)?;
+        tx.commit().map_err(|e| StoreError::query("commit", e))?;
+        Ok(out)
+    }
+
+    /// Runs `f` on a pooled read connection (opened on demand, at most `readers` kept).
+    pub(crate) fn read<T, E>(&self, f: impl FnOnce(&Connection) -> Result<T, E>) -> Result<T, E>
+    where
+        E: From<StoreError>,
+    {
+        let pooled = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => open_connection(&self.path, &self.opts, true)?,
+        };
+        let out = f(&conn);
+        let mut pool = self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pool.len() < self.opts.readers {
+            pool.push(conn);
+        }
+        out
+    }
+
+    /// Runs `PRAGMA integrity_check` and returns `Ok` only when SQLite answers "ok".
+    pub fn integrity_check(&self) -> StoreResult<()> {
+        let conn = self.lock_writer();
+        let detail: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| StoreError::query("integrity_check", e))?;
+        if detail == "ok" {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt { path: self.path.clone(), detail })
+        }
+    }
+
+    /// The SQLite version and the sqlite-vec version linked into this build.
+    pub fn versions(&self) -> StoreResult<(String, String)> {
+        self.read(|c| {
+            c.query_row("SELECT sqlite_version(), vec_version()", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .map_err(|e| StoreError::query("versions", e))
+        })
+    }
+}

@@ -1,0 +1,327 @@
+//! Command-line frontend: lower the flags into core requests, call the core, print the result.
+
+use std::{
+    io::IsTerminal, path::PathBuf, process::ExitCode, sync::atomic::AtomicBool, time::Duration,
+};
+
+use clap::{Args as ClapArgs, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use steward_connectors::mail::{
+    EmlxSource, MaildirSource, MboxFlavor, MboxSource,
+    demo::{DemoOptions, generate_maildir},
+    watch::{WatchOptions, watch_and_sync},
+};
+use steward_core::{
+    ErrorKind, Limits, Steward, StewardError,
+    mirror::{MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
+};
+
+/// Steward: a local-first personal agent. This command mirrors and inspects local mail.
+#[derive(Debug, Parser)]
+#[command(name = "steward", version, about)]
+pub(crate) struct Args {
+    /// Data directory (default: $STEWARD_HOME, else the platform data dir).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Mirror a local mail store.
+    Index {
+        #[command(subcommand)]
+        what: IndexWhat,
+    },
+    /// Counts per table, mailbox role and body state, and the files that failed.
+    Stats {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Generate a realistic demo mailbox, mirror it, and show what to try next.
+    Demo {
+        /// Messages to generate.
+        #[arg(long, default_value_t = 2_000)]
+        messages: usize,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum IndexWhat {
+    /// Mirror mail from a Maildir, an mbox file or an Apple Mail folder.
+    Mail(MailArgs),
+}
+
+#[derive(Debug, ClapArgs)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(false)))]
+struct MailArgs {
+    /// A Maildir (with Maildir++ subfolders).
+    #[arg(long, value_name = "PATH", group = "source")]
+    maildir: Option<PathBuf>,
+    /// An mbox file (or a directory of them).
+    #[arg(long, value_name = "FILE", group = "source")]
+    mbox: Option<PathBuf>,
+    /// An Apple Mail folder holding .emlx files.
+    #[arg(long, value_name = "DIR", group = "source")]
+    emlx: Option<PathBuf>,
+    /// mbox quoting: mboxrd (default) or mboxo.
+    #[arg(long, value_name = "FLAVOR", default_value = "mboxrd")]
+    mbox_flavor: String,
+    /// Account name (default: the source folder's name).
+    #[arg(long)]
+    account: Option<String>,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Keep running: reconcile whenever the store changes (and every 5 minutes).
+    #[arg(long)]
+    watch: bool,
+    /// Files parsed and committed per transaction (default 256).
+    #[arg(long, value_name = "N")]
+    ingest_batch: Option<usize>,
+}
+
+/// An error on its way out of the command: a stable code and a kind that picks the exit status.
+struct Failure {
+    code: String,
+    kind: ErrorKind,
+    message: String,
+}
+
+impl<E: StewardError> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Self { code: e.code().to_owned(), kind: e.kind(), message: e.to_string() }
+    }
+}
+
+fn usage(message: String) -> Failure {
+    Failure { code: "CLI_INVALID_ARGUMENT".to_owned(), kind: ErrorKind::InvalidInput, message }
+}
+
+pub(crate) fn run(args: Args) -> ExitCode {
+    let result = match args.command {
+        Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
+        Command::Stats { json } => stats(args.home, json),
+        Command::Demo { messages, json } => demo(args.home, messages, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            #[expect(clippy::print_stderr, reason = "the command's error channel")]
+            {
+                eprintln!("error[{}]: {}", f.code, f.message);
+            }
+            if f.kind == ErrorKind::InvalidInput || f.kind == ErrorKind::NotFound {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {
+    open_with(home, Limits::default())
+}
+
+fn open_with(home: Option<PathBuf>, limits: Limits) -> Result<Steward, Failure> {
+    let mut b = Steward::builder().limits(limits);
+    if let Some(h) = home {
+        b = b.home(h);
+    }
+    Ok(b.open()?)
+}
+
+fn source_of(m: &MailArgs) -> Result<Box<dyn MailSource>, Failure> {
+    let flavor = match m.mbox_flavor.as_str() {
+        "mboxrd" => MboxFlavor::Mboxrd,
+        "mboxo" => MboxFlavor::Mboxo,
+        other => return Err(usage(format!("unknown mbox flavor {other:?} (mboxrd or mboxo)"))),
+    };
+    Ok(match (&m.maildir, &m.mbox, &m.emlx) {
+        (Some(p), _, _) => Box::new(MaildirSource::new(p)),
+        (_, Some(p), _) => Box::new(MboxSource::new(p).flavor(flavor)),
+        (_, _, Some(p)) => Box::new(EmlxSource::new(p)),
+        _ => return Err(usage("one of --maildir, --mbox or --emlx is required".to_owned())),
+    })
+}
+
+fn progress_bar() -> ProgressBar {
+    let pb =
+        if std::io::stderr().is_terminal() { ProgressBar::new(0) } else { ProgressBar::hidden() };
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg:10} [{bar:40}] {pos}/{len} files {per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
+}
+
+fn sync_with_progress(
+    steward: &Steward,
+    source: &dyn MailSource,
+    account: Option<String>,
+) -> Result<SyncSummary, Failure> {
+    let pb = progress_bar();
+    let opts = SyncOptions { account, cancel: None };
+    let summary = steward.mirror().sync(source, &opts, &mut |p: &Progress| {
+        pb.set_message(match p.phase {
+            ProgressPhase::Scanning => "scanning",
+            ProgressPhase::Ingesting => "ingesting",
+            ProgressPhase::Finishing => "finishing",
+        });
+        pb.set_length(p.files_total);
+        pb.set_position(p.files_done);
+    });
+    pb.finish_and_clear();
+    Ok(summary?)
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn print_summary(s: &SyncSummary, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string(s).unwrap_or_else(|_| "{}".to_owned()));
+        return;
+    }
+    println!(
+        "{} {} of account {:?}:",
+        s.format,
+        match s.mode {
+            steward_core::mirror::SyncMode::Backfill => "backfill",
+            steward_core::mirror::SyncMode::Reconcile => "reconcile",
+        },
+        s.account
+    );
+    println!("  added          {}", s.added);
+    println!("  updated        {}", s.updated);
+    println!("  copies         {}", s.copies);
+    println!(
+        "  unchanged      {} (files skipped: {})",
+        s.unchanged + s.files_unchanged,
+        s.files_unchanged
+    );
+    println!("  paths removed  {}", s.paths_removed);
+    println!("  soft-deleted   {}", s.soft_deleted);
+    println!("  threads        {}", s.threads);
+    println!("  errors         {}", s.error_count);
+    for e in &s.errors {
+        println!("    {} {}: {}", e.code, e.path, e.message);
+    }
+    println!("  {:.2} s, {:.0} messages/s", s.seconds, s.messages_per_second);
+}
+
+fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
+    let mut limits = Limits::default();
+    if let Some(n) = m.ingest_batch {
+        limits.ingest_batch = n;
+    }
+    let steward = open_with(home, limits)?;
+    let source = source_of(&m)?;
+    if m.watch {
+        let stop = AtomicBool::new(false);
+        let json = m.json;
+        watch_and_sync(
+            &steward,
+            source.as_ref(),
+            m.account.clone(),
+            WatchOptions {
+                debounce: Duration::from_millis(500),
+                interval: Duration::from_secs(300),
+            },
+            &stop,
+            &mut |r| match r {
+                Ok(s) => print_summary(&s, json),
+                Err(e) => tracing::error!(code = e.code(), "reconcile failed: {e}"),
+            },
+        )
+        .map_err(|e| Failure {
+            code: "MAIL_WATCH_FAILED".to_owned(),
+            kind: ErrorKind::Unavailable,
+            message: e.to_string(),
+        })?;
+        return Ok(());
+    }
+    let summary = sync_with_progress(&steward, source.as_ref(), m.account.clone())?;
+    print_summary(&summary, m.json);
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn stats(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let steward = open(home)?;
+    let s = steward.mirror().stats()?;
+    if json {
+        println!("{}", serde_json::to_string(&s).unwrap_or_else(|_| "{}".to_owned()));
+        return Ok(());
+    }
+    println!("tables:");
+    for (t, n) in &s.tables {
+        println!("  {t:18} {n}");
+    }
+    println!("messages by mailbox role:");
+    for (r, n) in &s.messages_by_role {
+        println!("  {r:18} {n}");
+    }
+    println!("messages by body state:");
+    for (b, n) in &s.messages_by_body_state {
+        println!("  {b:18} {n}");
+    }
+    println!("live {}, soft-deleted {}", s.messages_live, s.messages_deleted);
+    println!("files with errors: {}", s.error_count);
+    for e in &s.errors {
+        println!("  {} {}: {}", e.code, e.path, e.message);
+    }
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failure> {
+    if messages == 0 || messages > 1_000_000 {
+        return Err(usage("--messages must be between 1 and 1000000".to_owned()));
+    }
+    let steward = open(home)?;
+    let maildir = steward.home().join("demo-maildir");
+    if maildir.exists() {
+        std::fs::remove_dir_all(&maildir).map_err(|e| Failure {
+            code: "DEMO_WRITE_FAILED".to_owned(),
+            kind: ErrorKind::Unavailable,
+            message: format!("cannot reset {}: {e}", maildir.display()),
+        })?;
+    }
+    let report = generate_maildir(&maildir, &DemoOptions::new(messages)).map_err(|e| Failure {
+        code: "DEMO_WRITE_FAILED".to_owned(),
+        kind: ErrorKind::Unavailable,
+        message: format!("cannot write the demo mailbox: {e}"),
+    })?;
+    let source = MaildirSource::new(&maildir);
+    let summary = sync_with_progress(&steward, &source, Some("demo".to_owned()))?;
+    print_summary(&summary, json);
+    if !json {
+        let home = steward.home().display();
+        println!();
+        println!(
+            "Generated {} messages ({} files, {} malformed on purpose) in {}.",
+            report.messages,
+            report.files,
+            report.malformed,
+            maildir.display()
+        );
+        println!("Try next:");
+        println!("  steward --home {home} stats");
+        println!(
+            "  steward --home {home} index mail --maildir {} --account demo   # re-run: nothing changes",
+            maildir.display()
+        );
+        println!("  steward --home {home} index mail --maildir /path/to/your/Maildir");
+        println!("  steward --home {home} index mail --emlx ~/Library/Mail/V10");
+    }
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! The `steward` command end to end: demo, index, stats, typed errors and exit codes.
+
+use std::process::Command;
+
+fn steward() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_steward"))
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+}
+
+#[test]
+fn demo_then_index_then_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let out = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["demo", "--messages", "150", "--json"])
+        .output()
+        .unwrap();
+    let demo = json(&out);
+    assert_eq!(
+        demo["added"],
+        150 + u64::from(home.join("demo-maildir/.Drafts/cur").read_dir().unwrap().count() > 0)
+    );
+    assert_eq!(demo["error_count"], 3);
+
+    let md = home.join("demo-maildir");
+    let again = json(
+        &steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["index", "mail", "--maildir"])
+            .arg(&md)
+            .args(["--account", "demo", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(again["mode"], "reconcile");
+    assert_eq!(again["added"], 0);
+    assert_eq!(again["updated"], 0);
+
+    let stats =
+        json(&steward().arg("--home").arg(&home).args(["stats", "--json"]).output().unwrap());
+    assert_eq!(stats["error_count"], 3);
+    assert!(stats["tables"]["messages"].as_u64().unwrap() >= 150);
+    assert!(stats["messages_by_role"]["inbox"].as_u64().unwrap() > 0);
+    assert_eq!(stats["messages_by_body_state"]["full"], stats["messages_live"]);
+
+    // Human output names what to try next.
+    let human = steward().arg("--home").arg(&home).args(["stats"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&human.stdout).contains("messages by mailbox role"));
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let missing = dir.path().join("no-such-maildir");
+    let out = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["index", "mail", "--maildir"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("error[MAIL_SOURCE_NOT_FOUND]"), "{err}");
+
+    let not_maildir = dir.path().join("plain");
+    std::fs::create_dir_all(&not_maildir).unwrap();
+    let out = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["index", "mail", "--maildir"])
+        .arg(&not_maildir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MAIL_SOURCE_WRONG_FORMAT"));
+
+    let out = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["index", "mail", "--maildir"])
+        .arg(&not_maildir)
+        .args(["--account", " "])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+
+    // Nothing was mirrored by the failed calls.
+    let stats =
+        json(&steward().arg("--home").arg(&home).args(["stats", "--json"]).output().unwrap());
+    assert_eq!(stats["tables"]["messages"], 0);
+    assert_eq!(stats["tables"]["accounts"], 0);
+
+    // Two sources at once is refused by the argument parser.
+    let out = steward().args(["index", "mail", "--maildir", "a", "--mbox", "b"]).output().unwrap();
+    assert!(!out.status.success());
+}
