@@ -3,7 +3,7 @@
 //! global).
 
 /// Messages parsed and written per ingest transaction.
-pub const INGEST_BATCH: usize = 256;
+pub const INGEST_BATCH: usize = 1024;
 /// Parser threads used by an ingest (0 = number of CPUs).
 pub const INGEST_THREADS: usize = 0;
 /// Largest single message file (or mbox message) that is parsed; larger ones become a per-file error.

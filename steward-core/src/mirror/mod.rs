@@ -62,6 +62,11 @@ pub const SCHEMA: Schema = Schema {
             name: "sync_runs",
             sql: include_str!("../../migrations/mirror/002_sync_runs.sql"),
         },
+        Migration {
+            version: 3,
+            name: "thread_activity",
+            sql: include_str!("../../migrations/mirror/003_thread_activity.sql"),
+        },
     ],
 };
 

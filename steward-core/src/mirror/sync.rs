@@ -20,7 +20,7 @@ use super::{
     Mirror, MirrorError,
     model::{MailSource, ParseLimits, SourceFile},
     stats::FileErrorRecord,
-    writer::{self, PreparedFile, PreparedMessage, Tally, Writer, WriterConfig},
+    writer::{self, IngestCache, PreparedFile, PreparedMessage, Tally, Writer, WriterConfig},
 };
 use crate::{
     error::StewardError,
@@ -220,11 +220,13 @@ impl Mirror {
         let mut tally = Tally::default();
         let mut errors: Vec<FileErrorRecord> = Vec::new();
         let total = changed.len() as u64;
+        let is_new = |p: &str| !known.contains_key(p);
         self.ingest_changed(
             source,
             &account,
             account_id,
             &changed,
+            &is_new,
             opts,
             now,
             &mut tally,
@@ -244,10 +246,10 @@ impl Mirror {
             files_done: total,
         });
         let cfg = self.writer_config();
-        let mut mailboxes = HashMap::new();
+        let mut cache = IngestCache::default();
         for chunk in vanished.chunks(self.limits.ingest_batch) {
             self.db.write(|tx| {
-                let mut w = Writer::new(tx, account_id, &mut mailboxes, cfg, now);
+                let mut w = Writer::new(tx, account_id, &mut cache, cfg, now);
                 for p in chunk {
                     tally.paths_removed += w.remove_file(p)?;
                 }
@@ -327,6 +329,7 @@ impl Mirror {
         account: &str,
         account_id: i64,
         changed: &[&SourceFile],
+        is_new: &dyn Fn(&str) -> bool,
         opts: &SyncOptions<'_>,
         now: i64,
         tally: &mut Tally,
@@ -339,7 +342,7 @@ impl Mirror {
         let blobs = &self.blobs;
         let cfg = self.writer_config();
         let max_errors = self.limits.max_errors_listed;
-        let mut mailboxes = HashMap::new();
+        let mut cache = IngestCache::default();
         let mut done = 0u64;
         let stop = AtomicBool::new(false);
         let stop_ref = &stop;
@@ -365,9 +368,14 @@ impl Mirror {
                     let prepared = prepared?;
                     let mut batch_tally = Tally::default();
                     self.db.write(|tx| {
-                        let mut w = Writer::new(tx, account_id, &mut mailboxes, cfg, now);
+                        let mut w = Writer::new(tx, account_id, &mut cache, cfg, now);
                         for pf in &prepared {
-                            w.apply(account, pf, &mut batch_tally)?;
+                            w.apply(
+                                account,
+                                pf,
+                                is_new(&pf.file.path.to_string_lossy()),
+                                &mut batch_tally,
+                            )?;
                             fail::fail_point!("mirror::after_file", |_| std::process::abort());
                         }
                         fail::fail_point!("mirror::before_commit", |_| std::process::abort());

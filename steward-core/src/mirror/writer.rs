@@ -54,11 +54,25 @@ pub(crate) struct WriterConfig {
     pub(crate) max_participants: usize,
 }
 
+/// Lookups kept across the batches of one sync run. Only what the committed transactions
+/// wrote is cached (a failed batch aborts the run), and merges invalidate what they touch.
+#[derive(Debug, Default)]
+pub(crate) struct IngestCache {
+    mailboxes: HashMap<String, (i64, MailboxRole)>,
+    participants: HashMap<i64, Vec<String>>,
+}
+
+/// Threads examined from each end of the window by the subject fallback.
+const SUBJECT_CANDIDATES: i64 = 16;
+
+/// Most thread participant lists cached during one run.
+const PARTICIPANT_CACHE: usize = 50_000;
+
 /// Applies prepared files for one account.
 pub(crate) struct Writer<'t, 'c> {
     tx: &'t Transaction<'c>,
     account_id: i64,
-    mailboxes: &'t mut HashMap<String, (i64, MailboxRole)>,
+    cache: &'t mut IngestCache,
     cfg: WriterConfig,
     now: i64,
 }
@@ -110,15 +124,15 @@ impl<'t, 'c> Writer<'t, 'c> {
     pub(crate) fn new(
         tx: &'t Transaction<'c>,
         account_id: i64,
-        mailboxes: &'t mut HashMap<String, (i64, MailboxRole)>,
+        cache: &'t mut IngestCache,
         cfg: WriterConfig,
         now: i64,
     ) -> Self {
-        Self { tx, account_id, mailboxes, cfg, now }
+        Self { tx, account_id, cache, cfg, now }
     }
 
     fn mailbox(&mut self, mb: &MailboxRef) -> Res<(i64, MailboxRole)> {
-        if let Some(v) = self.mailboxes.get(&mb.name) {
+        if let Some(v) = self.cache.mailboxes.get(&mb.name) {
             return Ok(*v);
         }
         let role = mb.role();
@@ -138,7 +152,7 @@ impl<'t, 'c> Writer<'t, 'c> {
             )
             .map_err(q("select mailbox"))?;
         let v = (id, MailboxRole::parse(&stored).unwrap_or(role));
-        self.mailboxes.insert(mb.name.clone(), v);
+        self.cache.mailboxes.insert(mb.name.clone(), v);
         Ok(v)
     }
 
@@ -165,7 +179,14 @@ impl<'t, 'c> Writer<'t, 'c> {
     }
 
     /// Applies one prepared file.
-    pub(crate) fn apply(&mut self, account: &str, pf: &PreparedFile, tally: &mut Tally) -> Res<()> {
+    /// `is_new` says the file was not in `source_files` when the run started (no old paths).
+    pub(crate) fn apply(
+        &mut self,
+        account: &str,
+        pf: &PreparedFile,
+        is_new: bool,
+        tally: &mut Tally,
+    ) -> Res<()> {
         let (mailbox_id, role) = self.mailbox(&pf.file.mailbox)?;
         let path = pf.file.path.to_string_lossy();
         let (code, message) = match &pf.result {
@@ -197,7 +218,9 @@ impl<'t, 'c> Writer<'t, 'c> {
             )
             .map_err(q("upsert source file"))?;
         // Paths this file held before (a changed file): drop them, the new parse re-adds.
-        let previous: Vec<i64> = {
+        let previous: Vec<i64> = if is_new {
+            Vec::new()
+        } else {
             let mut stmt = self
                 .tx
                 .prepare_cached("SELECT message_id FROM message_paths WHERE file_id = ?1")
@@ -205,12 +228,15 @@ impl<'t, 'c> Writer<'t, 'c> {
             let rows = stmt.query_map([file_id], |r| r.get(0)).map_err(q("old paths"))?;
             rows.collect::<Result<_, _>>().map_err(q("old path"))?
         };
-        let removed = self
-            .tx
-            .prepare_cached("DELETE FROM message_paths WHERE file_id = ?1")
-            .map_err(q("prepare delete paths"))?
-            .execute([file_id])
-            .map_err(q("delete old paths"))?;
+        let removed = if previous.is_empty() {
+            0
+        } else {
+            self.tx
+                .prepare_cached("DELETE FROM message_paths WHERE file_id = ?1")
+                .map_err(q("prepare delete paths"))?
+                .execute([file_id])
+                .map_err(q("delete old paths"))?
+        };
         let Ok(msgs) = &pf.result else {
             tally.errors += 1;
             tally.paths_removed += removed as u64;
@@ -318,7 +344,12 @@ impl<'t, 'c> Writer<'t, 'c> {
         let norm_subject = normalize_subject(m.subject.as_deref().unwrap_or(""));
         let participants = participants_of(m);
         let when = m.date.or(m.received_at);
-        let thread_id = self.resolve_thread(m, &norm_subject, &participants, when)?;
+        let rfc_id = m.message_id.as_deref().map(normalize_message_id);
+        let children = match &rfc_id {
+            Some(r) => self.child_threads(r)?,
+            None => Vec::new(),
+        };
+        let thread_id = self.resolve_thread(m, &norm_subject, &participants, when, &children)?;
         let from = m.from.first();
         let id: i64 = self
             .tx
@@ -334,7 +365,7 @@ impl<'t, 'c> Writer<'t, 'c> {
                 params![
                     self.account_id,
                     identity,
-                    m.message_id.as_deref().map(normalize_message_id),
+                    rfc_id,
                     thread_id,
                     mailbox_id,
                     m.subject.as_deref().unwrap_or(""),
@@ -354,9 +385,7 @@ impl<'t, 'c> Writer<'t, 'c> {
             .map_err(q("insert message"))?;
         self.write_content(id, m, &pm.attachment_shas, false)?;
         self.touch_thread(thread_id, &participants, when, 1)?;
-        if let Some(rfc) = &m.message_id {
-            self.adopt_children(thread_id, &normalize_message_id(rfc))?;
-        }
+        self.adopt_children(thread_id, &children)?;
         tally.added += 1;
         Ok(id)
     }
@@ -406,30 +435,38 @@ impl<'t, 'c> Writer<'t, 'c> {
         .map_err(q("prepare body"))?
         .execute(params![id, m.body_text])
         .map_err(q("insert body"))?;
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO message_addresses (message_id, field, position, name, address)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .map_err(q("prepare address"))?;
-            let fields: [(&str, &[Address]); 4] =
-                [("from", &m.from), ("to", &m.to), ("cc", &m.cc), ("bcc", &m.bcc)];
-            for (field, list) in fields {
-                for (i, a) in list.iter().enumerate() {
-                    stmt.execute(params![id, field, int(i), a.name, a.addr])
-                        .map_err(q("insert address"))?;
-                }
-            }
+        // One statement each for the address and reference lists (json_each), not one per item.
+        let fields: [(&str, &[Address]); 4] =
+            [("from", &m.from), ("to", &m.to), ("cc", &m.cc), ("bcc", &m.bcc)];
+        let rows: Vec<(&str, usize, Option<&str>, &str)> = fields
+            .iter()
+            .flat_map(|(f, list)| {
+                list.iter()
+                    .enumerate()
+                    .map(move |(i, a)| (*f, i, a.name.as_deref(), a.addr.as_str()))
+            })
+            .collect();
+        if !rows.is_empty() {
+            let json = serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_owned());
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO message_addresses (message_id, field, position, name, address)
+                 SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?2)",
+            )
+            .map_err(q("prepare addresses"))?
+            .execute(params![id, json])
+            .map_err(q("insert addresses"))?;
         }
-        {
-            let mut stmt = tx
-                .prepare_cached("INSERT OR IGNORE INTO message_refs (message_id, position, ref) VALUES (?1, ?2, ?3)")
-                .map_err(q("prepare ref"))?;
-            for (i, r) in m.in_reply_to.iter().chain(&m.references).enumerate() {
-                stmt.execute(params![id, int(i), normalize_message_id(r)])
-                    .map_err(q("insert ref"))?;
-            }
+        let refs: Vec<String> =
+            m.in_reply_to.iter().chain(&m.references).map(|r| normalize_message_id(r)).collect();
+        if !refs.is_empty() {
+            let json = serde_json::to_string(&refs).unwrap_or_else(|_| "[]".to_owned());
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO message_refs (message_id, position, ref)
+                 SELECT ?1, key, value FROM json_each(?2)",
+            )
+            .map_err(q("prepare refs"))?
+            .execute(params![id, json])
+            .map_err(q("insert refs"))?;
         }
         if !m.attachments.is_empty() {
             let mut blob = tx
@@ -461,6 +498,7 @@ impl<'t, 'c> Writer<'t, 'c> {
         norm_subject: &str,
         participants: &BTreeSet<String>,
         when: Option<i64>,
+        children: &[i64],
     ) -> Res<i64> {
         let tx = self.tx;
         // 2. Gmail thread id.
@@ -477,61 +515,77 @@ impl<'t, 'c> Writer<'t, 'c> {
                 return Ok(t);
             }
         }
-        // 3. RFC reply graph: In-Reply-To first, then References from the nearest ancestor.
-        {
+        // 3. RFC reply graph: In-Reply-To first, then References from the nearest ancestor. One
+        // query fetches every known ancestor; priority is applied here.
+        let wanted: Vec<String> = m
+            .in_reply_to
+            .iter()
+            .chain(m.references.iter().rev())
+            .map(|r| normalize_message_id(r))
+            .collect();
+        if !wanted.is_empty() {
+            let json = serde_json::to_string(&wanted).unwrap_or_else(|_| "[]".to_owned());
             let mut stmt = tx
                 .prepare_cached(
-                    "SELECT thread_id FROM messages WHERE account_id = ?1 AND rfc_message_id = ?2 LIMIT 1",
+                    "SELECT rfc_message_id, thread_id FROM messages
+                     WHERE account_id = ?1 AND rfc_message_id IN (SELECT value FROM json_each(?2))",
                 )
-                .map_err(q("prepare parent"))?;
-            for r in m.in_reply_to.iter().chain(m.references.iter().rev()) {
-                let found: Option<i64> = stmt
-                    .query_row(params![self.account_id, normalize_message_id(r)], |r| r.get(0))
-                    .optional()
-                    .map_err(q("find parent"))?;
-                if let Some(t) = found {
-                    return self.claim_gm(t, m);
-                }
+                .map_err(q("prepare parents"))?;
+            let found: HashMap<String, i64> = stmt
+                .query_map(params![self.account_id, json], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(q("find parents"))?
+                .collect::<Result<_, _>>()
+                .map_err(q("read parent"))?;
+            if let Some(t) = wanted.iter().find_map(|w| found.get(w)) {
+                return self.claim_gm(*t, m);
             }
         }
         // 3b. A parent arriving after its children joins them.
-        if let Some(rfc) = &m.message_id {
-            let found: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT MIN(c.thread_id) FROM message_refs r JOIN messages c ON c.id = r.message_id
-                     WHERE r.ref = ?2 AND c.account_id = ?1",
-                )
-                .map_err(q("prepare children"))?
-                .query_row(params![self.account_id, normalize_message_id(rfc)], |r| r.get(0))
-                .map_err(q("find children"))?;
-            if let Some(t) = found {
-                return self.claim_gm(t, m);
-            }
+        if let Some(&t) = children.first() {
+            return self.claim_gm(t, m);
         }
-        // 4. Normalized subject + a shared participant within the window.
+        // 4. Normalized subject + a shared participant within the window: the threads whose
+        // span starts closest before the window's end and those whose span ends closest after
+        // its start (each an index range scan), checked newest activity first.
         if let (false, Some(when)) = (norm_subject.is_empty(), when) {
             let window = self.cfg.window_secs;
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT id, participants, gm_thread_id FROM threads
-                     WHERE account_id = ?1 AND norm_subject = ?2
-                       AND first_activity - ?4 <= ?3 AND last_activity + ?4 >= ?3
-                     ORDER BY last_activity DESC LIMIT 16",
-                )
-                .map_err(q("prepare subject threads"))?;
-            let rows = stmt
-                .query_map(params![self.account_id, norm_subject, when, window], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                    ))
-                })
-                .map_err(q("find subject threads"))?;
-            for row in rows {
-                let (id, people, gm) = row.map_err(q("read subject thread"))?;
+            let mut candidates: Vec<(i64, i64, String, Option<String>)> = Vec::new();
+            for sql in [
+                "SELECT id, last_activity, participants, gm_thread_id FROM threads
+                 WHERE account_id = ?1 AND norm_subject = ?2 AND first_activity <= ?3 + ?4
+                 ORDER BY first_activity DESC LIMIT ?5",
+                "SELECT id, last_activity, participants, gm_thread_id FROM threads
+                 WHERE account_id = ?1 AND norm_subject = ?2 AND last_activity >= ?3 - ?4
+                 ORDER BY last_activity ASC LIMIT ?5",
+            ] {
+                let mut stmt = tx.prepare_cached(sql).map_err(q("prepare subject threads"))?;
+                let rows = stmt
+                    .query_map(
+                        params![self.account_id, norm_subject, when, window, SUBJECT_CANDIDATES],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                    )
+                    .map_err(q("find subject threads"))?;
+                for row in rows {
+                    candidates.push(row.map_err(q("read subject thread"))?);
+                }
+            }
+            candidates.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            candidates.dedup_by_key(|c| c.0);
+            let first_of = |id: i64| -> Res<Option<i64>> {
+                tx.prepare_cached("SELECT first_activity FROM threads WHERE id = ?1")
+                    .map_err(q("prepare thread span"))?
+                    .query_row([id], |r| r.get(0))
+                    .map_err(q("thread span"))
+            };
+            for (id, last, people, gm) in candidates {
                 let gm_conflict = matches!((&gm, &m.gm_thread_id), (Some(a), Some(b)) if a != b);
-                if !gm_conflict && people.lines().any(|p| participants.contains(p)) {
+                if gm_conflict
+                    || last < when - window
+                    || !people.lines().any(|p| participants.contains(p))
+                {
+                    continue;
+                }
+                if first_of(id)?.is_some_and(|first| first <= when + window) {
                     return self.claim_gm(id, m);
                 }
             }
@@ -568,22 +622,31 @@ impl<'t, 'c> Writer<'t, 'c> {
         when: Option<i64>,
         delta: i64,
     ) -> Res<()> {
-        let current: String = self
-            .tx
-            .prepare_cached("SELECT participants FROM threads WHERE id = ?1")
-            .map_err(q("prepare thread participants"))?
-            .query_row([thread], |r| r.get(0))
-            .map_err(q("thread participants"))?;
-        let mut merged: Vec<&str> = current.lines().collect();
+        let mut merged = match self.cache.participants.remove(&thread) {
+            Some(v) => v,
+            None => {
+                let current: String = self
+                    .tx
+                    .prepare_cached("SELECT participants FROM threads WHERE id = ?1")
+                    .map_err(q("prepare thread participants"))?
+                    .query_row([thread], |r| r.get(0))
+                    .map_err(q("thread participants"))?;
+                current.lines().map(str::to_owned).collect()
+            }
+        };
         for p in participants {
             if merged.len() >= self.cfg.max_participants {
                 break;
             }
-            if !merged.contains(&p.as_str()) {
-                merged.push(p);
+            if !merged.contains(p) {
+                merged.push(p.clone());
             }
         }
         let joined = merged.join("\n");
+        if self.cache.participants.len() >= PARTICIPANT_CACHE {
+            self.cache.participants.clear();
+        }
+        self.cache.participants.insert(thread, merged);
         self.tx
             .prepare_cached(
                 "UPDATE threads SET participants = ?2, message_count = message_count + ?4,
@@ -599,23 +662,27 @@ impl<'t, 'c> Writer<'t, 'c> {
         Ok(())
     }
 
-    /// Merges into `thread` every other thread holding a message that references `rfc_id`.
-    fn adopt_children(&mut self, thread: i64, rfc_id: &str) -> Res<()> {
-        let others: Vec<i64> = {
-            let mut stmt = self
-                .tx
-                .prepare_cached(
-                    "SELECT DISTINCT c.thread_id FROM message_refs r JOIN messages c ON c.id = r.message_id
-                     WHERE r.ref = ?1 AND c.account_id = ?2 AND c.thread_id != ?3",
-                )
-                .map_err(q("prepare adopt"))?;
-            let rows = stmt
-                .query_map(params![rfc_id, self.account_id, thread], |r| r.get(0))
-                .map_err(q("adopt"))?;
-            rows.collect::<Result<_, _>>().map_err(q("adopt rows"))?
-        };
-        for other in others {
+    /// The threads of stored messages that reference `rfc_id` (its children), ascending.
+    fn child_threads(&mut self, rfc_id: &str) -> Res<Vec<i64>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached(
+                "SELECT DISTINCT c.thread_id FROM message_refs r JOIN messages c ON c.id = r.message_id
+                 WHERE r.ref = ?1 AND c.account_id = ?2 ORDER BY c.thread_id",
+            )
+            .map_err(q("prepare children"))?;
+        let rows = stmt
+            .query_map(params![rfc_id, self.account_id], |r| r.get(0))
+            .map_err(q("children"))?;
+        rows.collect::<Result<_, _>>().map_err(q("child row"))
+    }
+
+    /// Merges into `thread` every other thread holding a child of the new message.
+    fn adopt_children(&mut self, thread: i64, children: &[i64]) -> Res<()> {
+        for &other in children.iter().filter(|&&t| t != thread) {
             merge_threads(self.tx, thread, other, self.cfg.max_participants)?;
+            self.cache.participants.remove(&other);
+            self.cache.participants.remove(&thread);
         }
         Ok(())
     }
