@@ -4,6 +4,9 @@
 
 /// Messages parsed and written per ingest transaction.
 pub const INGEST_BATCH: usize = 1024;
+/// Files to ingest at or above which a run into a mirror no larger than the import is a bulk
+/// load: lookup-only indexes are dropped and built once at the end.
+pub const BULK_LOAD_MIN_FILES: usize = 10_000;
 /// Parser threads used by an ingest (0 = number of CPUs).
 pub const INGEST_THREADS: usize = 0;
 /// Largest single message file (or mbox message) that is parsed; larger ones become a per-file error.
@@ -41,6 +44,8 @@ pub struct Limits {
     pub ingest_batch: usize,
     /// See [`INGEST_THREADS`].
     pub ingest_threads: usize,
+    /// See [`BULK_LOAD_MIN_FILES`].
+    pub bulk_load_min_files: usize,
     /// See [`MAX_MESSAGE_BYTES`].
     pub max_message_bytes: u64,
     /// See [`MAX_HEADER_BYTES`].
@@ -74,6 +79,7 @@ impl Default for Limits {
         Self {
             ingest_batch: INGEST_BATCH,
             ingest_threads: INGEST_THREADS,
+            bulk_load_min_files: BULK_LOAD_MIN_FILES,
             max_message_bytes: MAX_MESSAGE_BYTES,
             max_header_bytes: MAX_HEADER_BYTES,
             max_body_chars: MAX_BODY_CHARS,

@@ -81,9 +81,13 @@ struct MailArgs {
     /// Keep running: reconcile whenever the store changes (and every 5 minutes).
     #[arg(long)]
     watch: bool,
-    /// Files parsed and committed per transaction (default 256).
+    /// Files parsed and committed per transaction (default 1024).
     #[arg(long, value_name = "N")]
     ingest_batch: Option<usize>,
+    /// Imports of at least N files into a smaller mirror build lookup indexes at the end
+    /// (default 10000).
+    #[arg(long, value_name = "N")]
+    bulk_load_min_files: Option<usize>,
 }
 
 /// An error on its way out of the command: a stable code and a kind that picks the exit status.
@@ -222,6 +226,9 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
     let mut limits = Limits::default();
     if let Some(n) = m.ingest_batch {
         limits.ingest_batch = n;
+    }
+    if let Some(n) = m.bulk_load_min_files {
+        limits.bulk_load_min_files = n;
     }
     let steward = open_with(home, limits)?;
     let source = source_of(&m)?;

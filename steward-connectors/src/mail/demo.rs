@@ -22,6 +22,8 @@ pub struct DemoOptions {
     pub malformed: bool,
     /// The newest message date, Unix seconds; older ones go back from here.
     pub newest: i64,
+    /// Write Gmail "All Mail" (and label) copies of messages that carry a Gmail thread id.
+    pub gmail_copies: bool,
 }
 
 impl DemoOptions {
@@ -32,6 +34,7 @@ impl DemoOptions {
             seed: 0x5745_5741_5244,
             malformed: true,
             newest: 1_764_000_000, // 2025-11-24
+            gmail_copies: true,
         }
     }
 }
@@ -422,7 +425,7 @@ pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<Demo
                 let gm = rng.chance(60).then(|| {
                     format!("{}", 1_700_000_000_000_000_000u64 + rng.next() % 1_000_000_000_000)
                 });
-                (s.to_owned(), None, Vec::new(), gm)
+                (vary_subject(&mut rng, s, italian), None, Vec::new(), gm)
             }
         };
         let id = format!(
@@ -503,7 +506,7 @@ pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<Demo
                 Ok(())
             };
         write(folder, flags, &mut report)?;
-        if msg.gm_thrid.is_some() {
+        if opts.gmail_copies && msg.gm_thrid.is_some() {
             // Gmail exposes every message in All Mail too; labelled work mail also in "Lavoro".
             write(".[Gmail].All Mail", flags, &mut report)?;
             if !italian && rng.chance(20) {
@@ -555,6 +558,49 @@ pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<Demo
         }
     }
     Ok(report)
+}
+
+/// Real subjects repeat less than a fixed list: most new conversations get a detail.
+fn vary_subject(rng: &mut Rng, base: &str, italian: bool) -> String {
+    const MONTHS_IT: [&str; 12] = [
+        "gennaio",
+        "febbraio",
+        "marzo",
+        "aprile",
+        "maggio",
+        "giugno",
+        "luglio",
+        "agosto",
+        "settembre",
+        "ottobre",
+        "novembre",
+        "dicembre",
+    ];
+    const MONTHS_EN: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    const PROJECTS: [&str; 8] =
+        ["Aurora", "via Roma 12", "Q3", "Bianchi & Co", "Delta", "Milano office", "Orion", "2025"];
+    match rng.below(10) {
+        0..=2 => base.to_owned(),
+        3..=5 => {
+            let months: &[&str] = if italian { &MONTHS_IT } else { &MONTHS_EN };
+            format!("{base} - {}", months[rng.below(12)])
+        }
+        6..=7 => format!("{base} ({})", PROJECTS[rng.below(PROJECTS.len())]),
+        _ => format!("{base} #{}", 100 + rng.below(9_900)),
+    }
 }
 
 /// Reply/forward prefix stripping for generated subjects (kept tiny and local on purpose).

@@ -4,3 +4,5 @@
 DROP INDEX threads_subject;
 CREATE INDEX threads_subject_first ON threads (account_id, norm_subject, first_activity);
 CREATE INDEX threads_subject_last ON threads (account_id, norm_subject, last_activity);
+-- Parents are found by identity (the normalized Message-ID, same string), already indexed.
+DROP INDEX messages_rfc;

@@ -144,7 +144,10 @@ impl Mirror {
             .map_err(|e| MirrorError::Blobs { path: blob_dir.clone(), reason: e.to_string() })?;
         let db =
             Database::open(&home.join("mirror.db"), &SCHEMA, OpenOptions::from_limits(limits))?;
-        Ok(Self { db, blobs: blobs::BlobStore::new(blob_dir), limits: limits.clone() })
+        let mirror = Self { db, blobs: blobs::BlobStore::new(blob_dir), limits: limits.clone() };
+        // A bulk load interrupted by a crash leaves its deferred indexes to rebuild.
+        mirror.ensure_indexes()?;
+        Ok(mirror)
     }
 
     /// The underlying database (for integrity checks and versions).

@@ -2,7 +2,7 @@
 //! attribution, thread resolution, attachments. Every function here takes the open
 //! `&Transaction`; nothing here commits.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
@@ -34,6 +34,51 @@ pub(crate) struct PreparedFile {
 pub(crate) struct PreparedMessage {
     pub(crate) msg: ParsedMessage,
     pub(crate) attachment_shas: Vec<Option<String>>,
+    /// Everything derived from the message alone is computed on the parser threads, so the
+    /// single writer only runs SQL.
+    identity: String,
+    content_hash: String,
+    rfc_id: Option<String>,
+    norm_subject: String,
+    participants: BTreeSet<String>,
+    /// In-Reply-To then References nearest-first: candidate parents, in priority order.
+    ancestors: Vec<String>,
+    /// In-Reply-To then the last References, as stored for the reverse lookup.
+    stored_refs: Vec<String>,
+}
+
+impl PreparedMessage {
+    pub(crate) fn new(
+        account: &str,
+        msg: ParsedMessage,
+        attachment_shas: Vec<Option<String>>,
+    ) -> Self {
+        let identity = identity_of(account, &msg);
+        let skip = msg.references.len().saturating_sub(MAX_STORED_REFERENCES);
+        Self {
+            content_hash: hex(&msg.content_hash),
+            rfc_id: msg.message_id.as_deref().map(normalize_message_id),
+            norm_subject: normalize_subject(msg.subject.as_deref().unwrap_or("")),
+            participants: participants_of(&msg),
+            ancestors: msg
+                .in_reply_to
+                .iter()
+                .chain(msg.references.iter().rev())
+                .map(|r| normalize_message_id(r))
+                .collect(),
+            // Each message is referenced by its own replies, so In-Reply-To and the nearest
+            // References are enough to connect a tree whose parent arrives late.
+            stored_refs: msg
+                .in_reply_to
+                .iter()
+                .chain(msg.references.iter().skip(skip))
+                .map(|r| normalize_message_id(r))
+                .collect(),
+            identity,
+            msg,
+            attachment_shas,
+        }
+    }
 }
 
 /// What one batch did.
@@ -47,10 +92,20 @@ pub(crate) struct Tally {
     pub(crate) errors: u64,
 }
 
+/// The thread chosen for a new message.
+#[derive(Debug, Clone, Copy)]
+struct Resolved {
+    id: i64,
+    /// Created for this message, already counting it.
+    created: bool,
+}
+
 /// Settings the writer needs from [`crate::Limits`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WriterConfig {
     pub(crate) window_secs: i64,
+    /// Files arrive newest first (a backfill), which decides how the subject window is scanned.
+    pub(crate) newest_first: bool,
     pub(crate) max_participants: usize,
 }
 
@@ -60,7 +115,98 @@ pub(crate) struct WriterConfig {
 pub(crate) struct IngestCache {
     mailboxes: HashMap<String, (i64, MailboxRole)>,
     participants: HashMap<i64, Vec<String>>,
+    filters: Option<Filters>,
 }
+
+/// Existence filters over the account's stored ids: a miss proves absence and skips a query;
+/// a hit (or a hash collision) runs it. Only ever grow during a run, so they stay supersets.
+#[derive(Debug, Default)]
+struct Filters {
+    /// Identities and Message-IDs of stored messages.
+    ids: HashSet<u64>,
+    /// Ids referenced (In-Reply-To / References) by stored messages.
+    refs: HashSet<u64>,
+    /// Gmail thread ids of stored threads.
+    gm: HashSet<u64>,
+}
+
+/// Largest account for which the existence filters are built (entries across the three sets);
+/// above it every lookup goes to SQLite.
+pub(crate) const MAX_FILTER_ENTRIES: i64 = 5_000_000;
+
+fn key_hash(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+impl IngestCache {
+    /// Loads the existence filters for `account_id`, unless the account is too large.
+    pub(crate) fn load_filters(&mut self, conn: &rusqlite::Connection, account_id: i64) -> Res<()> {
+        let count: i64 = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM messages WHERE account_id = ?1)
+                      + (SELECT count(*) FROM message_refs r JOIN messages m ON m.id = r.message_id WHERE m.account_id = ?1)",
+                [account_id],
+                |r| r.get(0),
+            )
+            .map_err(q("count filter entries"))?;
+        if count > MAX_FILTER_ENTRIES {
+            self.filters = None;
+            return Ok(());
+        }
+        let mut f = Filters::default();
+        let fill = |sql: &str, set: &mut HashSet<u64>| -> Res<()> {
+            let mut stmt = conn.prepare(sql).map_err(q("prepare filter"))?;
+            let mut rows = stmt.query([account_id]).map_err(q("filter"))?;
+            while let Some(row) = rows.next().map_err(q("filter row"))? {
+                let v: rusqlite::types::ValueRef<'_> = row.get_ref(0).map_err(q("filter value"))?;
+                if let rusqlite::types::ValueRef::Text(t) = v {
+                    set.insert(key_hash(&String::from_utf8_lossy(t)));
+                }
+            }
+            Ok(())
+        };
+        fill("SELECT identity FROM messages WHERE account_id = ?1", &mut f.ids)?;
+        fill(
+            "SELECT rfc_message_id FROM messages WHERE account_id = ?1 AND rfc_message_id IS NOT NULL",
+            &mut f.ids,
+        )?;
+        fill(
+            "SELECT r.ref FROM message_refs r JOIN messages m ON m.id = r.message_id WHERE m.account_id = ?1",
+            &mut f.refs,
+        )?;
+        fill(
+            "SELECT gm_thread_id FROM threads WHERE account_id = ?1 AND gm_thread_id IS NOT NULL",
+            &mut f.gm,
+        )?;
+        self.filters = Some(f);
+        Ok(())
+    }
+
+    fn may_have(&self, pick: fn(&Filters) -> &HashSet<u64>, key: &str) -> bool {
+        self.filters.as_ref().is_none_or(|f| pick(f).contains(&key_hash(key)))
+    }
+
+    fn remember_message(&mut self, identity: &str, gm_thread_id: Option<&str>) {
+        if let Some(f) = &mut self.filters {
+            f.ids.insert(key_hash(identity));
+            if let Some(g) = gm_thread_id {
+                f.gm.insert(key_hash(g));
+            }
+        }
+    }
+
+    fn remember_refs(&mut self, refs: &[String]) {
+        if let Some(f) = &mut self.filters {
+            f.refs.extend(refs.iter().map(|r| key_hash(r)));
+        }
+    }
+}
+
+/// References kept per message for the reverse (children) lookup, nearest first.
+const MAX_STORED_REFERENCES: usize = 8;
 
 /// Threads examined from each end of the window by the subject fallback.
 const SUBJECT_CANDIDATES: i64 = 16;
@@ -180,43 +326,45 @@ impl<'t, 'c> Writer<'t, 'c> {
 
     /// Applies one prepared file.
     /// `is_new` says the file was not in `source_files` when the run started (no old paths).
-    pub(crate) fn apply(
-        &mut self,
-        account: &str,
-        pf: &PreparedFile,
-        is_new: bool,
-        tally: &mut Tally,
-    ) -> Res<()> {
+    pub(crate) fn apply(&mut self, pf: &PreparedFile, is_new: bool, tally: &mut Tally) -> Res<()> {
         let (mailbox_id, role) = self.mailbox(&pf.file.mailbox)?;
         let path = pf.file.path.to_string_lossy();
         let (code, message) = match &pf.result {
             Ok(_) => (None, None),
             Err(e) => (Some(e.code()), Some(e.to_string())),
         };
-        let file_id: i64 = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO source_files (account_id, path, mailbox_id, mtime_ns, size, error_code, error_message)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (account_id, path) DO UPDATE SET
-                   mailbox_id = excluded.mailbox_id, mtime_ns = excluded.mtime_ns, size = excluded.size,
-                   error_code = excluded.error_code, error_message = excluded.error_message
-                 RETURNING id",
-            )
-            .map_err(q("prepare source file"))?
-            .query_row(
-                params![
-                    self.account_id,
-                    path,
-                    mailbox_id,
-                    pf.file.mtime_ns,
-                    i64::try_from(pf.file.size).unwrap_or(i64::MAX),
-                    code,
-                    message
-                ],
-                |r| r.get(0),
-            )
-            .map_err(q("upsert source file"))?;
+        let values = params![
+            self.account_id,
+            path,
+            mailbox_id,
+            pf.file.mtime_ns,
+            i64::try_from(pf.file.size).unwrap_or(i64::MAX),
+            code,
+            message
+        ];
+        let file_id: i64 = if is_new {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO source_files (account_id, path, mailbox_id, mtime_ns, size, error_code, error_message)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(q("prepare source file"))?
+                .insert(values)
+                .map_err(q("insert source file"))?
+        } else {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO source_files (account_id, path, mailbox_id, mtime_ns, size, error_code, error_message)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (account_id, path) DO UPDATE SET
+                       mailbox_id = excluded.mailbox_id, mtime_ns = excluded.mtime_ns, size = excluded.size,
+                       error_code = excluded.error_code, error_message = excluded.error_message
+                     RETURNING id",
+                )
+                .map_err(q("prepare source file"))?
+                .query_row(values, |r| r.get(0))
+                .map_err(q("upsert source file"))?
+        };
         // Paths this file held before (a changed file): drop them, the new parse re-adds.
         let previous: Vec<i64> = if is_new {
             Vec::new()
@@ -244,8 +392,7 @@ impl<'t, 'c> Writer<'t, 'c> {
         };
         let mut readded = 0u64;
         for pm in msgs {
-            let message_id =
-                self.upsert_message(account, pm, mailbox_id, role, &previous, tally)?;
+            let message_id = self.upsert_message(pm, mailbox_id, role, &previous, tally)?;
             self.tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO message_paths (file_id, ordinal, message_id, mailbox_id, offset, size, flags)
@@ -270,7 +417,6 @@ impl<'t, 'c> Writer<'t, 'c> {
 
     fn upsert_message(
         &mut self,
-        account: &str,
         pm: &PreparedMessage,
         mailbox_id: i64,
         role: MailboxRole,
@@ -278,21 +424,25 @@ impl<'t, 'c> Writer<'t, 'c> {
         tally: &mut Tally,
     ) -> Res<i64> {
         let m = &pm.msg;
-        let identity = identity_of(account, m);
-        let content_hash = hex(&m.content_hash);
-        let existing: Option<(i64, i64, String, i64, String, String)> = self
-            .tx
-            .prepare_cached(
-                "SELECT m.id, m.mailbox_id, b.role, m.flags, m.content_hash, m.body_state
+        let identity = &pm.identity;
+        let content_hash = &pm.content_hash;
+        let existing: Option<(i64, i64, String, i64, String, String)> =
+            if !self.cache.may_have(|f| &f.ids, identity) {
+                None
+            } else {
+                self.tx
+                    .prepare_cached(
+                        "SELECT m.id, m.mailbox_id, b.role, m.flags, m.content_hash, m.body_state
                  FROM messages m JOIN mailboxes b ON b.id = m.mailbox_id
                  WHERE m.account_id = ?1 AND m.identity = ?2",
-            )
-            .map_err(q("prepare find message"))?
-            .query_row(params![self.account_id, identity], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-            })
-            .optional()
-            .map_err(q("find message"))?;
+                    )
+                    .map_err(q("prepare find message"))?
+                    .query_row(params![self.account_id, identity], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                    })
+                    .optional()
+                    .map_err(q("find message"))?
+            };
 
         if let Some((id, cur_mailbox, cur_role, cur_flags, cur_hash, cur_body)) = existing {
             // A Gmail "All Mail" copy never overrides a more specific mailbox.
@@ -314,9 +464,9 @@ impl<'t, 'c> Writer<'t, 'c> {
             };
             let same_file = previous.contains(&id);
             let more_complete = rank(m.body_state.as_str()) > rank(&cur_body);
-            let content_changed = cur_hash != content_hash && (same_file || more_complete);
+            let content_changed = &cur_hash != content_hash && (same_file || more_complete);
             if content_changed {
-                self.write_content(id, m, &pm.attachment_shas, true)?;
+                self.write_content(id, pm, true)?;
             }
             // Soft-delete state is settled once per run, after every path is known.
             let changed = content_changed || flags != cur_flags;
@@ -341,15 +491,15 @@ impl<'t, 'c> Writer<'t, 'c> {
             return Ok(id);
         }
 
-        let norm_subject = normalize_subject(m.subject.as_deref().unwrap_or(""));
-        let participants = participants_of(m);
+        let participants = &pm.participants;
         let when = m.date.or(m.received_at);
-        let rfc_id = m.message_id.as_deref().map(normalize_message_id);
+        let rfc_id = pm.rfc_id.as_deref();
         let children = match &rfc_id {
-            Some(r) => self.child_threads(r)?,
-            None => Vec::new(),
+            Some(r) if self.cache.may_have(|f| &f.refs, r) => self.child_threads(r)?,
+            _ => Vec::new(),
         };
-        let thread_id = self.resolve_thread(m, &norm_subject, &participants, when, &children)?;
+        let resolved = self.resolve_thread(pm, when, &children)?;
+        let thread_id = resolved.id;
         let from = m.from.first();
         let id: i64 = self
             .tx
@@ -357,11 +507,10 @@ impl<'t, 'c> Writer<'t, 'c> {
                 "INSERT INTO messages (account_id, identity, rfc_message_id, thread_id, mailbox_id, subject,
                    from_name, from_addr, date, received_at, flags, body_state, size, attachment_count,
                    content_hash, ingested_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)
-                 RETURNING id",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)",
             )
             .map_err(q("prepare insert message"))?
-            .query_row(
+            .insert(
                 params![
                     self.account_id,
                     identity,
@@ -380,25 +529,23 @@ impl<'t, 'c> Writer<'t, 'c> {
                     content_hash,
                     self.now
                 ],
-                |r| r.get(0),
             )
             .map_err(q("insert message"))?;
-        self.write_content(id, m, &pm.attachment_shas, false)?;
-        self.touch_thread(thread_id, &participants, when, 1)?;
+        self.write_content(id, pm, false)?;
+        self.cache.remember_message(identity, m.gm_thread_id.as_deref());
+        if !resolved.created {
+            self.touch_thread(thread_id, participants, when, 1)?;
+        }
         self.adopt_children(thread_id, &children)?;
         tally.added += 1;
         Ok(id)
     }
 
     /// Writes body, addresses, references and attachments (replacing old ones on update).
-    fn write_content(
-        &mut self,
-        id: i64,
-        m: &ParsedMessage,
-        shas: &[Option<String>],
-        replace: bool,
-    ) -> Res<()> {
+    fn write_content(&mut self, id: i64, pm: &PreparedMessage, replace: bool) -> Res<()> {
         let tx = self.tx;
+        let m = &pm.msg;
+        let shas = &pm.attachment_shas;
         if replace {
             for sql in [
                 "DELETE FROM message_addresses WHERE message_id = ?1",
@@ -435,7 +582,6 @@ impl<'t, 'c> Writer<'t, 'c> {
         .map_err(q("prepare body"))?
         .execute(params![id, m.body_text])
         .map_err(q("insert body"))?;
-        // One statement each for the address and reference lists (json_each), not one per item.
         let fields: [(&str, &[Address]); 4] =
             [("from", &m.from), ("to", &m.to), ("cc", &m.cc), ("bcc", &m.bcc)];
         let rows: Vec<(&str, usize, Option<&str>, &str)> = fields
@@ -447,26 +593,28 @@ impl<'t, 'c> Writer<'t, 'c> {
             })
             .collect();
         if !rows.is_empty() {
-            let json = serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_owned());
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO message_addresses (message_id, field, position, name, address)
-                 SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?2)",
-            )
-            .map_err(q("prepare addresses"))?
-            .execute(params![id, json])
-            .map_err(q("insert addresses"))?;
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO message_addresses (message_id, field, position, name, address)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(q("prepare address"))?;
+            for (field, pos, name, addr) in &rows {
+                stmt.execute(params![id, field, int(*pos), name, addr])
+                    .map_err(q("insert address"))?;
+            }
         }
-        let refs: Vec<String> =
-            m.in_reply_to.iter().chain(&m.references).map(|r| normalize_message_id(r)).collect();
+        let refs = &pm.stored_refs;
+        self.cache.remember_refs(refs);
         if !refs.is_empty() {
-            let json = serde_json::to_string(&refs).unwrap_or_else(|_| "[]".to_owned());
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO message_refs (message_id, position, ref)
-                 SELECT ?1, key, value FROM json_each(?2)",
-            )
-            .map_err(q("prepare refs"))?
-            .execute(params![id, json])
-            .map_err(q("insert refs"))?;
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO message_refs (message_id, position, ref) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(q("prepare ref"))?;
+            for (i, r) in refs.iter().enumerate() {
+                stmt.execute(params![id, int(i), r]).map_err(q("insert ref"))?;
+            }
         }
         if !m.attachments.is_empty() {
             let mut blob = tx
@@ -494,15 +642,16 @@ impl<'t, 'c> Writer<'t, 'c> {
     /// Thread resolution, in descending order of confidence (see the module docs of `mirror`).
     fn resolve_thread(
         &mut self,
-        m: &ParsedMessage,
-        norm_subject: &str,
-        participants: &BTreeSet<String>,
+        pm: &PreparedMessage,
         when: Option<i64>,
         children: &[i64],
-    ) -> Res<i64> {
+    ) -> Res<Resolved> {
         let tx = self.tx;
+        let m = &pm.msg;
+        let norm_subject = pm.norm_subject.as_str();
+        let participants = &pm.participants;
         // 2. Gmail thread id.
-        if let Some(g) = &m.gm_thread_id {
+        if let Some(g) = m.gm_thread_id.as_ref().filter(|g| self.cache.may_have(|f| &f.gm, g)) {
             let found: Option<i64> = tx
                 .prepare_cached(
                     "SELECT id FROM threads WHERE account_id = ?1 AND gm_thread_id = ?2",
@@ -512,23 +661,18 @@ impl<'t, 'c> Writer<'t, 'c> {
                 .optional()
                 .map_err(q("find gm thread"))?;
             if let Some(t) = found {
-                return Ok(t);
+                return Ok(Resolved { id: t, created: false });
             }
         }
         // 3. RFC reply graph: In-Reply-To first, then References from the nearest ancestor. One
         // query fetches every known ancestor; priority is applied here.
-        let wanted: Vec<String> = m
-            .in_reply_to
-            .iter()
-            .chain(m.references.iter().rev())
-            .map(|r| normalize_message_id(r))
-            .collect();
-        if !wanted.is_empty() {
-            let json = serde_json::to_string(&wanted).unwrap_or_else(|_| "[]".to_owned());
+        let wanted = &pm.ancestors;
+        if wanted.iter().any(|w| self.cache.may_have(|f| &f.ids, w)) {
+            let json = serde_json::to_string(wanted).unwrap_or_else(|_| "[]".to_owned());
             let mut stmt = tx
                 .prepare_cached(
-                    "SELECT rfc_message_id, thread_id FROM messages
-                     WHERE account_id = ?1 AND rfc_message_id IN (SELECT value FROM json_each(?2))",
+                    "SELECT identity, thread_id FROM messages
+                     WHERE account_id = ?1 AND identity IN (SELECT value FROM json_each(?2))",
                 )
                 .map_err(q("prepare parents"))?;
             let found: HashMap<String, i64> = stmt
@@ -537,67 +681,74 @@ impl<'t, 'c> Writer<'t, 'c> {
                 .collect::<Result<_, _>>()
                 .map_err(q("read parent"))?;
             if let Some(t) = wanted.iter().find_map(|w| found.get(w)) {
-                return self.claim_gm(*t, m);
+                return Ok(Resolved { id: self.claim_gm(*t, m)?, created: false });
             }
         }
         // 3b. A parent arriving after its children joins them.
         if let Some(&t) = children.first() {
-            return self.claim_gm(t, m);
+            return Ok(Resolved { id: self.claim_gm(t, m)?, created: false });
         }
-        // 4. Normalized subject + a shared participant within the window: the threads whose
-        // span starts closest before the window's end and those whose span ends closest after
-        // its start (each an index range scan), checked newest activity first.
+        // 4. Normalized subject + a shared participant within the window. Threads whose span
+        // comes within the window are range-scanned from whichever end suits the arrival order
+        // (a backfill goes newest first, a reconcile oldest first), newest activity first, at
+        // most SUBJECT_CANDIDATES of them.
         if let (false, Some(when)) = (norm_subject.is_empty(), when) {
             let window = self.cfg.window_secs;
-            let mut candidates: Vec<(i64, i64, String, Option<String>)> = Vec::new();
-            for sql in [
-                "SELECT id, last_activity, participants, gm_thread_id FROM threads
+            let by_first = "SELECT id, participants, gm_thread_id FROM threads
                  WHERE account_id = ?1 AND norm_subject = ?2 AND first_activity <= ?3 + ?4
-                 ORDER BY first_activity DESC LIMIT ?5",
-                "SELECT id, last_activity, participants, gm_thread_id FROM threads
+                   AND last_activity >= ?3 - ?4
+                 ORDER BY first_activity DESC LIMIT ?5";
+            let by_last = "SELECT id, participants, gm_thread_id FROM threads
                  WHERE account_id = ?1 AND norm_subject = ?2 AND last_activity >= ?3 - ?4
-                 ORDER BY last_activity ASC LIMIT ?5",
-            ] {
+                   AND first_activity <= ?3 + ?4
+                 ORDER BY last_activity ASC LIMIT ?5";
+            let order =
+                if self.cfg.newest_first { [by_first, by_last] } else { [by_last, by_first] };
+            for sql in order {
                 let mut stmt = tx.prepare_cached(sql).map_err(q("prepare subject threads"))?;
                 let rows = stmt
                     .query_map(
                         params![self.account_id, norm_subject, when, window, SUBJECT_CANDIDATES],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                        |r| {
+                            Ok((
+                                r.get::<_, i64>(0)?,
+                                r.get::<_, String>(1)?,
+                                r.get::<_, Option<String>>(2)?,
+                            ))
+                        },
                     )
                     .map_err(q("find subject threads"))?;
+                let mut found = None;
                 for row in rows {
-                    candidates.push(row.map_err(q("read subject thread"))?);
+                    let (id, people, gm) = row.map_err(q("read subject thread"))?;
+                    let gm_conflict =
+                        matches!((&gm, &m.gm_thread_id), (Some(a), Some(b)) if a != b);
+                    if !gm_conflict && people.lines().any(|p| participants.contains(p)) {
+                        found = Some(id);
+                        break;
+                    }
                 }
-            }
-            candidates.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            candidates.dedup_by_key(|c| c.0);
-            let first_of = |id: i64| -> Res<Option<i64>> {
-                tx.prepare_cached("SELECT first_activity FROM threads WHERE id = ?1")
-                    .map_err(q("prepare thread span"))?
-                    .query_row([id], |r| r.get(0))
-                    .map_err(q("thread span"))
-            };
-            for (id, last, people, gm) in candidates {
-                let gm_conflict = matches!((&gm, &m.gm_thread_id), (Some(a), Some(b)) if a != b);
-                if gm_conflict
-                    || last < when - window
-                    || !people.lines().any(|p| participants.contains(p))
-                {
-                    continue;
-                }
-                if first_of(id)?.is_some_and(|first| first <= when + window) {
-                    return self.claim_gm(id, m);
+                if let Some(id) = found {
+                    return Ok(Resolved { id: self.claim_gm(id, m)?, created: false });
                 }
             }
         }
-        // 5. A new thread.
-        tx.prepare_cached(
-            "INSERT INTO threads (account_id, norm_subject, gm_thread_id, participants, first_activity, last_activity, message_count)
-             VALUES (?1, ?2, ?3, '', ?4, ?4, 0) RETURNING id",
-        )
-        .map_err(q("prepare new thread"))?
-        .query_row(params![self.account_id, norm_subject, m.gm_thread_id, when], |r| r.get(0))
-        .map_err(q("new thread"))
+        // 5. A new thread, created complete with this message (no follow-up update).
+        let people: Vec<String> =
+            participants.iter().take(self.cfg.max_participants).cloned().collect();
+        let id: i64 = tx
+            .prepare_cached(
+                "INSERT INTO threads (account_id, norm_subject, gm_thread_id, participants, first_activity, last_activity, message_count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5, 1)",
+            )
+            .map_err(q("prepare new thread"))?
+            .insert(params![self.account_id, norm_subject, m.gm_thread_id, people.join("\n"), when])
+            .map_err(q("new thread"))?;
+        if self.cache.participants.len() >= PARTICIPANT_CACHE {
+            self.cache.participants.clear();
+        }
+        self.cache.participants.insert(id, people);
+        Ok(Resolved { id, created: true })
     }
 
     /// Records the message's Gmail thread id on a thread that has none yet.
