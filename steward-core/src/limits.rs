@@ -32,7 +32,12 @@ pub const READER_CONNECTIONS: usize = 4;
 /// SQLite busy timeout, in milliseconds.
 pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// SQLite page cache per connection, in KiB.
-pub const PAGE_CACHE_KIB: i64 = 64 * 1024;
+pub const PAGE_CACHE_KIB: i64 = 128 * 1024;
+/// WAL pages written before SQLite checkpoints automatically. Large, because a checkpoint copies
+/// each page once however often it was rewritten in between: a mirror ingest rewrites its hot
+/// index pages in every batch (measured: 9.5k -> 11.4k messages/s going from 1,000 to 30,000).
+/// A sync checkpoints and truncates the WAL when it ends.
+pub const WAL_AUTOCHECKPOINT_PAGES: i64 = 30_000;
 /// Memory-mapped I/O per connection, in bytes (best effort).
 pub const MMAP_BYTES: i64 = 256 * 1024 * 1024;
 
@@ -72,6 +77,8 @@ pub struct Limits {
     pub page_cache_kib: i64,
     /// See [`MMAP_BYTES`].
     pub mmap_bytes: i64,
+    /// See [`WAL_AUTOCHECKPOINT_PAGES`].
+    pub wal_autocheckpoint_pages: i64,
 }
 
 impl Default for Limits {
@@ -93,6 +100,7 @@ impl Default for Limits {
             busy_timeout_ms: BUSY_TIMEOUT_MS,
             page_cache_kib: PAGE_CACHE_KIB,
             mmap_bytes: MMAP_BYTES,
+            wal_autocheckpoint_pages: WAL_AUTOCHECKPOINT_PAGES,
         }
     }
 }
@@ -111,6 +119,9 @@ impl Limits {
         }
         if self.reader_connections == 0 || self.reader_connections > 64 {
             return Err("reader_connections");
+        }
+        if self.wal_autocheckpoint_pages < 0 {
+            return Err("wal_autocheckpoint_pages");
         }
         if self.thread_subject_window_days < 0 {
             return Err("thread_subject_window_days");

@@ -227,15 +227,22 @@ fn body_text(rng: &mut Rng, italian: bool, paragraphs: usize) -> String {
     let pool: &[&str] = if italian { &SENTENCES_IT } else { &SENTENCES_EN };
     let mut out = String::new();
     for _ in 0..paragraphs {
-        for _ in 0..3 + rng.below(4) {
+        for _ in 0..3 + rng.below(6) {
             let sentence: &str = pool[rng.below(pool.len())];
             out.push_str(sentence);
             out.push(' ');
         }
         out.push_str("\r\n\r\n");
     }
+    // Business mail carries signatures and legal footers.
+    if rng.chance(45) {
+        out.push_str(if italian { FOOTER_IT } else { FOOTER_EN });
+    }
     out
 }
+
+const FOOTER_IT: &str = "--\r\nStudio Bianchi - Consulenza fiscale e del lavoro\r\nVia Roma 12, 20121 Milano - Tel. 02 1234567\r\n\r\nAi sensi del D.Lgs. 196/2003 e del Regolamento UE 2016/679 (GDPR), le informazioni contenute in questo messaggio sono riservate e destinate esclusivamente al destinatario. Se avete ricevuto questo messaggio per errore, vi preghiamo di informarci immediatamente e di cancellarlo. Qualsiasi utilizzo non autorizzato e' vietato.\r\n";
+const FOOTER_EN: &str = "--\r\nCarter Consulting Ltd - 221 Baker Street, London\r\n\r\nThis e-mail and any attachments are confidential and intended solely for the addressee. If you have received it in error, please notify the sender and delete it. Any views or opinions presented are solely those of the author and do not necessarily represent those of the company.\r\n";
 
 fn render(
     m: &Msg,
@@ -394,7 +401,7 @@ pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<Demo
         let from_me = rng.chance(25);
         let other = *rng.pick(&PEOPLE);
         let (from, to) = if from_me { (ME, vec![other]) } else { (other, vec![ME]) };
-        let paragraphs = 1 + rng.below(4);
+        let paragraphs = 2 + rng.below(6);
         let mut body = body_text(&mut rng, italian, paragraphs);
         let (subject, in_reply_to, references, gm) = match reply_to {
             Some(k) => {

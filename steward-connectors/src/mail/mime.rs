@@ -133,6 +133,7 @@ fn addresses<'a>(
                 None => name.take().filter(|n| !n.contains(char::is_whitespace))?,
             };
             if let Some(n) = &name
+                && raw.contains('(')
                 && raw.contains(&format!("({n})"))
                 && !raw.contains(&format!("{n} <"))
                 && !raw.contains(&format!("{n}\" <"))

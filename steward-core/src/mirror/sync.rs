@@ -319,6 +319,9 @@ impl Mirror {
             Ok::<_, MirrorError>((soft, restored, threads))
         })?;
 
+        if something_changed {
+            self.db.checkpoint()?;
+        }
         let seconds = started.elapsed().as_secs_f64();
         let summary = SyncSummary {
             account,

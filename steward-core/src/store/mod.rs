@@ -126,6 +126,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 static VEC_EXTENSION: Once = Once::new();
 
+/// Bytes a WAL file is truncated to after a checkpoint.
+const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 128;
 
@@ -158,6 +161,7 @@ pub(crate) struct OpenOptions {
     pub(crate) page_cache_kib: i64,
     pub(crate) mmap_bytes: i64,
     pub(crate) readers: usize,
+    pub(crate) wal_autocheckpoint_pages: i64,
 }
 
 impl OpenOptions {
@@ -167,6 +171,7 @@ impl OpenOptions {
             page_cache_kib: limits.page_cache_kib,
             mmap_bytes: limits.mmap_bytes,
             readers: limits.reader_connections,
+            wal_autocheckpoint_pages: limits.wal_autocheckpoint_pages,
         }
     }
 }
@@ -198,7 +203,11 @@ fn open_connection(path: &Path, opts: &OpenOptions, read_only: bool) -> StoreRes
         opts.page_cache_kib
     );
     if !read_only {
-        pragmas.push_str("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;");
+        pragmas.push_str(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {};
+             PRAGMA journal_size_limit = {};",
+            opts.wal_autocheckpoint_pages, WAL_SIZE_LIMIT
+        ));
     }
     conn.execute_batch(&pragmas).map_err(open_err)?;
     // mmap is best effort: some file systems refuse it, and that is fine.
@@ -279,6 +288,13 @@ impl Database {
             pool.push(conn);
         }
         out
+    }
+
+    /// Copies the WAL into the database and truncates it (after a large write).
+    pub fn checkpoint(&self) -> StoreResult<()> {
+        let conn = self.lock_writer();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(|e| StoreError::query("wal_checkpoint", e))
     }
 
     /// Runs `PRAGMA integrity_check` and returns `Ok` only when SQLite answers "ok".
