@@ -84,6 +84,9 @@ struct MailArgs {
     /// Files parsed and committed per transaction (default 1024).
     #[arg(long, value_name = "N")]
     ingest_batch: Option<usize>,
+    /// Parser threads (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Imports of at least N files into a smaller mirror build lookup indexes at the end
     /// (default 10000).
     #[arg(long, value_name = "N")]
@@ -226,6 +229,9 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
     let mut limits = Limits::default();
     if let Some(n) = m.ingest_batch {
         limits.ingest_batch = n;
+    }
+    if let Some(n) = m.threads {
+        limits.ingest_threads = n;
     }
     if let Some(n) = m.bulk_load_min_files {
         limits.bulk_load_min_files = n;

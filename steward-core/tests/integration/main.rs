@@ -1,0 +1,3 @@
+//! steward-core integration tests: one binary, one module per capability.
+
+mod store;

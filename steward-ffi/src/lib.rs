@@ -1,0 +1,22 @@
+//! # steward-ffi
+//!
+//! UniFFI (proc-macro) bindings over `steward-core` for the macOS launcher. Every item here is a
+//! thin wrapper: an object holds the core type in `inner`, methods are one call plus a
+//! conversion, and errors cross as one enum carrying `{ kind, code, message }`, mapped in one
+//! place ([`FfiError`]). Later issues add approvals, the journal, watches and subscriptions.
+
+uniffi::setup_scaffolding!();
+
+mod error;
+mod mirror;
+mod steward;
+
+pub use error::FfiError;
+pub use mirror::{MirrorStats, SyncSummary};
+pub use steward::Steward;
+
+/// The version of the Steward library.
+#[uniffi::export]
+pub fn steward_version() -> String {
+    env!("CARGO_PKG_VERSION").to_owned()
+}

@@ -1,0 +1,99 @@
+//! The `Steward` object.
+
+use std::sync::Arc;
+
+use steward_connectors::mail::{EmlxSource, MaildirSource, MboxSource};
+use steward_core::mirror::{MailSource, SyncOptions};
+
+use crate::{FfiError, MirrorStats, SyncSummary};
+
+/// One person's Steward home.
+#[derive(uniffi::Object)]
+pub struct Steward {
+    inner: steward_core::Steward,
+}
+
+#[uniffi::export]
+impl Steward {
+    /// Opens (creating if needed) the home at `home`.
+    #[uniffi::constructor]
+    pub fn open(home: String) -> Result<Arc<Self>, FfiError> {
+        Ok(Arc::new(Self { inner: steward_core::Steward::builder().home(home).open()? }))
+    }
+
+    /// Mirrors a Maildir.
+    pub fn index_maildir(
+        &self,
+        path: String,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        self.sync(&MaildirSource::new(path), account)
+    }
+
+    /// Mirrors an mbox file (mboxrd quoting).
+    pub fn index_mbox(
+        &self,
+        path: String,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        self.sync(&MboxSource::new(path), account)
+    }
+
+    /// Mirrors an Apple Mail folder of `.emlx` files.
+    pub fn index_emlx(
+        &self,
+        path: String,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        self.sync(&EmlxSource::new(path), account)
+    }
+
+    /// Counts over the mirror.
+    pub fn mirror_stats(&self) -> Result<MirrorStats, FfiError> {
+        Ok(self.inner.mirror().stats()?.into())
+    }
+}
+
+impl Steward {
+    fn sync(
+        &self,
+        source: &dyn MailSource,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        Ok(self
+            .inner
+            .mirror()
+            .sync(source, &SyncOptions { account, cancel: None }, &mut |_| {})?
+            .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_index_and_typed_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let md = dir.path().join("Maildir/cur");
+        std::fs::create_dir_all(&md).unwrap();
+        std::fs::write(
+            md.join("1:2,S"),
+            b"From: a@b.c\nSubject: hi\nMessage-ID: <1@b.c>\n\nbody\n",
+        )
+        .unwrap();
+        let s = Steward::open(dir.path().join("home").to_string_lossy().into_owned()).unwrap();
+        let sum = s
+            .index_maildir(
+                dir.path().join("Maildir").to_string_lossy().into_owned(),
+                Some("a".into()),
+            )
+            .unwrap();
+        assert_eq!((sum.added, sum.mode.as_str()), (1, "backfill"));
+        assert_eq!(s.mirror_stats().unwrap().messages_live, 1);
+        let err = s.index_maildir("/no/such/dir".into(), None).unwrap_err();
+        let FfiError::Steward { kind, code, .. } = err;
+        assert_eq!((kind.as_str(), code.as_str()), ("not_found", "MAIL_SOURCE_NOT_FOUND"));
+        assert!(!crate::steward_version().is_empty());
+    }
+}

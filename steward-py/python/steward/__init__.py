@@ -1,0 +1,22 @@
+"""Steward: Python access to a local-first personal agent's stores.
+
+Everything here is implemented in Rust (``steward._steward``); this package only re-exports it.
+"""
+
+from steward._steward import (
+    InvalidInputError,
+    NotFoundError,
+    Steward,
+    StewardError,
+    UnavailableError,
+    version,
+)
+
+__all__ = [
+    "InvalidInputError",
+    "NotFoundError",
+    "Steward",
+    "StewardError",
+    "UnavailableError",
+    "version",
+]

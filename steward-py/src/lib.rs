@@ -1,0 +1,164 @@
+//! # steward-py
+//!
+//! The PyO3 module `steward._steward`. It converts types and errors and adds nothing: every
+//! method is one core call. Errors become a `StewardError` subclass chosen by the error's kind,
+//! carrying `.code` and `.kind`. Core calls run with the GIL released.
+
+use std::path::PathBuf;
+
+use pyo3::{create_exception, exceptions::PyException, prelude::*, types::PyDict};
+use steward_connectors::mail::{EmlxSource, MaildirSource, MboxSource};
+use steward_core::{
+    ErrorKind, StewardError as CoreError,
+    mirror::{MailSource, SyncOptions},
+};
+
+create_exception!(_steward, StewardError, PyException, "Base class of every Steward error.");
+create_exception!(
+    _steward,
+    InvalidInputError,
+    StewardError,
+    "The input was malformed or out of bounds."
+);
+create_exception!(_steward, NotFoundError, StewardError, "The thing asked for does not exist.");
+create_exception!(
+    _steward,
+    UnavailableError,
+    StewardError,
+    "A dependency is unavailable; retry later."
+);
+
+/// Maps a core error to its Python class, with `.code` and `.kind` set. The only mapping.
+fn to_py(e: &dyn CoreError) -> PyErr {
+    let message = format!("{}: {}", e.code(), e);
+    let err = match e.kind() {
+        ErrorKind::InvalidInput => InvalidInputError::new_err(message),
+        ErrorKind::NotFound => NotFoundError::new_err(message),
+        ErrorKind::Unavailable => UnavailableError::new_err(message),
+        _ => StewardError::new_err(message),
+    };
+    Python::attach(|py| {
+        let value = err.value(py);
+        let _ = value.setattr("code", e.code());
+        let _ = value.setattr("kind", e.kind().as_str());
+    });
+    err
+}
+
+/// One person's Steward home.
+#[pyclass(name = "Steward", module = "steward._steward", frozen)]
+struct PySteward {
+    inner: steward_core::Steward,
+}
+
+fn summary_dict<'py>(
+    py: Python<'py>,
+    s: &steward_core::mirror::SyncSummary,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("account", &s.account)?;
+    d.set_item(
+        "mode",
+        match s.mode {
+            steward_core::mirror::SyncMode::Backfill => "backfill",
+            steward_core::mirror::SyncMode::Reconcile => "reconcile",
+        },
+    )?;
+    d.set_item("files_scanned", s.files_scanned)?;
+    d.set_item("added", s.added)?;
+    d.set_item("updated", s.updated)?;
+    d.set_item("copies", s.copies)?;
+    d.set_item("paths_removed", s.paths_removed)?;
+    d.set_item("soft_deleted", s.soft_deleted)?;
+    d.set_item("threads", s.threads)?;
+    d.set_item("error_count", s.error_count)?;
+    Ok(d)
+}
+
+impl PySteward {
+    fn sync<'py>(
+        &self,
+        py: Python<'py>,
+        source: &dyn MailSource,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let opts = SyncOptions { account, cancel: None };
+        let s = py
+            .detach(|| self.inner.mirror().sync(source, &opts, &mut |_| {}))
+            .map_err(|e| to_py(&e))?;
+        summary_dict(py, &s)
+    }
+}
+
+#[pymethods]
+impl PySteward {
+    /// Opens (creating if needed) the home directory `home`.
+    #[new]
+    fn new(py: Python<'_>, home: PathBuf) -> PyResult<Self> {
+        let inner = py
+            .detach(|| steward_core::Steward::builder().home(home).open())
+            .map_err(|e| to_py(&e))?;
+        Ok(Self { inner })
+    }
+
+    /// Mirrors a Maildir; returns the sync summary as a dict.
+    #[pyo3(signature = (path, account=None))]
+    fn index_maildir<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.sync(py, &MaildirSource::new(path), account)
+    }
+
+    /// Mirrors an mbox file (mboxrd quoting).
+    #[pyo3(signature = (path, account=None))]
+    fn index_mbox<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.sync(py, &MboxSource::new(path), account)
+    }
+
+    /// Mirrors an Apple Mail folder of `.emlx` files.
+    #[pyo3(signature = (path, account=None))]
+    fn index_emlx<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.sync(py, &EmlxSource::new(path), account)
+    }
+
+    /// Live and soft-deleted message counts and the failed-file count.
+    fn mirror_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = py.detach(|| self.inner.mirror().stats()).map_err(|e| to_py(&e))?;
+        let d = PyDict::new(py);
+        d.set_item("messages_live", s.messages_live)?;
+        d.set_item("messages_deleted", s.messages_deleted)?;
+        d.set_item("error_count", s.error_count)?;
+        Ok(d)
+    }
+}
+
+/// The library version.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySteward>()?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    let py = m.py();
+    m.add("StewardError", py.get_type::<StewardError>())?;
+    m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("UnavailableError", py.get_type::<UnavailableError>())?;
+    Ok(())
+}

@@ -1,0 +1,46 @@
+"""The Python binding end to end: open a home, mirror a Maildir, read counts, typed errors."""
+
+import pathlib
+
+import pytest
+
+import steward
+
+
+def write_maildir(root: pathlib.Path) -> pathlib.Path:
+    cur = root / "Maildir" / "cur"
+    cur.mkdir(parents=True)
+    (cur / "1:2,S").write_bytes(b"From: a@example.org\nSubject: one\nMessage-ID: <1@x>\n\nhello\n")
+    (cur / "2:2,").write_bytes(b"From: b@example.org\nSubject: Re: one\nMessage-ID: <2@x>\nIn-Reply-To: <1@x>\n\nhi\n")
+    (cur / "3:2,").write_bytes(b"")
+    return root / "Maildir"
+
+
+def test_index_and_stats(tmp_path):
+    md = write_maildir(tmp_path)
+    s = steward.Steward(tmp_path / "home")
+    first = s.index_maildir(md, account="py")
+    assert first["mode"] == "backfill"
+    assert first["added"] == 2
+    assert first["error_count"] == 1
+    assert first["threads"] == 1
+    again = s.index_maildir(md, account="py")
+    assert (again["mode"], again["added"], again["updated"]) == ("reconcile", 0, 0)
+    stats = s.mirror_stats()
+    assert stats == {"messages_live": 2, "messages_deleted": 0, "error_count": 1}
+
+
+def test_errors_are_typed_with_codes(tmp_path):
+    s = steward.Steward(tmp_path / "home")
+    with pytest.raises(steward.NotFoundError) as e:
+        s.index_maildir(tmp_path / "missing")
+    assert e.value.code == "MAIL_SOURCE_NOT_FOUND"
+    assert e.value.kind == "not_found"
+    assert isinstance(e.value, steward.StewardError)
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.index_maildir(write_maildir(tmp_path), account="   ")
+    assert e.value.code == "MIRROR_INVALID_INPUT"
+
+
+def test_version():
+    assert steward.version()
