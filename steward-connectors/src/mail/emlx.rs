@@ -304,4 +304,17 @@ mod tests {
         assert!(matches!(frame_emlx(b""), Err(FileError::Empty)));
         assert!(matches!(frame_emlx(b"12\n"), Err(FileError::Framing { .. })));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn framing_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1024), count in 0usize..2000) {
+            let mut framed = format!("{count}   \n").into_bytes();
+            framed.extend_from_slice(&bytes);
+            framed.extend_from_slice(TRAILER.as_bytes());
+            if let Ok(f) = frame_emlx(&framed) {
+                proptest::prop_assert!(f.message.len() <= framed.len());
+            }
+            let _ = frame_emlx(&bytes);
+        }
+    }
 }

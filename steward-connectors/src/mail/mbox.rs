@@ -275,4 +275,18 @@ mod tests {
         let o = split(text, MboxFlavor::Mboxo);
         assert_eq!(o[0].bytes, b"Subject: q\n\n>From one\n>>From two\n>Fromage\n");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn splitting_never_panics_and_keeps_offsets_ordered(text in "(From x\n|\n|>From y\n|Subject: s\n|body\n){0,40}") {
+            for flavor in [MboxFlavor::Mboxrd, MboxFlavor::Mboxo] {
+                let mut last = None;
+                split_mbox(text.as_bytes(), flavor, 64, |m, _| {
+                    assert!((m.offset as usize) < text.len().max(1));
+                    assert!(last.is_none_or(|l| m.offset > l));
+                    last = Some(m.offset);
+                }).expect("in memory");
+            }
+        }
+    }
 }

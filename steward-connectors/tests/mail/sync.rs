@@ -284,3 +284,57 @@ fn demo_mirror_has_every_role_body_state_and_shared_blobs() {
         .unwrap();
     assert_eq!(html, 0, "scripts in HTML mail must not reach the body text");
 }
+
+#[test]
+fn watch_reconciles_soon_after_a_change() {
+    use std::{
+        sync::atomic::{AtomicBool, Ordering},
+        time::{Duration, Instant},
+    };
+
+    use steward_connectors::mail::watch::{WatchOptions, watch_and_sync};
+
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("Maildir");
+    write(
+        &md.join("cur/a:2,S"),
+        &Mail::new("w1@x", "first", "Mon, 6 Jan 2025 10:00:00 +0000").bytes(),
+        100,
+    );
+    std::fs::create_dir_all(md.join("new")).unwrap();
+    let s = steward(dir.path());
+    let stop = AtomicBool::new(false);
+    let runs = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let src = MaildirSource::new(&md);
+            let opts = WatchOptions {
+                debounce: Duration::from_millis(50),
+                interval: Duration::from_secs(3600),
+            };
+            watch_and_sync(&s, &src, Some("acct".into()), opts, &stop, &mut |r| {
+                runs.lock().unwrap().push(r.unwrap().added);
+            })
+            .unwrap();
+        });
+        let live = || s.mirror().stats().unwrap().messages_live;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while live() < 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A new message lands: the watcher (not a timer: the interval is an hour) mirrors it.
+        write(
+            &md.join("new/b"),
+            &Mail::new("w2@x", "second", "Mon, 6 Jan 2025 11:00:00 +0000").bytes(),
+            200,
+        );
+        while live() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(live(), 2, "the watcher did not pick up the new file in time");
+    });
+    let runs = runs.into_inner().unwrap();
+    assert_eq!(runs.first(), Some(&1));
+    assert_eq!(runs.iter().sum::<u64>(), 2, "each message added exactly once: {runs:?}");
+}
