@@ -27,6 +27,9 @@ use crate::{
     store::{StoreError, int},
 };
 
+/// Changed files at or above which a run loads the existence filters.
+const FILTER_MIN_FILES: usize = 1_000;
+
 /// Indexes that no ingest step reads, so a bulk load may drop and rebuild them. Each `sql` must
 /// match the migration that created the index.
 const DEFERRED_INDEXES: [(&str, &str); 4] = [
@@ -394,7 +397,9 @@ impl Mirror {
         let cfg = self.writer_config();
         let max_errors = self.limits.max_errors_listed;
         let mut cache = IngestCache::default();
-        if !changed.is_empty() {
+        // Loading the filters reads every id of the account; worth it only for a large batch
+        // of changes (a few new messages just query).
+        if changed.len() >= FILTER_MIN_FILES {
             self.db.read(|c| cache.load_filters(c, account_id))?;
         }
         let mut done = 0u64;
