@@ -249,7 +249,8 @@ impl MailSource for EmlxSource {
         &self,
         file: &SourceFile,
         limits: &ParseLimits,
-    ) -> Result<Vec<ParsedMessage>, FileError> {
+        each: &mut dyn FnMut(ParsedMessage),
+    ) -> Result<(), FileError> {
         if file.size > limits.max_message_bytes.saturating_add(1 << 20) {
             return Err(FileError::TooLarge { size: file.size, limit: limits.max_message_bytes });
         }
@@ -269,7 +270,8 @@ impl MailSource for EmlxSource {
         let path = file.path.clone();
         let resolve =
             move |part: &str, name: Option<&str>| attachment_bytes(&path, &number, part, name);
-        Ok(vec![parse_message(frame.message, &ctx, limits, Some(&resolve))?])
+        each(parse_message(frame.message, &ctx, limits, Some(&resolve))?);
+        Ok(())
     }
 }
 

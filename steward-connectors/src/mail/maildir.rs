@@ -157,7 +157,8 @@ impl MailSource for MaildirSource {
         &self,
         file: &SourceFile,
         limits: &ParseLimits,
-    ) -> Result<Vec<ParsedMessage>, FileError> {
+        each: &mut dyn FnMut(ParsedMessage),
+    ) -> Result<(), FileError> {
         if file.size > limits.max_message_bytes {
             return Err(FileError::TooLarge { size: file.size, limit: limits.max_message_bytes });
         }
@@ -170,7 +171,8 @@ impl MailSource for MaildirSource {
             flags: Some(flags),
             ..MessageContext::default()
         };
-        Ok(vec![parse_message(&bytes, &ctx, limits, None)?])
+        each(parse_message(&bytes, &ctx, limits, None)?);
+        Ok(())
     }
 }
 

@@ -201,7 +201,8 @@ impl MailSource for MboxSource {
         &self,
         file: &SourceFile,
         limits: &ParseLimits,
-    ) -> Result<Vec<ParsedMessage>, FileError> {
+        each: &mut dyn FnMut(ParsedMessage),
+    ) -> Result<(), FileError> {
         if file.size == 0 {
             return Err(FileError::Empty);
         }
@@ -216,7 +217,6 @@ impl MailSource for MboxSource {
                 });
             }
         }
-        let mut out = Vec::new();
         let mut ordinal = 0u32;
         let path = file.path.to_string_lossy().into_owned();
         split_mbox(reader, self.flavor, limits.max_message_bytes, |m, truncated| {
@@ -234,15 +234,12 @@ impl MailSource for MboxSource {
                 ..MessageContext::default()
             };
             match parse_message(&m.bytes, &ctx, limits, None) {
-                Ok(p) => out.push(p),
+                Ok(p) => each(p),
                 // One bad message inside an mbox does not hide the others.
                 Err(e) => tracing::warn!(path, offset = m.offset, code = %steward_core::StewardError::code(&e), "mbox message skipped: {e}"),
             }
         })
-        .map_err(|e| FileError::Io {
-            reason: e.to_string(),
-        })?;
-        Ok(out)
+        .map_err(|e| FileError::Io { reason: e.to_string() })
     }
 }
 

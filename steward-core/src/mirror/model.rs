@@ -381,7 +381,7 @@ impl StewardError for SourceError {
 
 /// A mail store on disk that the mirror can sync from. Implemented in `steward-connectors`
 /// (Maildir, mbox, Apple Mail). `scan` lists files cheaply (names, mtimes, sizes); `read` parses
-/// one file into its messages and is called from several threads at once.
+/// one file into its messages.
 pub trait MailSource: Send + Sync {
     /// A short name for the format (`maildir`, `mbox`, `emlx`).
     fn format(&self) -> &'static str;
@@ -391,10 +391,13 @@ pub trait MailSource: Send + Sync {
     fn default_account(&self) -> String;
     /// Lists every message file. Must not parse contents.
     fn scan(&self) -> Result<Vec<SourceFile>, SourceError>;
-    /// Parses one file into zero or more messages.
+    /// Parses one file, handing each message to `each` as soon as it is parsed (an mbox holds
+    /// thousands; the caller stores attachment bytes and drops them at once, so memory does not
+    /// grow with the file). Called from several threads at once.
     fn read(
         &self,
         file: &SourceFile,
         limits: &ParseLimits,
-    ) -> Result<Vec<ParsedMessage>, FileError>;
+        each: &mut dyn FnMut(ParsedMessage),
+    ) -> Result<(), FileError>;
 }

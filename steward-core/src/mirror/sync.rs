@@ -18,7 +18,7 @@ use rusqlite::params;
 
 use super::{
     Mirror, MirrorError,
-    model::{MailSource, ParseLimits, SourceFile},
+    model::{FileError, MailSource, ParseLimits, ParsedMessage, SourceFile},
     stats::FileErrorRecord,
     writer::{self, IngestCache, PreparedFile, PreparedMessage, Tally, Writer, WriterConfig},
 };
@@ -513,33 +513,37 @@ fn prepare_one(
     limits: &ParseLimits,
     blobs: &super::blobs::BlobStore,
 ) -> PreparedFile {
-    let parsed =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.read(file, limits)))
-            .unwrap_or_else(|_| {
-                Err(super::model::FileError::NotMail {
-                    reason: "the parser failed on this file".to_owned(),
-                })
-            });
-    let result = parsed.and_then(|msgs| {
-        msgs.into_iter()
-            .map(|mut msg| {
-                let mut shas = Vec::with_capacity(msg.attachments.len());
-                for a in &mut msg.attachments {
-                    match a.bytes.take() {
-                        Some(bytes) => {
-                            let sha =
-                                blobs.put(&bytes).map_err(|e| super::model::FileError::Io {
-                                    reason: format!("storing an attachment: {e}"),
-                                })?;
-                            shas.push(Some(sha));
-                        }
-                        None => shas.push(None),
-                    }
+    let mut messages = Vec::new();
+    let mut blob_error: Option<FileError> = None;
+    let mut each = |mut msg: ParsedMessage| {
+        if blob_error.is_some() {
+            return;
+        }
+        let mut shas = Vec::with_capacity(msg.attachments.len());
+        for a in &mut msg.attachments {
+            // The bytes go to the blob store now and are dropped: only the hash stays.
+            match a.bytes.take().map(|bytes| blobs.put(&bytes)) {
+                Some(Ok(sha)) => shas.push(Some(sha)),
+                Some(Err(e)) => {
+                    blob_error =
+                        Some(FileError::Io { reason: format!("storing an attachment: {e}") });
+                    return;
                 }
-                Ok(PreparedMessage::new(account, msg, shas))
-            })
-            .collect()
+                None => shas.push(None),
+            }
+        }
+        messages.push(PreparedMessage::new(account, msg, shas));
+    };
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        source.read(file, limits, &mut each)
+    }))
+    .unwrap_or_else(|_| {
+        Err(FileError::NotMail { reason: "the parser failed on this file".to_owned() })
     });
+    let result = match (read, blob_error) {
+        (Err(e), _) | (Ok(()), Some(e)) => Err(e),
+        (Ok(()), None) => Ok(messages),
+    };
     PreparedFile { file: file.clone(), result }
 }
 
