@@ -131,7 +131,7 @@ pub struct SyncSummary {
     pub errors: Vec<FileErrorRecord>,
     /// Wall-clock seconds.
     pub seconds: f64,
-    /// Files ingested per second.
+    /// Messages read (added, updated, copies, unchanged) per second of the whole run.
     pub messages_per_second: f64,
 }
 
@@ -343,7 +343,11 @@ impl Mirror {
             error_count: tally.errors,
             errors,
             seconds,
-            messages_per_second: if seconds > 0.0 { total as f64 / seconds } else { 0.0 },
+            messages_per_second: if seconds > 0.0 {
+                (tally.added + tally.updated + tally.copies + tally.unchanged) as f64 / seconds
+            } else {
+                0.0
+            },
         };
         tracing::info!(
             added = summary.added,
