@@ -338,3 +338,70 @@ fn watch_reconciles_soon_after_a_change() {
     assert_eq!(runs.first(), Some(&1));
     assert_eq!(runs.iter().sum::<u64>(), 2, "each message added exactly once: {runs:?}");
 }
+
+/// A real Maildir behind a source that fails to read one path, as a flaky disk or a permission
+/// change would.
+struct Unreadable {
+    inner: MaildirSource,
+    path_part: &'static str,
+}
+
+impl steward_core::mirror::MailSource for Unreadable {
+    fn format(&self) -> &'static str {
+        self.inner.format()
+    }
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+    fn default_account(&self) -> String {
+        self.inner.default_account()
+    }
+    fn scan(
+        &self,
+    ) -> Result<Vec<steward_core::mirror::SourceFile>, steward_core::mirror::SourceError> {
+        self.inner.scan()
+    }
+    fn read(
+        &self,
+        file: &steward_core::mirror::SourceFile,
+        limits: &steward_core::mirror::ParseLimits,
+        each: &mut dyn FnMut(steward_core::mirror::ParsedMessage),
+    ) -> Result<(), steward_core::mirror::FileError> {
+        if file.path.to_string_lossy().contains(self.path_part) {
+            return Err(steward_core::mirror::FileError::Io {
+                reason: "Input/output error (os error 5)".into(),
+            });
+        }
+        self.inner.read(file, limits, each)
+    }
+}
+
+#[test]
+fn an_unreadable_file_keeps_its_message_and_is_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("Maildir");
+    write(
+        &md.join("cur/a:2,S"),
+        &Mail::new("keep@x", "keep", "Mon, 6 Jan 2025 10:00:00 +0000").bytes(),
+        100,
+    );
+    write(
+        &md.join("cur/b:2,S"),
+        &Mail::new("other@x", "other", "Mon, 6 Jan 2025 10:00:00 +0000").bytes(),
+        100,
+    );
+    let s = steward(dir.path());
+    sync(&s, &md);
+    // The file changes on disk and cannot be read this time.
+    super::fixtures::set_mtime(&md.join("cur/a:2,S"), 500);
+    let opts = SyncOptions { account: Some("acct".into()), cancel: None };
+    let flaky = Unreadable { inner: MaildirSource::new(&md), path_part: "cur/a:2" };
+    let r = s.mirror().sync(&flaky, &opts, &mut |_| {}).unwrap();
+    assert_eq!((r.error_count, r.soft_deleted, r.paths_removed), (1, 0, 0), "{:?}", r.errors);
+    assert_eq!(r.errors[0].code, "MAIL_FILE_UNREADABLE");
+    assert_eq!(s.mirror().stats().unwrap().messages_live, 2, "a read error must not delete mail");
+    // Nothing changed on disk since, yet the next run retries the file and clears the error.
+    let r = sync(&s, &md);
+    assert_eq!((r.error_count, r.files_unchanged, r.unchanged), (0, 1, 1));
+    assert_eq!(s.mirror().stats().unwrap().error_count, 0);
+}

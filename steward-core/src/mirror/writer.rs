@@ -208,6 +208,9 @@ impl IngestCache {
 /// References kept per message for the reverse (children) lookup, nearest first.
 const MAX_STORED_REFERENCES: usize = 8;
 
+/// The mtime recorded for a file that could not be read, so that the next run retries it.
+const UNREAD_MTIME: i64 = -1;
+
 /// Threads examined from each end of the window by the subject fallback.
 const SUBJECT_CANDIDATES: i64 = 16;
 
@@ -333,11 +336,14 @@ impl<'t, 'c> Writer<'t, 'c> {
             Ok(_) => (None, None),
             Err(e) => (Some(e.code()), Some(e.to_string())),
         };
+        let transient = matches!(pf.result, Err(FileError::Io { .. }));
         let values = params![
             self.account_id,
             path,
             mailbox_id,
-            pf.file.mtime_ns,
+            // An unreadable file (permissions, a disk hiccup) is retried by the next run: its
+            // recorded mtime can never match, and the copies it held before are kept.
+            if transient { UNREAD_MTIME } else { pf.file.mtime_ns },
             i64::try_from(pf.file.size).unwrap_or(i64::MAX),
             code,
             message
@@ -366,7 +372,7 @@ impl<'t, 'c> Writer<'t, 'c> {
                 .map_err(q("upsert source file"))?
         };
         // Paths this file held before (a changed file): drop them, the new parse re-adds.
-        let previous: Vec<i64> = if is_new {
+        let previous: Vec<i64> = if is_new || transient {
             Vec::new()
         } else {
             let mut stmt = self
