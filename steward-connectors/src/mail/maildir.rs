@@ -98,6 +98,39 @@ fn scan_folder(
     Ok(())
 }
 
+/// Deepest nested folder followed.
+const MAX_FOLDER_DEPTH: usize = 16;
+
+/// Finds Maildirs in plain subdirectories (not Maildir++ dot folders, not cur/new/tmp).
+fn nested_folders(
+    dir: &Path,
+    prefix: &str,
+    depth: usize,
+    out: &mut Vec<(PathBuf, MailboxRef)>,
+) -> Result<(), SourceError> {
+    if depth >= MAX_FOLDER_DEPTH {
+        return Ok(());
+    }
+    let entries = fs::read_dir(dir).map_err(|e| SourceError::io(dir, &e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| SourceError::io(dir, &e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || matches!(name.as_str(), "cur" | "new" | "tmp") {
+            continue;
+        }
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        let mailbox = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
+        if is_maildir(&path) {
+            out.push((path.clone(), MailboxRef::named(mailbox.clone())));
+        }
+        nested_folders(&path, &mailbox, depth + 1, out)?;
+    }
+    Ok(())
+}
+
 impl MailSource for MaildirSource {
     fn format(&self) -> &'static str {
         "maildir"
@@ -139,6 +172,8 @@ impl MailSource for MaildirSource {
                 folders.push((path, MailboxRef::named(folder_name(&name))));
             }
         }
+        // Nested layout (mbsync `SubFolders Verbatim`, offlineimap): `Work/Clients/cur`.
+        nested_folders(&self.root, "", 0, &mut folders)?;
         if folders.is_empty() {
             return Err(SourceError::WrongFormat {
                 path: self.root.clone(),

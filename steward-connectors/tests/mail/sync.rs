@@ -405,3 +405,25 @@ fn an_unreadable_file_keeps_its_message_and_is_retried() {
     assert_eq!((r.error_count, r.files_unchanged, r.unchanged), (0, 1, 1));
     assert_eq!(s.mirror().stats().unwrap().error_count, 0);
 }
+
+#[test]
+fn nested_maildir_folders_are_mailboxes() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("Mail");
+    let m = |id: &str| Mail::new(id, "s", "Mon, 6 Jan 2025 10:00:00 +0000").bytes();
+    write(&md.join("INBOX/cur/1:2,S"), &m("n1@x"), 100);
+    write(&md.join("Work/Clients/cur/2:2,S"), &m("n2@x"), 100);
+    write(&md.join("Sent/new/3"), &m("n3@x"), 100);
+    let s = steward(dir.path());
+    let r = sync(&s, &md);
+    assert_eq!(r.added, 3);
+    let c = db(dir.path());
+    let mut stmt = c.prepare("SELECT name, role FROM mailboxes ORDER BY name").unwrap();
+    let boxes: Vec<(String, String)> =
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(
+        boxes,
+        [("INBOX", "inbox"), ("Sent", "sent"), ("Work/Clients", "other")]
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+}
