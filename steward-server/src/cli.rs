@@ -13,7 +13,7 @@ use steward_connectors::mail::{
 };
 use steward_core::{
     ErrorKind, Limits, Steward, StewardError,
-    mirror::{MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
+    mirror::{BodyWindow, MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
 };
 
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
@@ -36,6 +36,34 @@ enum Command {
     },
     /// Counts per table, mailbox role and body state, and the files that failed.
     Stats {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read one message: headers, attachments and a bounded window of the body.
+    Read {
+        /// The message id (from `search`, `thread` or `stats`).
+        id: i64,
+        /// First body character to show (from the previous read's `next_offset`).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Body characters to show (at most 12000).
+        #[arg(long, default_value_t = steward_core::mirror::read::READ_WINDOW_CHARS)]
+        chars: usize,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a thread's messages, newest first.
+    Thread {
+        /// The thread id.
+        id: i64,
+        /// Skip this many messages.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// Messages per page (at most 100).
+        #[arg(long, default_value_t = steward_core::mirror::read::THREAD_PAGE)]
+        limit: usize,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -115,6 +143,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json } => demo(args.home, messages, json),
+        Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
+        Command::Thread { id, offset, limit, json } => thread(args.home, id, offset, limit, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -335,6 +365,87 @@ fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failur
         );
         println!("  steward --home {home} index mail --maildir /path/to/your/Maildir");
         println!("  steward --home {home} index mail --emlx ~/Library/Mail/V10");
+    }
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn read(
+    home: Option<PathBuf>,
+    id: i64,
+    offset: usize,
+    chars: usize,
+    json: bool,
+) -> Result<(), Failure> {
+    let steward = open(home)?;
+    let m = steward.mirror().read_message(id, BodyWindow { offset, max_chars: chars })?;
+    if json {
+        println!("{}", serde_json::to_string(&m).unwrap_or_else(|_| "{}".to_owned()));
+        return Ok(());
+    }
+    let list = |v: &[steward_core::mirror::Address]| {
+        v.iter()
+            .map(|a| match &a.name {
+                Some(n) => format!("{n} <{}>", a.addr),
+                None => a.addr.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("Subject: {}", m.subject);
+    println!("From:    {}", list(&m.from));
+    println!("To:      {}", list(&m.to));
+    if !m.cc.is_empty() {
+        println!("Cc:      {}", list(&m.cc));
+    }
+    println!("Date:    {}", m.date.as_deref().unwrap_or("(none)"));
+    println!("In:      {} / {} (thread {})", m.account, m.mailbox, m.thread_id);
+    for a in &m.attachments {
+        println!(
+            "Attached: {} ({}, {} bytes)",
+            a.name.as_deref().unwrap_or("(unnamed)"),
+            a.mime_type,
+            a.size
+        );
+    }
+    println!();
+    println!("{}", m.body.text);
+    if let Some(next) = m.body.next_offset {
+        println!(
+            "\n[{} of {} characters; continue with --offset {next}]",
+            next, m.body.total_chars
+        );
+    }
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn thread(
+    home: Option<PathBuf>,
+    id: i64,
+    offset: usize,
+    limit: usize,
+    json: bool,
+) -> Result<(), Failure> {
+    let steward = open(home)?;
+    let page = steward.mirror().read_thread(id, offset, limit)?;
+    if json {
+        println!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
+        return Ok(());
+    }
+    println!("thread {} \"{}\" ({} messages)", page.thread_id, page.subject, page.message_count);
+    for e in &page.messages {
+        println!(
+            "{:>8}  {}  {:30}  {}{}",
+            e.id,
+            e.date.as_deref().unwrap_or("                    "),
+            e.from.as_ref().map_or("", |a| a.name.as_deref().unwrap_or(&a.addr)),
+            if e.unread { "* " } else { "" },
+            e.snippet
+        );
+    }
+    if let Some(next) = page.next_offset {
+        println!("more: --offset {next}");
     }
     Ok(())
 }

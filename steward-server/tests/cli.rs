@@ -103,3 +103,45 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
     let out = steward().args(["index", "mail", "--maildir", "a", "--mbox", "b"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn read_and_thread_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    json(
+        &steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["demo", "--messages", "80", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let m = json(
+        &steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["read", "1", "--chars", "50", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(m["id"], 1);
+    assert!(m["body"]["text"].as_str().unwrap().chars().count() <= 50);
+    assert!(m["body"]["total_chars"].as_u64().unwrap() > 0);
+    let thread = m["thread_id"].as_i64().unwrap();
+    let page = json(
+        &steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["thread", &thread.to_string(), "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(page["messages"].as_array().unwrap().iter().any(|e| e["id"] == 1));
+    let out = steward().arg("--home").arg(&home).args(["read", "424242"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error[MESSAGE_NOT_FOUND]"));
+    let out =
+        steward().arg("--home").arg(&home).args(["read", "1", "--chars", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LIMIT_OUT_OF_RANGE"));
+}

@@ -4,6 +4,7 @@
 
 mod differential;
 mod fixtures;
+mod reads;
 mod sources;
 mod sync;
 mod threading;

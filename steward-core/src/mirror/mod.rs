@@ -25,6 +25,7 @@
 
 mod blobs;
 pub mod model;
+pub mod read;
 mod role;
 mod stats;
 mod subject;
@@ -36,6 +37,9 @@ use std::path::{Path, PathBuf};
 pub use model::{
     Address, BodyState, FileError, Flags, MailSource, MailboxRef, MailboxRole, ParseLimits,
     ParsedAttachment, ParsedMessage, SourceError, SourceFile,
+};
+pub use read::{
+    AttachmentInfo, BodyText, BodyWindow, MessageRead, ReadError, ThreadEntry, ThreadPage,
 };
 pub use role::classify_mailbox;
 pub use stats::{FileErrorRecord, MirrorStats};
