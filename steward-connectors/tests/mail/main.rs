@@ -4,6 +4,7 @@
 
 mod differential;
 mod fixtures;
+mod lexical;
 mod reads;
 mod sources;
 mod sync;

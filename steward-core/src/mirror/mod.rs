@@ -24,6 +24,7 @@
 //! attachments and thread participants all come from [`crate::Limits`].
 
 mod blobs;
+mod feed;
 pub mod model;
 pub mod read;
 mod role;
@@ -34,6 +35,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
+pub use feed::{IndexFeedError, IndexableMessage};
 pub use model::{
     Address, BodyState, FileError, Flags, MailSource, MailboxRef, MailboxRole, ParseLimits,
     ParsedAttachment, ParsedMessage, SourceError, SourceFile,

@@ -1,0 +1,225 @@
+//! BM25 over subject (boosted), body, people (sender and recipient names and addresses) and
+//! attachment names. One analyzer for documents and queries: split on non-alphanumerics,
+//! lowercase, fold diacritics to ASCII (già = gia, perché = perche), no stemming (English and
+//! Italian coexist). Query text is never parsed as a query language: it is analyzed into terms
+//! and each term becomes a boosted `Should` clause, so quotes, operators, `*`, `:` and
+//! parentheses are just characters.
+
+use std::path::{Path, PathBuf};
+
+use tantivy::{
+    Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term,
+    collector::TopDocs,
+    query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery},
+    schema::{
+        FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
+        Value,
+    },
+    tokenizer::{AsciiFoldingFilter, LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer},
+};
+
+use super::IndexError;
+use crate::mirror::Mirror;
+
+/// Memory budget of the index writer, in bytes.
+pub const LEXICAL_WRITER_BYTES: usize = 64 * 1024 * 1024;
+/// Most distinct query terms used from one query text.
+pub const MAX_QUERY_TERMS: usize = 32;
+/// Most hits one lexical query returns.
+pub const MAX_LEXICAL_HITS: usize = 500;
+/// Longest token indexed (longer ones are base64 noise or URLs).
+const MAX_TOKEN_CHARS: usize = 40;
+const ANALYZER: &str = "steward";
+const SUBJECT_BOOST: f32 = 2.0;
+const PEOPLE_BOOST: f32 = 1.5;
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    id: Field,
+    subject: Field,
+    body: Field,
+    people: Field,
+    attachments: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        id: b.add_u64_field("id", INDEXED | STORED | FAST),
+        subject: b.add_text_field("subject", text.clone()),
+        body: b.add_text_field("body", text.clone()),
+        people: b.add_text_field("people", text.clone()),
+        attachments: b.add_text_field("attachments", text),
+    };
+    (b.build(), fields)
+}
+
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(MAX_TOKEN_CHARS))
+        .filter(LowerCaser)
+        .filter(AsciiFoldingFilter)
+        .build()
+}
+
+/// The analyzed, de-duplicated terms of a text (at most `MAX_QUERY_TERMS`).
+pub(crate) fn query_terms(text: &str) -> Vec<String> {
+    let mut a = analyzer();
+    let mut stream = a.token_stream(text);
+    let mut out: Vec<String> = Vec::new();
+    while stream.advance() {
+        let t = stream.token().text.clone();
+        if !out.contains(&t) {
+            out.push(t);
+        }
+        if out.len() >= MAX_QUERY_TERMS {
+            break;
+        }
+    }
+    out
+}
+
+/// A lexical hit: the mirror's message id and its BM25 score (comparable only within one query).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LexicalHit {
+    /// The message id.
+    pub id: i64,
+    /// The BM25 score.
+    pub score: f32,
+}
+
+/// The tantivy index of one Steward home.
+pub struct LexicalIndex {
+    dir: PathBuf,
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+}
+
+impl std::fmt::Debug for LexicalIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LexicalIndex").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl LexicalIndex {
+    /// Opens the index in `dir`, creating an empty one if there is none (or if the one there
+    /// has another schema: the index is derived, so it is replaced, never "repaired").
+    pub fn open(dir: &Path) -> Result<Self, IndexError> {
+        let (schema, fields) = schema();
+        std::fs::create_dir_all(dir)
+            .map_err(|e| IndexError::Tantivy(format!("{}: {e}", dir.display())))?;
+        let index = match Index::open_in_dir(dir) {
+            Ok(i) if i.schema() == schema => i,
+            _ => {
+                std::fs::remove_dir_all(dir).map_err(|e| IndexError::Tantivy(e.to_string()))?;
+                std::fs::create_dir_all(dir).map_err(|e| IndexError::Tantivy(e.to_string()))?;
+                Index::create_in_dir(dir, schema)?
+            }
+        };
+        index.tokenizers().register(ANALYZER, analyzer());
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        Ok(Self { dir: dir.to_path_buf(), index, reader, fields })
+    }
+
+    /// Drops every document and indexes every live message of `mirror`. Returns how many.
+    pub fn rebuild(&self, mirror: &Mirror) -> Result<u64, IndexError> {
+        let mut writer: IndexWriter = self.index.writer(LEXICAL_WRITER_BYTES)?;
+        writer.delete_all_documents()?;
+        let f = self.fields;
+        let mut count = 0u64;
+        mirror
+            .for_each_indexable(&mut |doc| {
+                let mut d = TantivyDocument::default();
+                d.add_u64(f.id, u64::try_from(doc.id).unwrap_or(0));
+                d.add_text(f.subject, doc.subject);
+                d.add_text(f.body, doc.body);
+                d.add_text(f.people, doc.people);
+                d.add_text(f.attachments, doc.attachments);
+                writer.add_document(d).map(|_| ()).map_err(|e| e.to_string())?;
+                count += 1;
+                Ok(())
+            })
+            .map_err(|e| match e {
+                crate::mirror::IndexFeedError::Store(s) => IndexError::Store(s),
+                crate::mirror::IndexFeedError::Sink(s) => IndexError::Tantivy(s),
+            })?;
+        writer.commit()?;
+        self.reader.reload()?;
+        Ok(count)
+    }
+
+    /// BM25 search: the text is analyzed into terms (never parsed as query syntax); each term
+    /// may match subject (boosted), people (boosted), body or attachment names.
+    pub fn search(&self, text: &str, limit: usize) -> Result<Vec<LexicalHit>, IndexError> {
+        if limit == 0 || limit > MAX_LEXICAL_HITS {
+            return Err(IndexError::OutOfRange {
+                what: "lexical limit",
+                value: limit,
+                max: MAX_LEXICAL_HITS,
+            });
+        }
+        let terms = query_terms(text);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let f = self.fields;
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &terms {
+            for (field, boost) in [
+                (f.subject, SUBJECT_BOOST),
+                (f.people, PEOPLE_BOOST),
+                (f.body, 1.0),
+                (f.attachments, 1.0),
+            ] {
+                let q =
+                    TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs);
+                clauses.push((Occur::Should, Box::new(BoostQuery::new(Box::new(q), boost))));
+            }
+        }
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let doc: TantivyDocument = searcher.doc(addr)?;
+            if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_u64()) {
+                hits.push(LexicalHit { id: i64::try_from(id).unwrap_or(i64::MAX), score });
+            }
+        }
+        Ok(hits)
+    }
+
+    /// Documents in the index.
+    pub fn len(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// True when the index holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_terms;
+
+    #[test]
+    fn terms_fold_case_and_diacritics_and_ignore_syntax() {
+        assert_eq!(query_terms("Già PERCHÉ"), vec!["gia", "perche"]);
+        assert_eq!(
+            query_terms("\"from:marco\" AND (invoice*) -x"),
+            vec!["from", "marco", "and", "invoice", "x"]
+        );
+        assert!(query_terms("  ***  ").is_empty());
+        assert_eq!(query_terms(&"a ".repeat(100)), vec!["a"]);
+        let many: String = (0..100).map(|i| format!("w{i} ")).collect();
+        assert_eq!(query_terms(&many).len(), super::MAX_QUERY_TERMS);
+    }
+}
