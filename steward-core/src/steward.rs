@@ -104,6 +104,15 @@ fn create_private_dir(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What `Steward::rebuild_indexes` did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RebuildReport {
+    /// Messages in the lexical index.
+    pub lexical_documents: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
 /// One person's Steward: the home directory and its stores. Cheap to share behind an `Arc`;
 /// every method takes `&self`.
 #[derive(Debug)]
@@ -132,5 +141,18 @@ impl Steward {
     /// The mail mirror.
     pub fn mirror(&self) -> &Mirror {
         &self.mirror
+    }
+
+    /// Where the lexical (BM25) index lives.
+    pub fn lexical_index_dir(&self) -> PathBuf {
+        self.home.join("index").join("lexical")
+    }
+
+    /// Drops and rebuilds every derived index from the mirror (today: the lexical index).
+    pub fn rebuild_indexes(&self) -> Result<RebuildReport, crate::index::IndexError> {
+        let started = std::time::Instant::now();
+        let lexical = crate::index::LexicalIndex::open(&self.lexical_index_dir())?;
+        let documents = lexical.rebuild(&self.mirror)?;
+        Ok(RebuildReport { lexical_documents: documents, seconds: started.elapsed().as_secs_f64() })
     }
 }

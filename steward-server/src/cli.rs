@@ -83,6 +83,12 @@ enum Command {
 enum IndexWhat {
     /// Mirror mail from a Maildir, an mbox file or an Apple Mail folder.
     Mail(MailArgs),
+    /// Drop and rebuild every derived index from the mirror.
+    Rebuild {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, ClapArgs)]
@@ -141,6 +147,7 @@ fn usage(message: String) -> Failure {
 pub(crate) fn run(args: Args) -> ExitCode {
     let result = match args.command {
         Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
+        Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json } => demo(args.home, messages, json),
         Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
@@ -446,6 +453,18 @@ fn thread(
     }
     if let Some(next) = page.next_offset {
         println!("more: --offset {next}");
+    }
+    Ok(())
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn rebuild(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
+    let steward = open(home)?;
+    let report = steward.rebuild_indexes()?;
+    if json {
+        println!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".to_owned()));
+    } else {
+        println!("lexical index: {} messages in {:.2} s", report.lexical_documents, report.seconds);
     }
     Ok(())
 }

@@ -137,6 +137,10 @@ fn read_and_thread_commands() {
             .unwrap(),
     );
     assert!(page["messages"].as_array().unwrap().iter().any(|e| e["id"] == 1));
+    let rebuilt = json(
+        &steward().arg("--home").arg(&home).args(["index", "rebuild", "--json"]).output().unwrap(),
+    );
+    assert!(rebuilt["lexical_documents"].as_u64().unwrap() >= 80);
     let out = steward().arg("--home").arg(&home).args(["read", "424242"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("error[MESSAGE_NOT_FOUND]"));
