@@ -19,4 +19,4 @@ pub mod store;
 
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;
-pub use steward::{OpenError, RebuildReport, Steward, StewardBuilder, default_home};
+pub use steward::{OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home};

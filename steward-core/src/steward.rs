@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::{
     Limits,
     error::{ErrorKind, StewardError},
-    mirror::{Mirror, MirrorError},
+    mirror::{MailSource, Mirror, MirrorError, Progress, SyncOptions, SyncSummary},
 };
 
 /// Errors from opening a [`Steward`].
@@ -104,6 +104,35 @@ fn create_private_dir(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Why [`Steward::sync_mail`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// Mirroring failed (nothing after the last committed batch was written).
+    #[error(transparent)]
+    Mirror(#[from] MirrorError),
+    /// The mirror is up to date but a derived index could not be updated; the next sync or
+    /// `index rebuild` catches it up.
+    #[error("mirrored, but the index could not be updated: {0}")]
+    Index(#[from] crate::index::IndexError),
+}
+
+impl StewardError for SyncError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Mirror(e) => e.code(),
+            Self::Index(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Mirror(e) => e.kind(),
+            Self::Index(e) => e.kind(),
+        }
+    }
+}
+
 /// What `Steward::rebuild_indexes` did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RebuildReport {
@@ -146,6 +175,35 @@ impl Steward {
     /// Where the lexical (BM25) index lives.
     pub fn lexical_index_dir(&self) -> PathBuf {
         self.home.join("index").join("lexical")
+    }
+
+    /// Mirrors `source` and brings the derived indexes up to date in the same call, so that what
+    /// was mirrored is searchable when it returns. An index whose watermark is not the mirror's
+    /// previous run (a crash in between, a copied home, a first run) is rebuilt whole; otherwise
+    /// only what this run wrote is re-indexed.
+    pub fn sync_mail(
+        &self,
+        source: &dyn MailSource,
+        options: &SyncOptions<'_>,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<SyncSummary, SyncError> {
+        let before = self.mirror.last_finished_run().map_err(|e| SyncError::Mirror(e.into()))?;
+        let summary = self.mirror.sync(source, options, progress)?;
+        let span = tracing::info_span!("index", run = summary.run_id);
+        let _guard = span.enter();
+        let lexical = crate::index::LexicalIndex::open(&self.lexical_index_dir())?;
+        match lexical.watermark()? {
+            Some(w) if w == before && summary.changed => {
+                let n = lexical.apply_since(&self.mirror, summary.started_at, summary.run_id)?;
+                tracing::info!(messages = n, "lexical index updated");
+            }
+            Some(w) if w == before => lexical.set_watermark(summary.run_id)?,
+            stale => {
+                let n = lexical.rebuild(&self.mirror)?;
+                tracing::info!(messages = n, ?stale, "lexical index rebuilt");
+            }
+        }
+        Ok(summary)
     }
 
     /// Drops and rebuilds every derived index from the mirror (today: the lexical index).

@@ -216,7 +216,7 @@ fn sync_with_progress(
 ) -> Result<SyncSummary, Failure> {
     let pb = progress_bar();
     let opts = SyncOptions { account, cancel: None };
-    let summary = steward.mirror().sync(source, &opts, &mut |p: &Progress| {
+    let summary = steward.sync_mail(source, &opts, &mut |p: &Progress| {
         pb.set_message(match p.phase {
             ProgressPhase::Scanning => "scanning",
             ProgressPhase::Ingesting => "ingesting",

@@ -12,8 +12,8 @@ use std::{
 
 use notify::{RecursiveMode, Watcher};
 use steward_core::{
-    Steward,
-    mirror::{MailSource, MirrorError, SyncOptions, SyncSummary},
+    Steward, SyncError,
+    mirror::{MailSource, SyncOptions, SyncSummary},
 };
 
 /// How the watcher behaves.
@@ -25,7 +25,7 @@ pub struct WatchOptions {
     pub interval: Duration,
 }
 
-/// Watches `source`'s root and reconciles it into `steward`'s mirror until `stop` is set,
+/// Watches `source`'s root and reconciles it into `steward`'s mirror (and indexes) until `stop` is set,
 /// calling `on_sync` after each run. The first reconcile runs immediately.
 pub fn watch_and_sync(
     steward: &Steward,
@@ -33,7 +33,7 @@ pub fn watch_and_sync(
     account: Option<String>,
     opts: WatchOptions,
     stop: &AtomicBool,
-    on_sync: &mut dyn FnMut(Result<SyncSummary, MirrorError>),
+    on_sync: &mut dyn FnMut(Result<SyncSummary, SyncError>),
 ) -> Result<(), notify::Error> {
     let (tx, rx) = mpsc::channel();
     let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
@@ -42,7 +42,7 @@ pub fn watch_and_sync(
     })?;
     watcher.watch(source.root(), RecursiveMode::Recursive)?;
     let sync_opts = SyncOptions { account, cancel: Some(stop) };
-    let mut run = || on_sync(steward.mirror().sync(source, &sync_opts, &mut |_| {}));
+    let mut run = || on_sync(steward.sync_mail(source, &sync_opts, &mut |_| {}));
     run();
     let mut last_run = Instant::now();
     let mut pending_since: Option<Instant> = None;

@@ -61,3 +61,48 @@ fn bm25_over_the_mirror_folds_diacritics_and_ignores_syntax() {
     let again = LexicalIndex::open(&dir.path().join("home/index/lexical")).unwrap();
     assert_eq!(again.len(), 3);
 }
+
+#[test]
+fn sync_mail_keeps_the_index_in_step_with_the_mirror() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("Maildir");
+    let mut a = Mail::new("s1@x", "Quarterly zebrafish report", "Mon, 6 Jan 2025 10:00:00 +0000");
+    a.body = "numbers";
+    write(&md.join("cur/1:2,S"), &a.bytes(), 100);
+    let s = steward(dir.path());
+    let src = MaildirSource::new(&md);
+    let opts = SyncOptions { account: Some("a".into()), cancel: None };
+    let lex_dir = s.lexical_index_dir();
+    let first = s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    let hits = |q: &str| LexicalIndex::open(&lex_dir).unwrap().search(q, 8).unwrap().len();
+    let watermark = || LexicalIndex::open(&lex_dir).unwrap().watermark().unwrap();
+    assert_eq!(hits("zebrafish"), 1, "searchable as soon as sync_mail returns");
+    assert_eq!(watermark(), Some(first.run_id));
+
+    // New mail and a deletion in one reconcile: the index follows incrementally.
+    let mut b = Mail::new("s2@x", "Platypus minutes", "Mon, 6 Jan 2025 11:00:00 +0000");
+    b.body = "meeting";
+    write(&md.join("cur/2:2,S"), &b.bytes(), 200);
+    std::fs::remove_file(md.join("cur/1:2,S")).unwrap();
+    let second = s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    assert_eq!((second.added, second.soft_deleted), (1, 1));
+    assert_eq!(hits("platypus"), 1);
+    assert_eq!(hits("zebrafish"), 0, "a soft-deleted message leaves the index");
+    assert_eq!(watermark(), Some(second.run_id));
+
+    // Nothing changed: only the watermark moves.
+    let third = s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    assert!(!third.changed);
+    assert_eq!(watermark(), Some(third.run_id));
+
+    // An index that fell behind (a crash between the mirror's commit and the index's, a copied
+    // home) is rebuilt whole by the next sync, not patched.
+    LexicalIndex::open(&lex_dir).unwrap().set_watermark(-7).unwrap();
+    write(&md.join("cur/1:2,S"), &a.bytes(), 300);
+    let fourth = s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    assert_eq!(fourth.restored, 1);
+    assert_eq!(hits("zebrafish"), 1);
+    assert_eq!(hits("platypus"), 1);
+    assert_eq!(LexicalIndex::open(&lex_dir).unwrap().len(), 2, "no duplicates after a rebuild");
+    assert_eq!(watermark(), Some(fourth.run_id));
+}

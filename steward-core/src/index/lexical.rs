@@ -19,7 +19,14 @@ use tantivy::{
 };
 
 use super::IndexError;
-use crate::mirror::Mirror;
+use crate::mirror::{IndexFeedError, IndexableMessage, Mirror};
+
+fn feed_error(e: IndexFeedError) -> IndexError {
+    match e {
+        IndexFeedError::Store(s) => IndexError::Store(s),
+        IndexFeedError::Sink(s) => IndexError::Tantivy(s),
+    }
+}
 
 /// Memory budget of the index writer, in bytes.
 pub const LEXICAL_WRITER_BYTES: usize = 64 * 1024 * 1024;
@@ -127,30 +134,74 @@ impl LexicalIndex {
         Ok(Self { dir: dir.to_path_buf(), index, reader, fields })
     }
 
-    /// Drops every document and indexes every live message of `mirror`. Returns how many.
-    pub fn rebuild(&self, mirror: &Mirror) -> Result<u64, IndexError> {
-        let mut writer: IndexWriter = self.index.writer(LEXICAL_WRITER_BYTES)?;
-        writer.delete_all_documents()?;
+    /// The last mirror sync run this index reflects (its watermark), if it records one.
+    pub fn watermark(&self) -> Result<Option<i64>, IndexError> {
+        Ok(self.index.load_metas()?.payload.and_then(|p| p.parse().ok()))
+    }
+
+    fn document(&self, doc: &IndexableMessage<'_>) -> TantivyDocument {
         let f = self.fields;
+        let mut d = TantivyDocument::default();
+        d.add_u64(f.id, u64::try_from(doc.id).unwrap_or(0));
+        d.add_text(f.subject, doc.subject);
+        d.add_text(f.body, doc.body);
+        d.add_text(f.people, doc.people);
+        d.add_text(f.attachments, doc.attachments);
+        d
+    }
+
+    fn commit(&self, mut writer: IndexWriter, watermark: i64) -> Result<(), IndexError> {
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&watermark.to_string());
+        prepared.commit()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Replaces or drops every message the mirror wrote since `since` (Unix seconds) and records
+    /// `run_id` as the watermark. Returns how many messages were touched.
+    pub fn apply_since(&self, mirror: &Mirror, since: i64, run_id: i64) -> Result<u64, IndexError> {
+        let writer: IndexWriter = self.index.writer(LEXICAL_WRITER_BYTES)?;
+        let id_field = self.fields.id;
+        let n = mirror
+            .for_each_changed_since(since, &mut |id, doc| {
+                writer.delete_term(Term::from_field_u64(id_field, u64::try_from(id).unwrap_or(0)));
+                if let Some(doc) = doc {
+                    writer
+                        .add_document(self.document(&doc))
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            })
+            .map_err(feed_error)?;
+        self.commit(writer, run_id)?;
+        Ok(n)
+    }
+
+    /// Records `run_id` as the watermark without other changes (a run that changed nothing).
+    pub fn set_watermark(&self, run_id: i64) -> Result<(), IndexError> {
+        let writer: IndexWriter = self.index.writer(LEXICAL_WRITER_BYTES)?;
+        self.commit(writer, run_id)
+    }
+
+    /// Drops every document and indexes every live message of `mirror`; the watermark becomes
+    /// the mirror's last finished run. Returns how many messages were indexed.
+    pub fn rebuild(&self, mirror: &Mirror) -> Result<u64, IndexError> {
+        // Read before the snapshot: a run finishing meanwhile makes the watermark older than
+        // the content, which only causes one more rebuild, never a stale index.
+        let watermark = mirror.last_finished_run()?;
+        let writer: IndexWriter = self.index.writer(LEXICAL_WRITER_BYTES)?;
+        writer.delete_all_documents()?;
         let mut count = 0u64;
         mirror
             .for_each_indexable(&mut |doc| {
-                let mut d = TantivyDocument::default();
-                d.add_u64(f.id, u64::try_from(doc.id).unwrap_or(0));
-                d.add_text(f.subject, doc.subject);
-                d.add_text(f.body, doc.body);
-                d.add_text(f.people, doc.people);
-                d.add_text(f.attachments, doc.attachments);
-                writer.add_document(d).map(|_| ()).map_err(|e| e.to_string())?;
+                writer.add_document(self.document(&doc)).map(|_| ()).map_err(|e| e.to_string())?;
                 count += 1;
                 Ok(())
             })
-            .map_err(|e| match e {
-                crate::mirror::IndexFeedError::Store(s) => IndexError::Store(s),
-                crate::mirror::IndexFeedError::Sink(s) => IndexError::Tantivy(s),
-            })?;
-        writer.commit()?;
-        self.reader.reload()?;
+            .map_err(feed_error)?;
+        self.commit(writer, watermark)?;
         Ok(count)
     }
 

@@ -18,6 +18,9 @@ pub struct IndexableMessage<'a> {
     pub attachments: &'a str,
 }
 
+/// Receives each changed message: its id, and its text unless it was soft-deleted.
+pub type ChangeSink<'s> = dyn FnMut(i64, Option<IndexableMessage<'_>>) -> Result<(), String> + 's;
+
 /// Why feeding an index stopped.
 #[derive(Debug)]
 pub enum IndexFeedError {
@@ -34,46 +37,84 @@ impl From<StoreError> for IndexFeedError {
 }
 
 impl Mirror {
+    /// The last sync run that finished (across accounts): what a derived index built now
+    /// reflects. 0 before any run.
+    pub fn last_finished_run(&self) -> Result<i64, StoreError> {
+        self.db.read(|c| {
+            c.query_row(
+                "SELECT coalesce(max(id), 0) FROM sync_runs WHERE finished_at IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| StoreError::query("last finished run", e))
+        })
+    }
+
+    /// Calls `each` for every message written at or after `since` (Unix seconds): live ones with
+    /// their text, soft-deleted ones with `None`, so an index can replace or drop them.
+    pub fn for_each_changed_since(
+        &self,
+        since: i64,
+        each: &mut ChangeSink<'_>,
+    ) -> Result<u64, IndexFeedError> {
+        self.feed("WHERE m.updated_at >= ?1 ORDER BY m.id", since, &mut |id, deleted, doc| {
+            each(id, if deleted { None } else { Some(doc) })
+        })
+    }
+
     /// Calls `each` for every live message, in id order, on one read transaction (a consistent
     /// snapshot). Returns how many were fed.
     pub fn for_each_indexable(
         &self,
         each: &mut dyn FnMut(IndexableMessage<'_>) -> Result<(), String>,
     ) -> Result<u64, IndexFeedError> {
-        self.db
-            .read(|c| {
-                let q = |ctx: &'static str| move |e| IndexFeedError::Store(StoreError::query(ctx, e));
-                let mut stmt = c
-                    .prepare(
-                        "SELECT m.id, m.subject, coalesce(b.body_text, ''),
-                            coalesce((SELECT group_concat(coalesce(a.name, '') || ' ' || a.address, ' ')
-                                      FROM message_addresses a WHERE a.message_id = m.id), ''),
-                            coalesce((SELECT group_concat(coalesce(t.name, ''), ' ')
-                                      FROM attachments t WHERE t.message_id = m.id), '')
-                         FROM messages m LEFT JOIN message_bodies b ON b.message_id = m.id
-                         WHERE m.deleted_at IS NULL ORDER BY m.id",
-                    )
-                    .map_err(q("prepare index feed"))?;
-                let mut rows = stmt.query([]).map_err(q("index feed"))?;
-                let mut n = 0u64;
-                while let Some(r) = rows.next().map_err(q("index feed row"))? {
-                    let text = |i: usize| -> Result<&str, IndexFeedError> {
-                        r.get_ref(i).map_err(q("index feed value"))?.as_str().map_err(|e| {
-                            IndexFeedError::Store(StoreError::query("index feed text", e.into()))
-                        })
-                    };
-                    let id: i64 = r.get(0).map_err(q("index feed id"))?;
-                    each(IndexableMessage {
-                        id,
-                        subject: text(1)?,
-                        body: text(2)?,
-                        people: text(3)?,
-                        attachments: text(4)?,
+        self.feed(
+            "WHERE m.deleted_at IS NULL AND ?1 = ?1 ORDER BY m.id",
+            0,
+            &mut |_, deleted, doc| {
+                if deleted { Ok(()) } else { each(doc) }
+            },
+        )
+    }
+
+    fn feed(
+        &self,
+        filter: &str,
+        param: i64,
+        each: &mut dyn FnMut(i64, bool, IndexableMessage<'_>) -> Result<(), String>,
+    ) -> Result<u64, IndexFeedError> {
+        self.db.read(|c| {
+            let q = |ctx: &'static str| move |e| IndexFeedError::Store(StoreError::query(ctx, e));
+            let sql = format!(
+                "SELECT m.id, m.deleted_at IS NOT NULL, m.subject, coalesce(b.body_text, ''),
+                    coalesce((SELECT group_concat(coalesce(a.name, '') || ' ' || a.address, ' ')
+                              FROM message_addresses a WHERE a.message_id = m.id), ''),
+                    coalesce((SELECT group_concat(coalesce(t.name, ''), ' ')
+                              FROM attachments t WHERE t.message_id = m.id), '')
+                 FROM messages m LEFT JOIN message_bodies b ON b.message_id = m.id {filter}"
+            );
+            let mut stmt = c.prepare(&sql).map_err(q("prepare index feed"))?;
+            let mut rows = stmt.query([param]).map_err(q("index feed"))?;
+            let mut n = 0u64;
+            while let Some(r) = rows.next().map_err(q("index feed row"))? {
+                let text = |i: usize| -> Result<&str, IndexFeedError> {
+                    r.get_ref(i).map_err(q("index feed value"))?.as_str().map_err(|e| {
+                        IndexFeedError::Store(StoreError::query("index feed text", e.into()))
                     })
-                    .map_err(IndexFeedError::Sink)?;
-                    n += 1;
-                }
-                Ok::<_, IndexFeedError>(n)
-            })
+                };
+                let id: i64 = r.get(0).map_err(q("index feed id"))?;
+                let deleted: bool = r.get(1).map_err(q("index feed state"))?;
+                let doc = IndexableMessage {
+                    id,
+                    subject: text(2)?,
+                    body: text(3)?,
+                    people: text(4)?,
+                    attachments: text(5)?,
+                };
+                each(id, deleted, doc).map_err(IndexFeedError::Sink)?;
+                n += 1;
+            }
+            Ok::<_, IndexFeedError>(n)
+        })
     }
 }

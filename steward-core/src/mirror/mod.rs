@@ -35,7 +35,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
-pub use feed::{IndexFeedError, IndexableMessage};
+pub use feed::{ChangeSink, IndexFeedError, IndexableMessage};
 pub use model::{
     Address, BodyState, FileError, Flags, MailSource, MailboxRef, MailboxRole, ParseLimits,
     ParsedAttachment, ParsedMessage, SourceError, SourceFile,

@@ -99,6 +99,12 @@ pub struct Progress {
 /// The outcome of one sync.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SyncSummary {
+    /// The `sync_runs` row of this run (derived indexes record the last run they reflect).
+    pub run_id: i64,
+    /// When the run started (Unix seconds); every message it wrote has `updated_at >=` this.
+    pub started_at: i64,
+    /// Whether the run changed the mirror at all.
+    pub changed: bool,
     /// The account synced.
     pub account: String,
     /// The source format.
@@ -327,6 +333,9 @@ impl Mirror {
         }
         let seconds = started.elapsed().as_secs_f64();
         let summary = SyncSummary {
+            run_id,
+            started_at: now,
+            changed: something_changed,
             account,
             format: source.format().to_owned(),
             mode,
