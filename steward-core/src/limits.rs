@@ -39,7 +39,7 @@ pub const PAGE_CACHE_KIB: i64 = 128 * 1024;
 /// A sync checkpoints and truncates the WAL when it ends.
 pub const WAL_AUTOCHECKPOINT_PAGES: i64 = 30_000;
 /// Memory-mapped I/O per connection, in bytes (best effort).
-pub const MMAP_BYTES: i64 = 256 * 1024 * 1024;
+pub const MMAP_BYTES: i64 = 64 * 1024 * 1024;
 
 /// The bounds in force for one [`crate::Steward`] handle. `Default` gives the reference values.
 #[derive(Debug, Clone, PartialEq, Eq)]

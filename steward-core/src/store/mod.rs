@@ -217,7 +217,11 @@ fn open_connection(path: &Path, opts: &OpenOptions, read_only: bool) -> StoreRes
     }
     conn.execute_batch(&pragmas).map_err(open_err)?;
     // mmap is best effort: some file systems refuse it, and that is fine.
-    let _ = conn.execute_batch(&format!("PRAGMA mmap_size = {};", opts.mmap_bytes));
+    // Only readers map the file: the writer works through its page cache (its reads are the hot
+    // index pages already cached), and a second mapping of the same file would count twice in
+    // the process's resident memory.
+    let mmap = if read_only { opts.mmap_bytes } else { 0 };
+    let _ = conn.execute_batch(&format!("PRAGMA mmap_size = {mmap};"));
     Ok(conn)
 }
 
@@ -296,11 +300,14 @@ impl Database {
         out
     }
 
-    /// Copies the WAL into the database and truncates it (after a large write).
+    /// Copies the WAL into the database and truncates it, then returns the writer's page cache
+    /// to the allocator (after a large write, before other work such as indexing runs).
     pub fn checkpoint(&self) -> StoreResult<()> {
         let conn = self.lock_writer();
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(|e| StoreError::query("wal_checkpoint", e))
+            .map_err(|e| StoreError::query("wal_checkpoint", e))?;
+        conn.execute_batch("PRAGMA shrink_memory")
+            .map_err(|e| StoreError::query("shrink_memory", e))
     }
 
     /// Runs `PRAGMA integrity_check` and returns `Ok` only when SQLite answers "ok".
