@@ -16,6 +16,7 @@ pub mod limits;
 pub mod mirror;
 mod steward;
 pub mod store;
+pub mod time;
 
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;

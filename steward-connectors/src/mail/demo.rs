@@ -157,31 +157,19 @@ struct Msg {
 }
 
 fn rfc2822(ts: i64) -> String {
-    // Civil-from-days (Howard Hinnant), UTC.
-    let days = ts.div_euclid(86_400);
-    let secs = ts.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
     const MONTHS: [&str; 12] =
         ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    let t = steward_core::time::CivilTime::from_unix(ts);
     format!(
         "{}, {} {} {} {:02}:{:02}:{:02} +0000",
-        DAYS[days.rem_euclid(7) as usize],
-        d,
-        MONTHS[(m - 1) as usize],
-        y,
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
+        DAYS[t.weekday as usize % 7],
+        t.day,
+        MONTHS[(t.month as usize + 11) % 12],
+        t.year,
+        t.hour,
+        t.minute,
+        t.second
     )
 }
 

@@ -92,3 +92,17 @@ impl<'a> Mail<'a> {
         s.into_bytes()
     }
 }
+
+/// Mirrors the Maildir at `md` into `s` as account "a".
+pub(crate) fn mirror_maildir(s: &Steward, md: &Path) -> steward_core::mirror::SyncSummary {
+    let opts = steward_core::mirror::SyncOptions { account: Some("a".into()), cancel: None };
+    s.mirror().sync(&steward_connectors::mail::MaildirSource::new(md), &opts, &mut |_| {}).unwrap()
+}
+
+/// The mirror's id of the message with this Message-ID.
+pub(crate) fn message_rowid(dir: &Path, message_id: &str) -> i64 {
+    rusqlite::Connection::open(dir.join("home/mirror.db"))
+        .unwrap()
+        .query_row("SELECT id FROM messages WHERE rfc_message_id = ?1", [message_id], |r| r.get(0))
+        .unwrap()
+}

@@ -4,7 +4,7 @@
 use steward_connectors::mail::MaildirSource;
 use steward_core::{StewardError, index::LexicalIndex, mirror::SyncOptions};
 
-use super::fixtures::{Mail, steward, write};
+use super::fixtures::{Mail, message_rowid, mirror_maildir, steward, write};
 
 #[test]
 fn bm25_over_the_mirror_folds_diacritics_and_ignores_syntax() {
@@ -21,22 +21,11 @@ fn bm25_over_the_mirror_folds_diacritics_and_ignores_syntax() {
         write(&md.join(format!("cur/{i}:2,S")), &m.bytes(), 100 + i as i64);
     }
     let s = steward(dir.path());
-    s.mirror()
-        .sync(
-            &MaildirSource::new(&md),
-            &SyncOptions { account: Some("a".into()), cancel: None },
-            &mut |_| {},
-        )
-        .unwrap();
+    mirror_maildir(&s, &md);
     let lex = LexicalIndex::open(&dir.path().join("home/index/lexical")).unwrap();
     assert_eq!(lex.rebuild(s.mirror()).unwrap(), 3);
     assert_eq!(lex.len(), 3);
-    let id = |mid: &str| -> i64 {
-        rusqlite::Connection::open(dir.path().join("home/mirror.db"))
-            .unwrap()
-            .query_row("SELECT id FROM messages WHERE rfc_message_id = ?1", [mid], |r| r.get(0))
-            .unwrap()
-    };
+    let id = |mid: &str| message_rowid(dir.path(), mid);
     let top = |q: &str| lex.search(q, 8).unwrap().first().map(|h| h.id);
     // Diacritics both ways.
     assert_eq!(top("perche gia"), Some(id("a@x")));

@@ -9,7 +9,7 @@ use steward_core::{
     mirror::{BodyWindow, ReadError, SyncOptions},
 };
 
-use super::fixtures::{Mail, steward, write};
+use super::fixtures::{Mail, message_rowid, mirror_maildir, steward, write};
 
 #[test]
 fn body_windows_reassemble_the_body_and_never_exceed_the_bound() {
@@ -20,13 +20,7 @@ fn body_windows_reassemble_the_body_and_never_exceed_the_bound() {
     m.body = &body;
     write(&md.join("cur/1:2,S"), &m.bytes(), 100);
     let s = steward(dir.path());
-    s.mirror()
-        .sync(
-            &MaildirSource::new(&md),
-            &SyncOptions { account: Some("a".into()), cancel: None },
-            &mut |_| {},
-        )
-        .unwrap();
+    mirror_maildir(&s, &md);
     let first = s.mirror().read_message(1, BodyWindow::first()).unwrap();
     assert_eq!(first.subject, "Long one");
     assert_eq!(first.from[0].addr, "alice@example.org");
@@ -68,12 +62,7 @@ fn soft_deleted_and_unknown_messages_are_not_found() {
     let s = steward(dir.path());
     let opts = SyncOptions { account: Some("a".into()), cancel: None };
     s.mirror().sync(&MaildirSource::new(&md), &opts, &mut |_| {}).unwrap();
-    let id_of = |mid: &str| -> i64 {
-        rusqlite::Connection::open(dir.path().join("home/mirror.db"))
-            .unwrap()
-            .query_row("SELECT id FROM messages WHERE rfc_message_id = ?1", [mid], |r| r.get(0))
-            .unwrap()
-    };
+    let id_of = |mid: &str| message_rowid(dir.path(), mid);
     let gone = id_of("gone@x");
     assert!(s.mirror().read_message(gone, BodyWindow::first()).is_ok());
     std::fs::remove_file(md.join("cur/1:2,S")).unwrap();
@@ -94,13 +83,7 @@ fn thread_pages_run_newest_first_with_a_continuation() {
     let md = dir.path().join("Maildir");
     generate_maildir(&md, &DemoOptions::new(400)).unwrap();
     let s = steward(dir.path());
-    s.mirror()
-        .sync(
-            &MaildirSource::new(&md),
-            &SyncOptions { account: Some("a".into()), cancel: None },
-            &mut |_| {},
-        )
-        .unwrap();
+    mirror_maildir(&s, &md);
     let (thread, count): (i64, i64) = rusqlite::Connection::open(dir.path().join("home/mirror.db"))
         .unwrap()
         .query_row(

@@ -189,18 +189,7 @@ pub struct ThreadPage {
 
 /// Formats Unix seconds as RFC 3339 in UTC.
 pub(crate) fn rfc3339(ts: i64) -> String {
-    let days = ts.div_euclid(86_400);
-    let secs = ts.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+    crate::time::CivilTime::from_unix(ts).rfc3339()
 }
 
 fn window(text: &str, w: BodyWindow, state: BodyState) -> BodyText {
@@ -361,14 +350,6 @@ impl Mirror {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_751_364_000), "2025-07-01T10:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(-86_400), "1969-12-31T00:00:00Z");
-    }
 
     #[test]
     fn windows_continue_by_characters() {
