@@ -178,29 +178,40 @@ impl Steward {
     }
 
     /// Mirrors `source` and brings the derived indexes up to date in the same call, so that what
-    /// was mirrored is searchable when it returns. An index whose watermark is not the mirror's
-    /// previous run (a crash in between, a copied home, a first run) is rebuilt whole; otherwise
-    /// only what this run wrote is re-indexed.
+    /// was mirrored is searchable when it returns. Only what the runs after the index's
+    /// watermark wrote is re-indexed (a run that crashed after committing some batches
+    /// included); an index without a watermark, or claiming a run this mirror never had, is
+    /// rebuilt whole.
     pub fn sync_mail(
         &self,
         source: &dyn MailSource,
         options: &SyncOptions<'_>,
         progress: &mut dyn FnMut(&Progress),
     ) -> Result<SyncSummary, SyncError> {
-        let before = self.mirror.last_finished_run().map_err(|e| SyncError::Mirror(e.into()))?;
         let summary = self.mirror.sync(source, options, progress)?;
         let span = tracing::info_span!("index", run = summary.run_id);
         let _guard = span.enter();
         let lexical = crate::index::LexicalIndex::open(&self.lexical_index_dir())?;
-        match lexical.watermark()? {
-            Some(w) if w == before && summary.changed => {
-                let n = lexical.apply_since(&self.mirror, summary.started_at, summary.run_id)?;
-                tracing::info!(messages = n, "lexical index updated");
+        // Catch up from the first run after the index's watermark — including runs that
+        // crashed before finishing, whose committed batches must not be missed.
+        let since = match lexical.watermark()? {
+            Some(w) if w < summary.run_id => {
+                self.mirror.first_start_after(w).map_err(|e| SyncError::Mirror(e.into()))?
             }
-            Some(w) if w == before => lexical.set_watermark(summary.run_id)?,
-            stale => {
+            _ => None,
+        };
+        match since {
+            // Nothing changed and nothing was left unindexed: only the watermark moves.
+            Some(since) if since == summary.started_at && !summary.changed => {
+                lexical.set_watermark(summary.run_id)?;
+            }
+            Some(since) => {
+                let n = lexical.apply_since(&self.mirror, since, summary.run_id)?;
+                tracing::info!(messages = n, since, "lexical index updated");
+            }
+            None => {
                 let n = lexical.rebuild(&self.mirror)?;
-                tracing::info!(messages = n, ?stale, "lexical index rebuilt");
+                tracing::info!(messages = n, "lexical index rebuilt");
             }
         }
         Ok(summary)

@@ -84,8 +84,8 @@ fn sync_mail_keeps_the_index_in_step_with_the_mirror() {
     assert!(!third.changed);
     assert_eq!(watermark(), Some(third.run_id));
 
-    // An index that fell behind (a crash between the mirror's commit and the index's, a copied
-    // home) is rebuilt whole by the next sync, not patched.
+    // An index that fell behind (a crash between the mirror's commit and the index's) catches
+    // up from its watermark; an index claiming a run the mirror never had is rebuilt.
     LexicalIndex::open(&lex_dir).unwrap().set_watermark(-7).unwrap();
     write(&md.join("cur/1:2,S"), &a.bytes(), 300);
     let fourth = s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
@@ -94,4 +94,53 @@ fn sync_mail_keeps_the_index_in_step_with_the_mirror() {
     assert_eq!(hits("platypus"), 1);
     assert_eq!(LexicalIndex::open(&lex_dir).unwrap().len(), 2, "no duplicates after a rebuild");
     assert_eq!(watermark(), Some(fourth.run_id));
+}
+
+#[test]
+fn a_run_that_crashed_before_finishing_is_still_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("Maildir");
+    write(
+        &md.join("cur/1:2,S"),
+        &Mail::new("k1@x", "Walrus agenda", "Mon, 6 Jan 2025 10:00:00 +0000").bytes(),
+        100,
+    );
+    let s = steward(dir.path());
+    let src = MaildirSource::new(&md);
+    let opts = SyncOptions { account: Some("a".into()), cancel: None };
+    s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    // A mirror-only run commits a new message, then "crashes" before recording its end and
+    // before the index sees it.
+    write(
+        &md.join("cur/2:2,S"),
+        &Mail::new("k2@x", "Narwhal budget", "Mon, 6 Jan 2025 11:00:00 +0000").bytes(),
+        200,
+    );
+    let crashed = s.mirror().sync(&src, &opts, &mut |_| {}).unwrap();
+    // (Backdated a minute, so that "written since the next run started" cannot cover it.)
+    let db = rusqlite::Connection::open(dir.path().join("home/mirror.db")).unwrap();
+    db.execute(
+        "UPDATE sync_runs SET finished_at = NULL, started_at = started_at - 60 WHERE id = ?1",
+        [crashed.run_id],
+    )
+    .unwrap();
+    db.execute(
+        "UPDATE messages SET updated_at = updated_at - 60 WHERE rfc_message_id = 'k2@x'",
+        [],
+    )
+    .unwrap();
+    // The next run finds nothing new on disk, yet the index must catch up with the crashed run.
+    let next = s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    assert_eq!(next.added, 0);
+    let lex = LexicalIndex::open(&s.lexical_index_dir()).unwrap();
+    assert_eq!(lex.search("narwhal", 8).unwrap().len(), 1);
+    assert_eq!(lex.search("walrus", 8).unwrap().len(), 1);
+    assert_eq!(lex.len(), 2);
+    // An index claiming a run this mirror never had is rebuilt, not trusted.
+    lex.set_watermark(1_000_000).unwrap();
+    drop(lex);
+    s.sync_mail(&src, &opts, &mut |_| {}).unwrap();
+    let lex = LexicalIndex::open(&s.lexical_index_dir()).unwrap();
+    assert_eq!(lex.len(), 2);
+    assert_eq!(lex.watermark().unwrap(), Some(s.mirror().last_finished_run().unwrap()));
 }

@@ -50,6 +50,18 @@ impl Mirror {
         })
     }
 
+    /// When the first sync run after run `run_id` started (Unix seconds), finished or not:
+    /// everything written since that run is at or after it. `None` when no run follows `run_id`
+    /// (an index claiming a run this mirror never had).
+    pub fn first_start_after(&self, run_id: i64) -> Result<Option<i64>, StoreError> {
+        self.db.read(|c| {
+            c.query_row("SELECT min(started_at) FROM sync_runs WHERE id > ?1", [run_id], |r| {
+                r.get(0)
+            })
+            .map_err(|e| StoreError::query("first run after", e))
+        })
+    }
+
     /// Calls `each` for every message written at or after `since` (Unix seconds): live ones with
     /// their text, soft-deleted ones with `None`, so an index can replace or drop them.
     pub fn for_each_changed_since(
