@@ -194,18 +194,19 @@ impl Steward {
         let lexical = crate::index::LexicalIndex::open(&self.lexical_index_dir())?;
         // Catch up from the first run after the index's watermark — including runs that
         // crashed before finishing, whose committed batches must not be missed.
-        let since = match lexical.watermark()? {
+        let first = match lexical.watermark()? {
             Some(w) if w < summary.run_id => {
-                self.mirror.first_start_after(w).map_err(|e| SyncError::Mirror(e.into()))?
+                self.mirror.first_run_after(w).map_err(|e| SyncError::Mirror(e.into()))?
             }
             _ => None,
         };
-        match since {
-            // Nothing changed and nothing was left unindexed: only the watermark moves.
-            Some(since) if since == summary.started_at && !summary.changed => {
+        match first {
+            // This run is the only one the index has not seen, and it changed nothing: only
+            // the watermark moves.
+            Some((id, _)) if id == summary.run_id && !summary.changed => {
                 lexical.set_watermark(summary.run_id)?;
             }
-            Some(since) => {
+            Some((_, since)) => {
                 let n = lexical.apply_since(&self.mirror, since, summary.run_id)?;
                 tracing::info!(messages = n, since, "lexical index updated");
             }

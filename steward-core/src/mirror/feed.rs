@@ -1,5 +1,7 @@
 //! What derived indexes read from the mirror: one record per live message, streamed.
 
+use rusqlite::OptionalExtension;
+
 use super::Mirror;
 use crate::store::StoreError;
 
@@ -50,14 +52,17 @@ impl Mirror {
         })
     }
 
-    /// When the first sync run after run `run_id` started (Unix seconds), finished or not:
-    /// everything written since that run is at or after it. `None` when no run follows `run_id`
-    /// (an index claiming a run this mirror never had).
-    pub fn first_start_after(&self, run_id: i64) -> Result<Option<i64>, StoreError> {
+    /// The first sync run after run `run_id`, finished or not: its id and when it started (Unix
+    /// seconds) — everything written since is at or after that time. `None` when no run follows
+    /// `run_id` (an index claiming a run this mirror never had).
+    pub fn first_run_after(&self, run_id: i64) -> Result<Option<(i64, i64)>, StoreError> {
         self.db.read(|c| {
-            c.query_row("SELECT min(started_at) FROM sync_runs WHERE id > ?1", [run_id], |r| {
-                r.get(0)
-            })
+            c.query_row(
+                "SELECT id, started_at FROM sync_runs WHERE id > ?1 ORDER BY id LIMIT 1",
+                [run_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
             .map_err(|e| StoreError::query("first run after", e))
         })
     }
