@@ -8,14 +8,13 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use sha2::{Digest, Sha256};
 use steward_core::mirror::{
     FileError, MailSource, MailboxRef, ParseLimits, ParsedMessage, SourceError, SourceFile,
 };
 
 use super::{
     maildir::mtime_ns,
-    mime::{MessageContext, parse_message, steward_core_hex},
+    mime::{MessageContext, parse_message},
 };
 
 /// How `From ` lines inside bodies were quoted when the file was written.
@@ -226,13 +225,8 @@ impl MailSource for MboxSource {
                 tracing::warn!(path, offset = m.offset, "mbox message above the size limit skipped");
                 return;
             }
-            let hash = steward_core_hex(&Sha256::digest(&m.bytes));
-            let ctx = MessageContext {
-                ordinal: this,
-                offset: m.offset,
-                source_key: format!("{path}#{hash}"),
-                ..MessageContext::default()
-            };
+            // An empty key makes the adapter use the content hash it computes anyway.
+            let ctx = MessageContext { ordinal: this, offset: m.offset, ..MessageContext::default() };
             match parse_message(&m.bytes, &ctx, limits, None) {
                 Ok(p) => each(p),
                 // One bad message inside an mbox does not hide the others.

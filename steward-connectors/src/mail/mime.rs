@@ -319,7 +319,7 @@ pub fn parse_message(
         BodyState::Partial
     };
     let source_key = if ctx.source_key.is_empty() {
-        steward_core_hex(&content_hash)
+        steward_core::mirror::hex(&content_hash)
     } else {
         ctx.source_key.clone()
     };
@@ -374,15 +374,6 @@ fn mbox_status_flags(msg: &mail_parser::Message<'_>) -> Flags {
         draft: x.contains('T'),
         deleted: x.contains('D'),
     }
-}
-
-pub(crate) fn steward_core_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 #[cfg(test)]

@@ -35,10 +35,11 @@ pub fn watch_and_sync(
     stop: &AtomicBool,
     on_sync: &mut dyn FnMut(Result<SyncSummary, SyncError>),
 ) -> Result<(), notify::Error> {
-    let (tx, rx) = mpsc::channel();
+    // One pending signal is all a reconcile needs: a burst of events while one is queued is
+    // dropped, so the channel never grows.
+    let (tx, rx) = mpsc::sync_channel(1);
     let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        // The receiver is gone only when we are shutting down.
-        let _ = tx.send(ev.is_ok());
+        let _ = tx.try_send(ev.is_ok());
     })?;
     watcher.watch(source.root(), RecursiveMode::Recursive)?;
     let sync_opts = SyncOptions { account, cancel: Some(stop) };

@@ -10,8 +10,8 @@ use std::{
 
 use sha2::{Digest, Sha256};
 
-/// Lowercase hex of a digest.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of bytes (digests, content hashes).
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -35,6 +35,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
+pub use blobs::hex;
 pub use feed::{ChangeSink, IndexFeedError, IndexableMessage};
 pub use model::{
     Address, BodyState, FileError, Flags, MailSource, MailboxRef, MailboxRole, ParseLimits,

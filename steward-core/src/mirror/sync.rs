@@ -382,7 +382,6 @@ impl Mirror {
     fn writer_config(&self) -> WriterConfig {
         WriterConfig {
             window_secs: self.limits.thread_subject_window_days * 86_400,
-            newest_first: true,
             max_participants: self.limits.max_thread_participants,
         }
     }
@@ -443,7 +442,7 @@ impl Mirror {
                     self.db.write(|tx| {
                         let mut w = Writer::new(tx, account_id, &mut cache, cfg, now);
                         for pf in &prepared {
-                            w.apply(pf, is_new(&pf.file.path.to_string_lossy()), &mut batch_tally)?;
+                            w.apply(pf, is_new(&pf.path), &mut batch_tally)?;
                             fail::fail_point!("mirror::after_file", |_| std::process::abort());
                         }
                         fail::fail_point!("mirror::before_commit", |_| std::process::abort());
@@ -461,7 +460,7 @@ impl Mirror {
                             tracing::warn!(path = %pf.file.path.display(), code = e.code(), "file not ingested: {e}");
                             if errors.len() < max_errors {
                                 errors.push(FileErrorRecord {
-                                    path: pf.file.path.to_string_lossy().into_owned(),
+                                    path: pf.path.clone(),
                                     code: e.code().to_owned(),
                                     message: e.to_string(),
                                 });
@@ -557,7 +556,7 @@ fn prepare_one(
         (Err(e), _) | (Ok(()), Some(e)) => Err(e),
         (Ok(()), None) => Ok(messages),
     };
-    PreparedFile { file: file.clone(), result }
+    PreparedFile { file: file.clone(), path: file.path.to_string_lossy().into_owned(), result }
 }
 
 /// Soft-deletes messages with no remaining path, restores ones that have a path again, moves

@@ -26,6 +26,8 @@ fn q(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
 #[derive(Debug)]
 pub(crate) struct PreparedFile {
     pub(crate) file: SourceFile,
+    /// `file.path` as stored in `source_files`, converted once on the parser thread.
+    pub(crate) path: String,
     pub(crate) result: Result<Vec<PreparedMessage>, FileError>,
 }
 
@@ -104,8 +106,6 @@ struct Resolved {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WriterConfig {
     pub(crate) window_secs: i64,
-    /// Files arrive newest first (a backfill), which decides how the subject window is scanned.
-    pub(crate) newest_first: bool,
     pub(crate) max_participants: usize,
 }
 
@@ -331,7 +331,7 @@ impl<'t, 'c> Writer<'t, 'c> {
     /// `is_new` says the file was not in `source_files` when the run started (no old paths).
     pub(crate) fn apply(&mut self, pf: &PreparedFile, is_new: bool, tally: &mut Tally) -> Res<()> {
         let (mailbox_id, role) = self.mailbox(&pf.file.mailbox)?;
-        let path = pf.file.path.to_string_lossy();
+        let path = pf.path.as_str();
         let (code, message) = match &pf.result {
             Ok(_) => (None, None),
             Err(e) => (Some(e.code()), Some(e.to_string())),
@@ -708,9 +708,7 @@ impl<'t, 'c> Writer<'t, 'c> {
                  WHERE account_id = ?1 AND norm_subject = ?2 AND last_activity >= ?3 - ?4
                    AND first_activity <= ?3 + ?4
                  ORDER BY last_activity ASC LIMIT ?5";
-            let order =
-                if self.cfg.newest_first { [by_first, by_last] } else { [by_last, by_first] };
-            for sql in order {
+            for sql in [by_first, by_last] {
                 let mut stmt = tx.prepare_cached(sql).map_err(q("prepare subject threads"))?;
                 let rows = stmt
                     .query_map(
