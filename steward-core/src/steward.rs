@@ -1,11 +1,16 @@
 //! The `Steward` handle: one person's home directory and the stores in it.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use crate::{
     Limits,
     error::{ErrorKind, StewardError},
+    index::{Embedder, IndexError, LexicalIndex, VectorError, VectorStore},
     mirror::{MailSource, Mirror, MirrorError, Progress, SyncOptions, SyncSummary},
+    search::{MAX_API_LIMIT, MAX_MODEL_LIMIT, SearchError, SearchPage, SearchRequest},
 };
 
 /// Errors from opening a [`Steward`].
@@ -29,6 +34,12 @@ pub enum OpenError {
     /// The mirror could not be opened.
     #[error(transparent)]
     Mirror(#[from] MirrorError),
+    /// The text index could not be opened.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// The vector store could not be opened.
+    #[error(transparent)]
+    Vectors(#[from] VectorError),
 }
 
 impl StewardError for OpenError {
@@ -38,6 +49,8 @@ impl StewardError for OpenError {
             Self::Home { .. } => "STEWARD_HOME_UNUSABLE",
             Self::InvalidLimit(_) => "STEWARD_INVALID_LIMIT",
             Self::Mirror(e) => e.code(),
+            Self::Index(e) => e.code(),
+            Self::Vectors(e) => e.code(),
         }
     }
 
@@ -46,6 +59,8 @@ impl StewardError for OpenError {
             Self::NoHome | Self::InvalidLimit(_) => ErrorKind::InvalidInput,
             Self::Home { .. } => ErrorKind::Unavailable,
             Self::Mirror(e) => e.kind(),
+            Self::Index(e) => e.kind(),
+            Self::Vectors(e) => e.kind(),
         }
     }
 }
@@ -59,10 +74,21 @@ pub fn default_home() -> Option<PathBuf> {
 }
 
 /// Opens a [`Steward`]. No `Default`-driven magic: the home is explicit or documented.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct StewardBuilder {
     home: Option<PathBuf>,
     limits: Limits,
+    embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for StewardBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StewardBuilder")
+            .field("home", &self.home)
+            .field("limits", &self.limits)
+            .field("embedder", &self.embedder.as_ref().map(|e| e.model().to_owned()))
+            .finish()
+    }
 }
 
 impl StewardBuilder {
@@ -80,6 +106,14 @@ impl StewardBuilder {
         self
     }
 
+    /// Uses `embedder` for semantic search (without one, search is lexical and substring only
+    /// and says `semantic: "disabled"`).
+    #[must_use]
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
     /// Creates the home if needed and opens every store in it.
     pub fn open(self) -> Result<Steward, OpenError> {
         self.limits.validate().map_err(OpenError::InvalidLimit)?;
@@ -90,7 +124,9 @@ impl StewardBuilder {
         create_private_dir(&home)
             .map_err(|e| OpenError::Home { path: home.clone(), reason: e.to_string() })?;
         let mirror = Mirror::open(&home, &self.limits)?;
-        Ok(Steward { home, limits: self.limits, mirror })
+        let lexical = LexicalIndex::open(&home.join("index").join("lexical"))?;
+        let vectors = VectorStore::open(&home.join("index"), &self.limits)?;
+        Ok(Steward { home, limits: self.limits, mirror, lexical, vectors, embedder: self.embedder })
     }
 }
 
@@ -136,7 +172,7 @@ impl StewardError for SyncError {
 /// What `Steward::rebuild_indexes` did.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RebuildReport {
-    /// Messages in the lexical index.
+    /// Messages in the text index (BM25 and substring fields).
     pub lexical_documents: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
@@ -144,11 +180,19 @@ pub struct RebuildReport {
 
 /// One person's Steward: the home directory and its stores. Cheap to share behind an `Arc`;
 /// every method takes `&self`.
-#[derive(Debug)]
 pub struct Steward {
     home: PathBuf,
     limits: Limits,
     mirror: Mirror,
+    lexical: LexicalIndex,
+    vectors: VectorStore,
+    embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl std::fmt::Debug for Steward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steward").field("home", &self.home).finish_non_exhaustive()
+    }
 }
 
 impl Steward {
@@ -191,38 +235,91 @@ impl Steward {
         let summary = self.mirror.sync(source, options, progress)?;
         let span = tracing::info_span!("index", run = summary.run_id);
         let _guard = span.enter();
-        let lexical = crate::index::LexicalIndex::open(&self.lexical_index_dir())?;
-        // Catch up from the first run after the index's watermark — including runs that
-        // crashed before finishing, whose committed batches must not be missed.
-        let first = match lexical.watermark()? {
-            Some(w) if w < summary.run_id => {
-                self.mirror.first_run_after(w).map_err(|e| SyncError::Mirror(e.into()))?
-            }
+        self.catch_up_index(Some((summary.run_id, summary.changed)))?;
+        Ok(summary)
+    }
+
+    /// Brings the text index up to the mirror: only what the runs after the index's watermark
+    /// wrote is re-indexed (a run that crashed after committing some batches included); an
+    /// index without a watermark, or claiming a run this mirror never had, is rebuilt whole.
+    /// `just_ran` is the run that just finished and whether it changed anything.
+    fn catch_up_index(&self, just_ran: Option<(i64, bool)>) -> Result<(), IndexError> {
+        let lexical = &self.lexical;
+        let last = match just_ran {
+            Some((run, _)) => run,
+            None => self.mirror.last_finished_run()?,
+        };
+        let watermark = lexical.watermark()?;
+        if watermark == Some(last) {
+            lexical.refresh()?;
+            return Ok(());
+        }
+        let first = match watermark {
+            Some(w) if w < last => self.mirror.first_run_after(w)?,
             _ => None,
         };
         match first {
             // This run is the only one the index has not seen, and it changed nothing: only
             // the watermark moves.
-            Some((id, _)) if id == summary.run_id && !summary.changed => {
-                lexical.set_watermark(summary.run_id)?;
+            Some((id, _)) if just_ran.is_some_and(|(run, changed)| id == run && !changed) => {
+                lexical.set_watermark(last)?;
             }
             Some((_, since)) => {
-                let n = lexical.apply_since(&self.mirror, since, summary.run_id)?;
-                tracing::info!(messages = n, since, "lexical index updated");
+                let n = lexical.apply_since(&self.mirror, since, last)?;
+                tracing::info!(messages = n, since, "text index updated");
             }
             None => {
                 let n = lexical.rebuild(&self.mirror)?;
-                tracing::info!(messages = n, "lexical index rebuilt");
+                tracing::info!(messages = n, "text index rebuilt");
             }
         }
-        Ok(summary)
+        Ok(())
+    }
+
+    /// Searches mail (see [`crate::search`]); at most [`MAX_API_LIMIT`] results per page. A
+    /// text index behind the mirror (another process mirrored, or a crash) is caught up
+    /// first; if that is impossible right now (another writer holds it), the search runs on
+    /// what the index has.
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchPage, SearchError> {
+        self.search_capped(request, MAX_API_LIMIT)
+    }
+
+    /// [`Steward::search`] for a model's context: at most [`MAX_MODEL_LIMIT`] results.
+    pub fn search_for_model(&self, request: &SearchRequest) -> Result<SearchPage, SearchError> {
+        self.search_capped(request, MAX_MODEL_LIMIT)
+    }
+
+    fn search_capped(
+        &self,
+        request: &SearchRequest,
+        max: usize,
+    ) -> Result<SearchPage, SearchError> {
+        if let Err(e) = self.catch_up_index(None) {
+            tracing::warn!(error = %e, "text index could not be caught up; searching it as is");
+        }
+        let sources = crate::search::engine::Sources {
+            mirror: &self.mirror,
+            lexical: &self.lexical,
+            vectors: &self.vectors,
+            embedder: self.embedder.as_deref(),
+        };
+        crate::search::engine::search(&sources, request, max)
+    }
+
+    /// The vector store (embedders write here; search reads).
+    pub fn vectors(&self) -> &VectorStore {
+        &self.vectors
+    }
+
+    /// The text index.
+    pub fn lexical_index(&self) -> &LexicalIndex {
+        &self.lexical
     }
 
     /// Drops and rebuilds every derived index from the mirror (today: the lexical index).
     pub fn rebuild_indexes(&self) -> Result<RebuildReport, crate::index::IndexError> {
         let started = std::time::Instant::now();
-        let lexical = crate::index::LexicalIndex::open(&self.lexical_index_dir())?;
-        let documents = lexical.rebuild(&self.mirror)?;
+        let documents = self.lexical.rebuild(&self.mirror)?;
         Ok(RebuildReport { lexical_documents: documents, seconds: started.elapsed().as_secs_f64() })
     }
 }

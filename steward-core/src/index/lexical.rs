@@ -1,5 +1,7 @@
-//! BM25 over subject (boosted), body, people (sender and recipient names and addresses) and
-//! attachment names. One analyzer for documents and queries: split on non-alphanumerics,
+//! The text index of the mail mirror: BM25 over subject (boosted), body, people (sender and
+//! recipient names and addresses) and attachment names, and trigram fields for substring
+//! constraints over sender, recipients (to, cc), subject and body (see [`super::fold`]).
+//! BM25 One analyzer for documents and queries: split on non-alphanumerics,
 //! lowercase, fold diacritics to ASCII (già = gia, perché = perche), no stemming (English and
 //! Italian coexist). Query text is never parsed as a query language: it is analyzed into terms
 //! and each term becomes a boosted `Should` clause, so quotes, operators, `*`, `:` and
@@ -7,18 +9,21 @@
 
 use std::path::{Path, PathBuf};
 
+use std::ops::Bound;
+
 use tantivy::{
-    Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term,
+    DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, Searcher, TantivyDocument,
+    Term,
     collector::TopDocs,
-    query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery},
-    schema::{
-        FAST, Field, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
-        Value,
-    },
+    query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery},
+    schema::{FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions},
     tokenizer::{AsciiFoldingFilter, LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer},
 };
 
-use super::IndexError;
+use super::{
+    IndexError,
+    fold::{TrigramTokenizer, trigrams},
+};
 use crate::mirror::{IndexFeedError, IndexableMessage, Mirror};
 
 fn feed_error(e: IndexFeedError) -> IndexError {
@@ -37,16 +42,67 @@ pub const MAX_LEXICAL_HITS: usize = 500;
 /// Longest token indexed (longer ones are base64 noise or URLs).
 const MAX_TOKEN_CHARS: usize = 40;
 const ANALYZER: &str = "steward";
+const TRIGRAMS: &str = "steward_trigram";
+/// Most candidates one substring lookup returns.
+pub const MAX_SUBSTRING_CANDIDATES: usize = 500;
 const SUBJECT_BOOST: f32 = 2.0;
 const PEOPLE_BOOST: f32 = 1.5;
+
+/// Clauses of a boolean query.
+type Clauses = Vec<(Occur, Box<dyn Query>)>;
+
+/// The order of substring candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandidateOrder {
+    /// Newest first.
+    DateDesc,
+    /// Oldest first.
+    DateAsc,
+    /// Largest first.
+    SizeDesc,
+}
+
+/// A field a substring constraint applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SubstringField {
+    /// The sender's name and address.
+    From,
+    /// The `To` names and addresses.
+    To,
+    /// The `Cc` names and addresses.
+    Cc,
+    /// The subject.
+    Subject,
+    /// The body text.
+    Body,
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     id: Field,
+    date: Field,
+    size: Field,
     subject: Field,
     body: Field,
     people: Field,
     attachments: Field,
+    sub_from: Field,
+    sub_to: Field,
+    sub_cc: Field,
+    sub_subject: Field,
+    sub_body: Field,
+}
+
+impl Fields {
+    fn substring(&self, f: SubstringField) -> Field {
+        match f {
+            SubstringField::From => self.sub_from,
+            SubstringField::To => self.sub_to,
+            SubstringField::Cc => self.sub_cc,
+            SubstringField::Subject => self.sub_subject,
+            SubstringField::Body => self.sub_body,
+        }
+    }
 }
 
 fn schema() -> (Schema, Fields) {
@@ -56,17 +112,50 @@ fn schema() -> (Schema, Fields) {
             .set_tokenizer(ANALYZER)
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
+    // Doc sets only: no frequencies, positions or norms (candidates are confirmed on the text).
+    let grams = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TRIGRAMS)
+            .set_index_option(IndexRecordOption::Basic)
+            .set_fieldnorms(false),
+    );
     let fields = Fields {
-        id: b.add_u64_field("id", INDEXED | STORED | FAST),
+        id: b.add_u64_field("id", INDEXED | FAST),
+        date: b.add_i64_field("date", FAST),
+        size: b.add_i64_field("size", FAST),
         subject: b.add_text_field("subject", text.clone()),
         body: b.add_text_field("body", text.clone()),
         people: b.add_text_field("people", text.clone()),
         attachments: b.add_text_field("attachments", text),
+        sub_from: b.add_text_field("sub_from", grams.clone()),
+        sub_to: b.add_text_field("sub_to", grams.clone()),
+        sub_cc: b.add_text_field("sub_cc", grams.clone()),
+        sub_subject: b.add_text_field("sub_subject", grams.clone()),
+        sub_body: b.add_text_field("sub_body", grams),
     };
     (b.build(), fields)
 }
 
-fn analyzer() -> TextAnalyzer {
+/// Message ids of the documents at `addrs`, in the same order (fast-field reads, no doc store).
+fn ids_of(searcher: &Searcher, addrs: &[DocAddress]) -> Result<Vec<i64>, IndexError> {
+    let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> =
+        vec![None; searcher.segment_readers().len()];
+    let mut out = Vec::with_capacity(addrs.len());
+    for a in addrs {
+        let slot = usize::try_from(a.segment_ord).unwrap_or(usize::MAX);
+        let Some(col) = columns.get_mut(slot) else { continue };
+        if col.is_none() {
+            *col = Some(searcher.segment_reader(a.segment_ord).fast_fields().u64("id")?);
+        }
+        if let Some(id) = col.as_ref().and_then(|c| c.first(a.doc_id)) {
+            out.push(i64::try_from(id).unwrap_or(i64::MAX));
+        }
+    }
+    Ok(out)
+}
+
+/// The BM25 analyzer (documents and queries alike).
+pub(crate) fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(MAX_TOKEN_CHARS))
         .filter(LowerCaser)
@@ -130,6 +219,7 @@ impl LexicalIndex {
             }
         };
         index.tokenizers().register(ANALYZER, analyzer());
+        index.tokenizers().register(TRIGRAMS, TrigramTokenizer::default());
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         Ok(Self { dir: dir.to_path_buf(), index, reader, fields })
     }
@@ -143,10 +233,17 @@ impl LexicalIndex {
         let f = self.fields;
         let mut d = TantivyDocument::default();
         d.add_u64(f.id, u64::try_from(doc.id).unwrap_or(0));
+        d.add_i64(f.date, doc.date);
+        d.add_i64(f.size, doc.size);
         d.add_text(f.subject, doc.subject);
         d.add_text(f.body, doc.body);
         d.add_text(f.people, doc.people);
         d.add_text(f.attachments, doc.attachments);
+        d.add_text(f.sub_from, doc.from);
+        d.add_text(f.sub_to, doc.to);
+        d.add_text(f.sub_cc, doc.cc);
+        d.add_text(f.sub_subject, doc.subject);
+        d.add_text(f.sub_body, doc.body);
         d
     }
 
@@ -177,6 +274,12 @@ impl LexicalIndex {
             .map_err(feed_error)?;
         self.commit(writer, run_id)?;
         Ok(n)
+    }
+
+    /// Makes commits by other handles or processes visible to searches.
+    pub fn refresh(&self) -> Result<(), IndexError> {
+        self.reader.reload()?;
+        Ok(())
     }
 
     /// Records `run_id` as the watermark without other changes (a run that changed nothing).
@@ -236,14 +339,109 @@ impl LexicalIndex {
         let query = BooleanQuery::new(clauses);
         let searcher = self.reader.searcher();
         let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let doc: TantivyDocument = searcher.doc(addr)?;
-            if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_u64()) {
-                hits.push(LexicalHit { id: i64::try_from(id).unwrap_or(i64::MAX), score });
-            }
+        let addrs: Vec<DocAddress> = top.iter().map(|(_, a)| *a).collect();
+        let ids = ids_of(&searcher, &addrs)?;
+        Ok(ids.into_iter().zip(top).map(|(id, (score, _))| LexicalHit { id, score }).collect())
+    }
+
+    /// The query "every trigram of `folded` occurs in `field`", or `None` when some trigram
+    /// occurs nowhere (nothing can match) or the needle is too short to have trigrams.
+    fn trigram_query(
+        &self,
+        searcher: &Searcher,
+        field: SubstringField,
+        folded: &str,
+    ) -> Result<Option<Clauses>, IndexError> {
+        let field = self.fields.substring(field);
+        let grams = trigrams(folded);
+        if grams.is_empty() {
+            return Ok(None);
         }
-        Ok(hits)
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(grams.len());
+        for g in &grams {
+            let term = Term::from_field_text(field, g);
+            if searcher.doc_freq(&term)? == 0 {
+                return Ok(None);
+            }
+            clauses.push((Occur::Must, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+        }
+        Ok(Some(clauses))
+    }
+
+    /// Candidates for "`field` contains `folded`" (a folded needle, see [`super::fold`]),
+    /// dated within `[after, before)` when given, in `order`, at most `limit`. Candidates hold
+    /// every trigram of the needle; the caller confirms them on the text.
+    pub fn substring_candidates(
+        &self,
+        field: SubstringField,
+        folded: &str,
+        (after, before): (Option<i64>, Option<i64>),
+        order: CandidateOrder,
+        limit: usize,
+    ) -> Result<Vec<i64>, IndexError> {
+        if limit == 0 || limit > MAX_SUBSTRING_CANDIDATES {
+            return Err(IndexError::OutOfRange {
+                what: "substring candidates",
+                value: limit,
+                max: MAX_SUBSTRING_CANDIDATES,
+            });
+        }
+        let searcher = self.reader.searcher();
+        let Some(mut clauses) = self.trigram_query(&searcher, field, folded)? else {
+            return Ok(Vec::new());
+        };
+        if after.is_some() || before.is_some() {
+            let bound = |b: Option<i64>, f: fn(Term) -> Bound<Term>| match b {
+                Some(v) => f(Term::from_field_i64(self.fields.date, v)),
+                None => Bound::Unbounded,
+            };
+            let range =
+                RangeQuery::new(bound(after, Bound::Included), bound(before, Bound::Excluded));
+            clauses.push((Occur::Must, Box::new(range)));
+        }
+        let query = BooleanQuery::new(clauses);
+        let (key, direction) = match order {
+            CandidateOrder::DateDesc => ("date", Order::Desc),
+            CandidateOrder::DateAsc => ("date", Order::Asc),
+            CandidateOrder::SizeDesc => ("size", Order::Desc),
+        };
+        let top = searcher.search(
+            &query,
+            &TopDocs::with_limit(limit).order_by_fast_field::<i64>(key, direction),
+        )?;
+        let addrs: Vec<DocAddress> = top.iter().map(|(_, a)| *a).collect();
+        ids_of(&searcher, &addrs)
+    }
+
+    /// Which of `ids` are candidates for "`field` contains `folded`" (every trigram present).
+    pub fn substring_among(
+        &self,
+        field: SubstringField,
+        folded: &str,
+        ids: &[i64],
+    ) -> Result<Vec<i64>, IndexError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        if ids.len() > MAX_SUBSTRING_CANDIDATES {
+            return Err(IndexError::OutOfRange {
+                what: "substring candidates",
+                value: ids.len(),
+                max: MAX_SUBSTRING_CANDIDATES,
+            });
+        }
+        let searcher = self.reader.searcher();
+        let Some(mut clauses) = self.trigram_query(&searcher, field, folded)? else {
+            return Ok(Vec::new());
+        };
+        let terms = ids
+            .iter()
+            .map(|id| Term::from_field_u64(self.fields.id, u64::try_from(*id).unwrap_or(0)));
+        clauses.push((Occur::Must, Box::new(TermSetQuery::new(terms))));
+        let query = BooleanQuery::new(clauses);
+        let top = searcher.search(&query, &TopDocs::with_limit(ids.len()).order_by_score())?;
+        let addrs: Vec<DocAddress> = top.iter().map(|(_, a)| *a).collect();
+        ids_of(&searcher, &addrs)
     }
 
     /// Documents in the index.

@@ -1,17 +1,28 @@
 //! Derived indexes over the mirror (rebuildable at any time).
 //!
-//! Owns: the tantivy BM25 index under `<home>/index/lexical/`. Never does: hold anything that
-//! cannot be rebuilt from `mirror.db`. Bounds: the writer's memory budget
-//! ([`LEXICAL_WRITER_BYTES`]), query terms ([`MAX_QUERY_TERMS`]) and hits ([`MAX_LEXICAL_HITS`]).
-//!
-//! Status: the lexical index is built from the mirror on demand ([`LexicalIndex::rebuild`]);
-//! building it in the same pass as mirroring, the watermark that ties it to the mirror, the
-//! substring and vector indexes and fusion arrive with the rest of the retrieval issue.
+//! Owns: the tantivy index under `<home>/index/lexical/` (BM25 fields and trigram substring
+//! fields, tied to the mirror by a watermark = the last sync run it reflects) and the vector
+//! store `<home>/index/vectors.db` (sqlite-vec, one space per model and dimension, filled
+//! through an [`Embedder`]). Never does: hold anything that cannot be rebuilt from `mirror.db`
+//! (vectors can be recomputed by their embedder), or decide a substring match without checking
+//! the text. Bounds: the writer's memory budget ([`LEXICAL_WRITER_BYTES`]), query terms
+//! ([`MAX_QUERY_TERMS`]), hits ([`MAX_LEXICAL_HITS`]), substring candidates
+//! ([`MAX_SUBSTRING_CANDIDATES`]), neighbours ([`MAX_KNN`]) and the code cache
+//! ([`MAX_CODE_CACHE_BYTES`]).
 
+pub mod fold;
 mod lexical;
+mod vectors;
 
+pub use fold::MIN_SUBSTRING_CHARS;
 pub use lexical::{
-    LEXICAL_WRITER_BYTES, LexicalHit, LexicalIndex, MAX_LEXICAL_HITS, MAX_QUERY_TERMS,
+    CandidateOrder, LEXICAL_WRITER_BYTES, LexicalHit, LexicalIndex, MAX_LEXICAL_HITS,
+    MAX_QUERY_TERMS, MAX_SUBSTRING_CANDIDATES, SubstringField,
+};
+pub(crate) use lexical::{analyzer, query_terms};
+pub use vectors::{
+    EmbedError, Embedder, MAX_CODE_CACHE_BYTES, MAX_DIMENSION, MAX_KNN, MAX_VECTOR_BATCH,
+    Neighbour, RERANK_FACTOR, VectorError, VectorStore,
 };
 
 use crate::error::{ErrorKind, StewardError};

@@ -10,12 +10,22 @@ use crate::store::StoreError;
 pub struct IndexableMessage<'a> {
     /// The message id.
     pub id: i64,
+    /// The Date header (else the delivery time, else 0), Unix seconds.
+    pub date: i64,
+    /// Size of the RFC 822 message in bytes.
+    pub size: i64,
     /// The subject.
     pub subject: &'a str,
     /// The body text held by the mirror.
     pub body: &'a str,
     /// Sender and recipient names and addresses, space separated.
     pub people: &'a str,
+    /// The sender's name and address.
+    pub from: &'a str,
+    /// The `To` names and addresses, space separated.
+    pub to: &'a str,
+    /// The `Cc` names and addresses, space separated.
+    pub cc: &'a str,
     /// Attachment names, space separated.
     pub attachments: &'a str,
 }
@@ -107,7 +117,15 @@ impl Mirror {
                     coalesce((SELECT group_concat(coalesce(a.name, '') || ' ' || a.address, ' ')
                               FROM message_addresses a WHERE a.message_id = m.id), ''),
                     coalesce((SELECT group_concat(coalesce(t.name, ''), ' ')
-                              FROM attachments t WHERE t.message_id = m.id), '')
+                              FROM attachments t WHERE t.message_id = m.id), ''),
+                    coalesce(m.from_name, '') || ' ' || coalesce(m.from_addr, ''),
+                    coalesce((SELECT group_concat(coalesce(a.name, '') || ' ' || a.address, ' ')
+                              FROM message_addresses a
+                              WHERE a.message_id = m.id AND a.field = 'to'), ''),
+                    coalesce((SELECT group_concat(coalesce(a.name, '') || ' ' || a.address, ' ')
+                              FROM message_addresses a
+                              WHERE a.message_id = m.id AND a.field = 'cc'), ''),
+                    coalesce(m.date, m.received_at, 0), m.size
                  FROM messages m LEFT JOIN message_bodies b ON b.message_id = m.id {filter}"
             );
             let mut stmt = c.prepare(&sql).map_err(q("prepare index feed"))?;
@@ -127,6 +145,11 @@ impl Mirror {
                     body: text(3)?,
                     people: text(4)?,
                     attachments: text(5)?,
+                    from: text(6)?,
+                    to: text(7)?,
+                    cc: text(8)?,
+                    date: r.get(9).map_err(q("index feed date"))?,
+                    size: r.get(10).map_err(q("index feed size"))?,
                 };
                 each(id, deleted, doc).map_err(IndexFeedError::Sink)?;
                 n += 1;

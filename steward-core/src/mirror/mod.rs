@@ -74,6 +74,11 @@ pub const SCHEMA: Schema = Schema {
             name: "thread_activity",
             sql: include_str!("../../migrations/mirror/003_thread_activity.sql"),
         },
+        Migration {
+            version: 4,
+            name: "size_order",
+            sql: include_str!("../../migrations/mirror/004_size_order.sql"),
+        },
     ],
 };
 
@@ -144,6 +149,11 @@ pub struct Mirror {
 }
 
 impl Mirror {
+    /// The database (for read paths in sibling modules such as search).
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
     /// Opens (creating and migrating) `mirror.db` and `blobs/` under `home`.
     pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, MirrorError> {
         let blob_dir = home.join("blobs");
