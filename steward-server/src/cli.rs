@@ -14,6 +14,8 @@ use steward_connectors::mail::{
 use steward_core::{
     ErrorKind, Limits, Steward, StewardError,
     mirror::{BodyWindow, MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
+    search::{MailboxScope, SearchRequest, Sort},
+    time::parse_date,
 };
 
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
@@ -40,6 +42,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Search mail: free text (BM25, plus semantic when configured), substrings and filters.
+    Search(Box<SearchArgs>),
     /// Read one message: headers, attachments and a bounded window of the body.
     Read {
         /// The message id (from `search`, `thread` or `stats`).
@@ -77,6 +81,71 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, ClapArgs)]
+#[command(group(clap::ArgGroup::new("scope").multiple(false)))]
+#[command(group(clap::ArgGroup::new("format").multiple(false)))]
+struct SearchArgs {
+    /// Free text (never parsed as a query language).
+    text: Option<String>,
+    /// The sender's name or address contains this (at least 3 characters).
+    #[arg(long, value_name = "S")]
+    from: Option<String>,
+    /// A To name or address contains this.
+    #[arg(long, value_name = "S")]
+    to: Option<String>,
+    /// A Cc name or address contains this.
+    #[arg(long, value_name = "S")]
+    cc: Option<String>,
+    /// The subject contains this.
+    #[arg(long, value_name = "S")]
+    subject_contains: Option<String>,
+    /// The body contains this.
+    #[arg(long, value_name = "S")]
+    body_contains: Option<String>,
+    /// Dated on or after (YYYY-MM-DD or RFC 3339).
+    #[arg(long, value_name = "DATE")]
+    after: Option<String>,
+    /// Dated before (YYYY-MM-DD or RFC 3339).
+    #[arg(long, value_name = "DATE")]
+    before: Option<String>,
+    /// Only unread messages.
+    #[arg(long)]
+    unread: bool,
+    /// Only flagged messages.
+    #[arg(long)]
+    flagged: bool,
+    /// Only messages with attachments.
+    #[arg(long)]
+    has_attachment: bool,
+    /// Only this mailbox (by name).
+    #[arg(long, value_name = "NAME", group = "scope")]
+    mailbox: Option<String>,
+    /// Only mailboxes with this role (inbox, sent, drafts, trash, junk, archive, all_mail).
+    #[arg(long, value_name = "ROLE", group = "scope")]
+    role: Option<String>,
+    /// Only this account.
+    #[arg(long, value_name = "NAME")]
+    account: Option<String>,
+    /// Browse order without text: date, date-asc or size.
+    #[arg(long, value_name = "ORDER", default_value = "date")]
+    sort: String,
+    /// Every matching message instead of the best one per thread.
+    #[arg(long)]
+    per_message: bool,
+    /// Results per page (1-100).
+    #[arg(long, value_name = "N", default_value_t = steward_core::search::DEFAULT_LIMIT)]
+    limit: usize,
+    /// Results to skip (from the previous page's next_offset).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    offset: usize,
+    /// Print the page as one JSON object.
+    #[arg(long, group = "format")]
+    json: bool,
+    /// Print one line per hit and the ids (the rendering a model sees).
+    #[arg(long, group = "format")]
+    compact: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,6 +219,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json } => demo(args.home, messages, json),
+        Command::Search(a) => search(args.home, &a),
         Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
         Command::Thread { id, offset, limit, json } => thread(args.home, id, offset, limit, json),
     };
@@ -376,6 +446,75 @@ fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failur
     Ok(())
 }
 
+fn search_request(a: &SearchArgs) -> Result<SearchRequest, Failure> {
+    let date = |d: &Option<String>| d.as_deref().map(parse_date).transpose();
+    Ok(SearchRequest {
+        text: a.text.clone(),
+        from: a.from.clone(),
+        to: a.to.clone(),
+        cc: a.cc.clone(),
+        subject_contains: a.subject_contains.clone(),
+        body_contains: a.body_contains.clone(),
+        account: a.account.clone(),
+        mailbox: match (&a.mailbox, &a.role) {
+            (Some(name), _) => MailboxScope::Name(name.clone()),
+            (None, Some(role)) => MailboxScope::role(role)?,
+            (None, None) => MailboxScope::Any,
+        },
+        after: date(&a.after)?,
+        before: date(&a.before)?,
+        unread: a.unread.then_some(true),
+        flagged: a.flagged.then_some(true),
+        has_attachments: a.has_attachment.then_some(true),
+        per_message: a.per_message,
+        sort: Sort::parse(&a.sort)?,
+        limit: a.limit,
+        offset: a.offset,
+        ..SearchRequest::default()
+    })
+}
+
+#[expect(clippy::print_stdout, reason = "the command's output")]
+fn search(home: Option<PathBuf>, a: &SearchArgs) -> Result<(), Failure> {
+    let request = search_request(a)?;
+    let steward = open(home)?;
+    let page = steward.search(&request)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
+        return Ok(());
+    }
+    if a.compact {
+        let c = page.compact();
+        for line in &c.lines {
+            println!("{line}");
+        }
+        println!("ids: {}", serde_json::to_string(&c.ids).unwrap_or_else(|_| "[]".to_owned()));
+        if let Some(next) = c.next_offset {
+            println!("more: --offset {next}");
+        }
+        return Ok(());
+    }
+    if page.messages.is_empty() {
+        println!("no messages");
+    }
+    for m in &page.messages {
+        let from = m.from.as_ref().map_or("", |f| f.name.as_deref().unwrap_or(&f.addr));
+        println!(
+            "{:>8}  {}  {:24.24}  {}{}",
+            m.id,
+            m.date.as_deref().map_or("----------", |d| d.get(..10).unwrap_or(d)),
+            from,
+            if m.unread { "* " } else { "" },
+            if m.subject.is_empty() { "(no subject)" } else { &m.subject }
+        );
+        println!("          {}", m.snippet);
+    }
+    if let Some(next) = page.page.next_offset {
+        println!("more: --offset {next}");
+    }
+    Ok(())
+}
+
 #[expect(clippy::print_stdout, reason = "the command's output")]
 fn read(
     home: Option<PathBuf>,
@@ -464,7 +603,10 @@ fn rebuild(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     if json {
         println!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".to_owned()));
     } else {
-        println!("lexical index: {} messages in {:.2} s", report.lexical_documents, report.seconds);
+        println!(
+            "text index (BM25 + substring): {} messages in {:.2} s",
+            report.lexical_documents, report.seconds
+        );
     }
     Ok(())
 }

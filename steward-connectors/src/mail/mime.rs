@@ -10,6 +10,29 @@ use steward_core::mirror::{
     Address, BodyState, FileError, Flags, ParseLimits, ParsedAttachment, ParsedMessage,
 };
 
+/// Readable text of an HTML body. mail-parser breaks lines only at `</p>` and `<br>`; block
+/// elements such as headings, list items, table cells and divs would otherwise run into the next
+/// word ("Consulting</h1><p>Payment" became "ConsultingPayment"), which breaks search terms.
+fn html_text(html: &str) -> String {
+    const BLOCKS: [&str; 13] =
+        ["h1", "h2", "h3", "h4", "h5", "h6", "div", "li", "tr", "td", "th", "table", "blockquote"];
+    let mut out = String::with_capacity(html.len() + 64);
+    let mut rest = html;
+    while let Some(i) = rest.find("</") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let name_len = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        let name = &after[..name_len];
+        if BLOCKS.iter().any(|b| b.eq_ignore_ascii_case(name)) {
+            out.push_str("<br>");
+        }
+        out.push_str("</");
+        rest = after;
+    }
+    out.push_str(rest);
+    mail_parser::decoders::html::html_to_text(&out)
+}
+
 /// What the framing knows about a message that its bytes do not say.
 #[derive(Debug, Clone, Default)]
 pub struct MessageContext {
@@ -254,11 +277,15 @@ pub fn parse_message(
             .then(|| String::from_utf8_lossy(p.contents()).into_owned())
         })
     };
-    let body = plain
-        .or_else(|| msg.body_text(0).map(|c| c.into_owned()))
-        .filter(|b| !b.is_empty())
-        .or_else(bare_text)
-        .unwrap_or_default();
+    let html = || {
+        let part = msg.parts.get(*msg.text_body.first()? as usize)?;
+        match &part.body {
+            PartType::Html(h) => Some(html_text(h)),
+            PartType::Text(t) => Some(t.as_ref().to_owned()),
+            _ => None,
+        }
+    };
+    let body = plain.or_else(html).filter(|b| !b.is_empty()).or_else(bare_text).unwrap_or_default();
     let body = cap_chars(body.replace("\r\n", "\n"), limits.max_body_chars);
 
     let numbers = part_numbers(&msg);
@@ -406,6 +433,17 @@ Perch=E9 no?\r\n--b\r\nContent-Type: text/html\r\n\r\n<p>HTML</p>\r\n--b--\r\n";
         assert_eq!(m.date, Some(1_751_356_800));
         assert_eq!(m.body_text.trim(), "Perché no?");
         assert_eq!(m.body_state, BodyState::Full);
+    }
+
+    #[test]
+    fn html_blocks_keep_words_apart() {
+        let raw = b"From: a@b.c\nSubject: h\nContent-Type: text/html\n\n<body><h1>Invoice #4821</h1>\
+<p>Payment due</p><ul><li>one</li><li>two</li></ul><table><tr><td>a</td><td>b</td></tr></table></body>\n";
+        let m = parse(raw).expect("parses");
+        for w in ["Invoice #4821", "Payment due", "one", "two"] {
+            assert!(m.body_text.contains(w), "{:?}", m.body_text);
+        }
+        assert!(!m.body_text.contains("4821Payment") && !m.body_text.contains("onetwo"));
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod differential;
 mod fixtures;
 mod lexical;
 mod reads;
+mod search;
 mod sources;
 mod sync;
 mod threading;

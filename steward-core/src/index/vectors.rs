@@ -34,6 +34,10 @@ pub const MAX_KNN: usize = 500;
 pub const RERANK_FACTOR: usize = 8;
 /// Most bytes of sign-bit codes kept in memory per space.
 pub const MAX_CODE_CACHE_BYTES: usize = 256 * 1024 * 1024;
+/// Default farthest cosine distance a KNN neighbour may be to count as a semantic match
+/// (similarity ≥ 0.5). Beyond it a neighbour is merely the least unrelated message, and an
+/// absent topic must find nothing.
+pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.5;
 /// Most vectors written in one call.
 pub const MAX_VECTOR_BATCH: usize = 1024;
 
@@ -91,6 +95,11 @@ pub trait Embedder: Send + Sync {
     fn dimension(&self) -> usize;
     /// One vector per text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The farthest cosine distance that still means "related" for this model (models differ:
+    /// the gateway takes it from configuration).
+    fn max_distance(&self) -> f32 {
+        DEFAULT_MAX_VECTOR_DISTANCE
+    }
 }
 
 /// Errors of the vector store.

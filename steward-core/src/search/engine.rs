@@ -383,7 +383,10 @@ fn semantic_candidates(
         return None;
     }
     match src.vectors.knn(e.model(), &v, k) {
-        Ok(n) => Some(n.into_iter().map(|n| n.id).collect()),
+        Ok(n) => {
+            let cutoff = e.max_distance();
+            Some(n.into_iter().filter(|n| n.distance <= cutoff).map(|n| n.id).collect())
+        }
         Err(err) => {
             tracing::warn!(error = %err, "knn failed; semantic search skipped");
             None

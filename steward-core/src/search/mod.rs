@@ -90,6 +90,14 @@ pub enum SearchError {
         /// The bound.
         max: usize,
     },
+    /// A browse order other than `date`, `date-asc` or `size`.
+    #[error("unknown sort {0:?}: expected date, date-asc or size")]
+    InvalidSort(String),
+    /// A mailbox role other than the known ones.
+    #[error(
+        "unknown mailbox role {0:?}: expected inbox, sent, drafts, trash, junk, archive, all_mail or other"
+    )]
+    InvalidRole(String),
     /// No account has this name.
     #[error("no account named {0:?}")]
     AccountNotFound(String),
@@ -111,6 +119,8 @@ impl StewardError for SearchError {
             Self::SubstringTooShort { .. } => "SUBSTRING_TOO_SHORT",
             Self::EmptyRange(_) => "EMPTY_RANGE",
             Self::TooLong { .. } => "QUERY_TOO_LONG",
+            Self::InvalidSort(_) => "INVALID_SORT",
+            Self::InvalidRole(_) => "INVALID_ROLE",
             Self::AccountNotFound(_) => "ACCOUNT_NOT_FOUND",
             Self::MailboxNotFound(_) => "MAILBOX_NOT_FOUND",
             Self::Index(e) => e.code(),
@@ -123,7 +133,9 @@ impl StewardError for SearchError {
             Self::OutOfRange { .. }
             | Self::SubstringTooShort { .. }
             | Self::EmptyRange(_)
-            | Self::TooLong { .. } => ErrorKind::InvalidInput,
+            | Self::TooLong { .. }
+            | Self::InvalidSort(_)
+            | Self::InvalidRole(_) => ErrorKind::InvalidInput,
             Self::AccountNotFound(_) | Self::MailboxNotFound(_) => ErrorKind::NotFound,
             Self::Index(e) => e.kind(),
             Self::Store(e) => e.kind(),

@@ -30,6 +30,15 @@ pub enum MailboxScope {
     Role(MailboxRole),
 }
 
+impl MailboxScope {
+    /// The scope of a role name (`inbox`, `sent`, `all_mail`, …).
+    pub fn role(name: &str) -> Result<Self, SearchError> {
+        MailboxRole::parse(&name.trim().to_lowercase().replace('-', "_"))
+            .map(Self::Role)
+            .ok_or_else(|| SearchError::InvalidRole(name.to_owned()))
+    }
+}
+
 /// Browse order (searches with text are ranked by relevance instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -41,6 +50,18 @@ pub enum Sort {
     DateAsc,
     /// Largest first.
     SizeDesc,
+}
+
+impl Sort {
+    /// Parses `date`, `date-asc` or `size` (the command's spelling).
+    pub fn parse(s: &str) -> Result<Self, SearchError> {
+        match s {
+            "date" | "date-desc" | "date_desc" => Ok(Self::DateDesc),
+            "date-asc" | "date_asc" => Ok(Self::DateAsc),
+            "size" | "size-desc" | "size_desc" => Ok(Self::SizeDesc),
+            _ => Err(SearchError::InvalidSort(s.to_owned())),
+        }
+    }
 }
 
 /// A mail search. Every field is optional except paging; constraints combine with AND.
