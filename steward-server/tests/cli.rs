@@ -149,3 +149,69 @@ fn read_and_thread_commands() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("LIMIT_OUT_OF_RANGE"));
 }
+
+#[test]
+fn search_command_flags_formats_and_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let run = |args: &[&str]| steward().arg("--home").arg(&home).args(args).output().unwrap();
+    json(&run(&["demo", "--messages", "300", "--json"]));
+    // Free text: a page with provenance, snippets and paging.
+    let page = json(&run(&["search", "invoice", "--limit", "3", "--json"]));
+    let msgs = page["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(page["semantic"], "disabled");
+    assert_eq!(page["page"]["next_offset"], 3);
+    assert_eq!(msgs[0]["provenance"]["lexical"], 1);
+    let hit = format!("{} {}", msgs[0]["subject"], msgs[0]["snippet"]).to_lowercase();
+    assert!(hit.contains("invoice"), "{hit}");
+    // Substrings and filters: every result satisfies them.
+    let page = json(&run(&[
+        "search",
+        "--from",
+        "rossi",
+        "--after",
+        "2025-06-01",
+        "--before",
+        "2025-11-01T00:00:00Z",
+        "--per-message",
+        "--limit",
+        "20",
+        "--json",
+    ]));
+    let msgs = page["messages"].as_array().unwrap();
+    assert!(!msgs.is_empty());
+    for m in msgs {
+        let f = m["from"].to_string().to_lowercase();
+        assert!(f.contains("rossi"), "{f}");
+        let d = m["date"].as_str().unwrap();
+        assert!(d >= "2025-06-01" && d < "2025-11-01", "{d}");
+    }
+    let unread = json(&run(&["search", "--unread", "--role", "inbox", "--json"]));
+    assert!(unread["messages"].as_array().unwrap().iter().all(|m| m["unread"] == true));
+    // Compact: numbered lines and the ids in the same order.
+    let out = run(&["search", "invoice", "--limit", "2", "--compact"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("1. #"), "{text}");
+    assert!(text.contains("\nids: ["), "{text}");
+    // Absent: nothing, exit 0.
+    let page = json(&run(&["search", "--body-contains", "no such phrase anywhere", "--json"]));
+    assert!(page["messages"].as_array().unwrap().is_empty());
+    // Bad arguments: exit 2, one line naming the typed error.
+    for (args, code) in [
+        (&["search", "--after", "June"][..], "INVALID_DATE"),
+        (&["search", "x", "--limit", "0"][..], "LIMIT_OUT_OF_RANGE"),
+        (&["search", "x", "--limit", "101"][..], "LIMIT_OUT_OF_RANGE"),
+        (&["search", "--from", "ab"][..], "SUBSTRING_TOO_SHORT"),
+        (&["search", "--sort", "random"][..], "INVALID_SORT"),
+        (&["search", "--role", "spam-ish"][..], "INVALID_ROLE"),
+        (&["search", "--account", "nobody"][..], "ACCOUNT_NOT_FOUND"),
+        (&["search", "--after", "2025-02-01", "--before", "2025-01-01"][..], "EMPTY_RANGE"),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with(&format!("error[{code}]")), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

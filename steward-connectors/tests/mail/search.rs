@@ -645,4 +645,3 @@ fn deleted_mail_disappears_and_a_second_handle_sees_new_mail() {
     assert!(reader.search(&sub).unwrap().messages.is_empty());
     assert!(reader.search(&SearchRequest::default()).unwrap().messages.is_empty());
 }
-
