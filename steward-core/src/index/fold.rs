@@ -21,21 +21,44 @@ use tantivy::tokenizer::{
 /// Shortest substring (in folded characters) an index lookup accepts.
 pub const MIN_SUBSTRING_CHARS: usize = 3;
 
-/// Folds `text` into `out` (cleared first): lowercase, diacritics to ASCII, whitespace runs to one space.
+/// Folds `text` into `out` (cleared first): lowercase, diacritics to ASCII, whitespace runs to
+/// one space. ASCII is folded byte by byte; each other character goes through tantivy's
+/// lowercaser and ASCII folding (the BM25 analyzer's filters), so both agree on every letter.
 pub fn fold_into(text: &str, out: &mut String) {
     out.clear();
-    if text.is_ascii() {
-        out.reserve(text.len());
-        push_collapsed(text.bytes().map(|b| char::from(b.to_ascii_lowercase())), out);
-        return;
+    out.reserve(text.len());
+    let mut space = true;
+    let mut analyzer: Option<TextAnalyzer> = None;
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        if c.is_ascii() {
+            push_folded(c.to_ascii_lowercase(), out, &mut space);
+            continue;
+        }
+        let a = analyzer.get_or_insert_with(|| {
+            TextAnalyzer::builder(RawTokenizer::default())
+                .filter(LowerCaser)
+                .filter(AsciiFoldingFilter)
+                .build()
+        });
+        let mut stream = a.token_stream(c.encode_utf8(&mut buf));
+        while stream.advance() {
+            for f in stream.token().text.chars() {
+                push_folded(f, out, &mut space);
+            }
+        }
     }
-    let mut analyzer = TextAnalyzer::builder(RawTokenizer::default())
-        .filter(LowerCaser)
-        .filter(AsciiFoldingFilter)
-        .build();
-    let mut stream = analyzer.token_stream(text);
-    while stream.advance() {
-        push_collapsed(stream.token().text.chars(), out);
+}
+
+fn push_folded(c: char, out: &mut String, space: &mut bool) {
+    if c.is_whitespace() || c.is_control() {
+        if !*space {
+            out.push(' ');
+            *space = true;
+        }
+    } else {
+        out.push(c);
+        *space = false;
     }
 }
 
@@ -44,21 +67,6 @@ pub fn fold(text: &str) -> String {
     let mut out = String::new();
     fold_into(text, &mut out);
     out
-}
-
-fn push_collapsed(chars: impl Iterator<Item = char>, out: &mut String) {
-    let mut space = out.ends_with(' ');
-    for c in chars {
-        if c.is_whitespace() || c.is_control() {
-            if !space {
-                out.push(' ');
-                space = true;
-            }
-        } else {
-            out.push(c);
-            space = false;
-        }
-    }
 }
 
 /// The distinct trigrams of a folded needle, in order of first appearance. Empty when the
@@ -93,12 +101,60 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// Bits of the ASCII trigram bitmap (three 7-bit characters).
+const ASCII_KEYS: usize = 1 << 21;
+
+/// Which trigrams a document already emitted: a bitmap for ASCII trigrams (cleared through the
+/// list of words it touched) and a hash set for the rest.
+#[derive(Clone)]
+struct Seen {
+    bits: Vec<u64>,
+    touched: Vec<u32>,
+    other: HashSet<u64, BuildHasherDefault<KeyHasher>>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self { bits: vec![0; ASCII_KEYS / 64], touched: Vec::new(), other: HashSet::default() }
+    }
+}
+
+impl Seen {
+    fn clear(&mut self) {
+        for w in self.touched.drain(..) {
+            if let Some(word) = self.bits.get_mut(w as usize) {
+                *word = 0;
+            }
+        }
+        self.other.clear();
+    }
+
+    /// True when `w` was not seen before.
+    fn insert(&mut self, w: &[char]) -> bool {
+        let (a, b, c) = (u32::from(w[0]), u32::from(w[1]), u32::from(w[2]));
+        if a < 128 && b < 128 && c < 128 {
+            let key = (a << 14) | (b << 7) | c;
+            let (word, bit) = ((key >> 6) as usize, 1u64 << (key & 63));
+            let Some(slot) = self.bits.get_mut(word) else { return false };
+            if *slot & bit != 0 {
+                return false;
+            }
+            if *slot == 0 {
+                self.touched.push(key >> 6);
+            }
+            *slot |= bit;
+            return true;
+        }
+        self.other.insert((u64::from(a) << 42) | (u64::from(b) << 21) | u64::from(c))
+    }
+}
+
 /// Emits each distinct trigram of the folded text once.
 #[derive(Clone, Default)]
 pub(crate) struct TrigramTokenizer {
     folded: String,
     chars: Vec<char>,
-    seen: HashSet<u64, BuildHasherDefault<KeyHasher>>,
+    seen: Seen,
     token: Token,
 }
 
@@ -126,8 +182,7 @@ impl TokenStream for TrigramStream<'_> {
         while self.at + 3 <= self.t.chars.len() {
             let w = &self.t.chars[self.at..self.at + 3];
             self.at += 1;
-            let key = (u64::from(w[0]) << 42) | (u64::from(w[1]) << 21) | u64::from(w[2]);
-            if self.t.seen.insert(key) {
+            if self.t.seen.insert(w) {
                 let token = &mut self.t.token;
                 token.text.clear();
                 token.text.extend(w);
