@@ -38,6 +38,8 @@ pub const MAX_CODE_CACHE_BYTES: usize = 256 * 1024 * 1024;
 /// (similarity ≥ 0.5). Beyond it a neighbour is merely the least unrelated message, and an
 /// absent topic must find nothing.
 pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.5;
+/// Vectors per sqlite-vec chunk in the float tables.
+const FLOAT_CHUNK: usize = 16;
 /// Most vectors written in one call.
 pub const MAX_VECTOR_BATCH: usize = 1024;
 
@@ -315,9 +317,13 @@ impl VectorStore {
                     |r| r.get(0),
                 )
                 .map_err(q("vector space id"))?;
+            // Small float chunks: a re-rank reads single vectors, and SQLite reaches an offset
+            // inside a blob by walking its overflow chain — through a 4 MB chunk (1,024 vectors
+            // of 1,024-d, sqlite-vec's default) that cost ~300 µs per vector.
             tx.execute_batch(&format!(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS vec_f_{id}
-                     USING vec0(embedding float[{dimension}] distance_metric=cosine);
+                     USING vec0(embedding float[{dimension}] distance_metric=cosine,
+                                chunk_size={FLOAT_CHUNK});
                  CREATE VIRTUAL TABLE IF NOT EXISTS vec_b_{id} USING vec0(code bit[{dimension}]);"
             ))
             .map_err(q("create vector tables"))?;
