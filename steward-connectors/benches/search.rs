@@ -146,7 +146,8 @@ fn bench_size(base: &Path, messages: usize) {
     }
     let steward = Steward::builder().home(&home).open().expect("open");
     let t = Instant::now();
-    let summary = steward.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).expect("sync");
+    let summary =
+        steward.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).expect("sync");
     let index_secs = t.elapsed().as_secs_f64();
     let steward_bytes = dir_size(&home);
     let live = summary.added;
@@ -180,7 +181,7 @@ fn bench_size(base: &Path, messages: usize) {
         for chunk in ids.chunks(1024) {
             let batch: Vec<(i64, Vec<f32>)> =
                 chunk.iter().map(|id| (*id, vector(*id as u64, dim))).collect();
-            steward.vectors().upsert("bench", dim, &batch).expect("vectors");
+            steward.vectors().expect("vectors").upsert("bench", dim, &batch).expect("vectors");
         }
     }
     let vector_secs = t.elapsed().as_secs_f64();
@@ -197,23 +198,34 @@ fn bench_size(base: &Path, messages: usize) {
         t.elapsed().as_secs_f64()
     };
     let t = Instant::now();
-    steward.vectors().knn("bench", &query_vec, 50).expect("knn");
+    steward.vectors().expect("vectors").knn("bench", &query_vec, 50).expect("knn");
     let first_knn = t.elapsed().as_secs_f64();
     drop(steward);
-    let hybrid = Steward::builder()
-        .home(&home)
-        .embedder(Arc::new(Fixed(query_vec.clone())))
-        .open()
-        .expect("open");
+    let hybrid =
+        Steward::builder().home(&home).embedder(Arc::new(Fixed(query_vec))).open().expect("open");
     let steward = &hybrid;
 
     let words = [
-        "bonifico", "invoice", "technician", "passport", "certificazione", "planimetria",
-        "quarter", "famiglia", "booking", "scadenza",
+        "bonifico",
+        "invoice",
+        "technician",
+        "passport",
+        "certificazione",
+        "planimetria",
+        "quarter",
+        "famiglia",
+        "booking",
+        "scadenza",
     ];
     let phrases = [
-        "bonifico risulta", "booking reference", "signed copy", "carta d'identit",
-        "technician will", "planimetria catastale", "passport and", "end of the quarter",
+        "bonifico risulta",
+        "booking reference",
+        "signed copy",
+        "carta d'identit",
+        "technician will",
+        "planimetria catastale",
+        "passport and",
+        "end of the quarter",
     ];
     let mut rows: Vec<(String, (f64, f64), usize)> = Vec::new();
     let mut run = |name: &str, f: &mut dyn FnMut(usize) -> usize| {
@@ -261,7 +273,7 @@ fn bench_size(base: &Path, messages: usize) {
     for dim in [384usize, 1024] {
         let q = vector(7, dim);
         run(&format!("KNN top-50, {dim}-d"), &mut |_| {
-            steward.vectors().knn("bench", &q, 50).expect("knn").len()
+            steward.vectors().expect("vectors").knn("bench", &q, 50).expect("knn").len()
         });
     }
     run("hybrid top-12, precomputed 1,024-d query", &mut |i| {
@@ -314,7 +326,9 @@ fn bench_size(base: &Path, messages: usize) {
             PathBuf::from,
         );
         println!();
-        println!("| whole process, median of {PROCESS_RUNS} | steward search --json | notmuch search | ratio |");
+        println!(
+            "| whole process, median of {PROCESS_RUNS} | steward search --json | notmuch search | ratio |"
+        );
         println!("|---|---|---|---|");
         let cases: [(&str, Vec<&str>, Vec<&str>); 3] = [
             ("word", vec!["bonifico"], vec!["bonifico"]),

@@ -37,9 +37,6 @@ pub enum OpenError {
     /// The text index could not be opened.
     #[error(transparent)]
     Index(#[from] IndexError),
-    /// The vector store could not be opened.
-    #[error(transparent)]
-    Vectors(#[from] VectorError),
 }
 
 impl StewardError for OpenError {
@@ -50,7 +47,6 @@ impl StewardError for OpenError {
             Self::InvalidLimit(_) => "STEWARD_INVALID_LIMIT",
             Self::Mirror(e) => e.code(),
             Self::Index(e) => e.code(),
-            Self::Vectors(e) => e.code(),
         }
     }
 
@@ -60,7 +56,6 @@ impl StewardError for OpenError {
             Self::Home { .. } => ErrorKind::Unavailable,
             Self::Mirror(e) => e.kind(),
             Self::Index(e) => e.kind(),
-            Self::Vectors(e) => e.kind(),
         }
     }
 }
@@ -125,8 +120,14 @@ impl StewardBuilder {
             .map_err(|e| OpenError::Home { path: home.clone(), reason: e.to_string() })?;
         let mirror = Mirror::open(&home, &self.limits)?;
         let lexical = LexicalIndex::open(&home.join("index").join("lexical"))?;
-        let vectors = VectorStore::open(&home.join("index"), &self.limits)?;
-        Ok(Steward { home, limits: self.limits, mirror, lexical, vectors, embedder: self.embedder })
+        Ok(Steward {
+            home,
+            limits: self.limits,
+            mirror,
+            lexical,
+            vectors: std::sync::OnceLock::new(),
+            embedder: self.embedder,
+        })
     }
 }
 
@@ -185,7 +186,8 @@ pub struct Steward {
     limits: Limits,
     mirror: Mirror,
     lexical: LexicalIndex,
-    vectors: VectorStore,
+    /// Opened on first use: a lexical search never pays for it.
+    vectors: std::sync::OnceLock<VectorStore>,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -300,15 +302,28 @@ impl Steward {
         let sources = crate::search::engine::Sources {
             mirror: &self.mirror,
             lexical: &self.lexical,
-            vectors: &self.vectors,
+            vectors: match &self.embedder {
+                Some(_) => match self.vectors() {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "vector store unavailable; semantic skipped");
+                        None
+                    }
+                },
+                None => None,
+            },
             embedder: self.embedder.as_deref(),
         };
         crate::search::engine::search(&sources, request, max)
     }
 
     /// The vector store (embedders write here; search reads).
-    pub fn vectors(&self) -> &VectorStore {
-        &self.vectors
+    pub fn vectors(&self) -> Result<&VectorStore, VectorError> {
+        if let Some(v) = self.vectors.get() {
+            return Ok(v);
+        }
+        let opened = VectorStore::open(&self.home.join("index"), &self.limits)?;
+        Ok(self.vectors.get_or_init(|| opened))
     }
 
     /// The text index.

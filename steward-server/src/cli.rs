@@ -498,7 +498,7 @@ fn search(home: Option<PathBuf>, a: &SearchArgs) -> Result<(), Failure> {
         println!("no messages");
     }
     for m in &page.messages {
-        let from = m.from.as_ref().map_or("", |f| f.name.as_deref().unwrap_or(&f.addr));
+        let from = m.from.as_ref().map_or("", |f| f.name.as_deref().unwrap_or(&f.address));
         println!(
             "{:>8}  {}  {:24.24}  {}{}",
             m.id,

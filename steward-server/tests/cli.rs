@@ -185,7 +185,7 @@ fn search_command_flags_formats_and_typed_errors() {
         let f = m["from"].to_string().to_lowercase();
         assert!(f.contains("rossi"), "{f}");
         let d = m["date"].as_str().unwrap();
-        assert!(d >= "2025-06-01" && d < "2025-11-01", "{d}");
+        assert!(("2025-06-01".."2025-11-01").contains(&d), "{d}");
     }
     let unread = json(&run(&["search", "--unread", "--role", "inbox", "--json"]));
     assert!(unread["messages"].as_array().unwrap().iter().all(|m| m["unread"] == true));

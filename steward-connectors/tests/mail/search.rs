@@ -200,7 +200,7 @@ fn embed_all(s: &Steward, e: &dyn Embedder) {
         let texts: Vec<&str> = chunk.iter().map(|(_, t)| t.as_str()).collect();
         let vectors = e.embed(&texts).unwrap();
         let batch: Vec<(i64, Vec<f32>)> = chunk.iter().map(|(id, _)| *id).zip(vectors).collect();
-        s.vectors().upsert(e.model(), e.dimension(), &batch).unwrap();
+        s.vectors().unwrap().upsert(e.model(), e.dimension(), &batch).unwrap();
     }
 }
 

@@ -43,6 +43,8 @@ pub const MAX_LEXICAL_HITS: usize = 500;
 const MAX_TOKEN_CHARS: usize = 40;
 const ANALYZER: &str = "steward";
 const TRIGRAMS: &str = "steward_trigram";
+/// Segments tolerated after a commit before they are merged into one.
+pub(crate) const MAX_SEGMENTS: usize = 4;
 /// Most candidates one substring lookup returns.
 pub const MAX_SUBSTRING_CANDIDATES: usize = 500;
 const SUBJECT_BOOST: f32 = 2.0;
@@ -251,6 +253,14 @@ impl LexicalIndex {
         let mut prepared = writer.prepare_commit()?;
         prepared.set_payload(&watermark.to_string());
         prepared.commit()?;
+        // Few segments: every search opens and maps each segment's files, and a short-lived
+        // `steward search` process pays for that first. Merge down once there are more than
+        // MAX_SEGMENTS (a bulk build leaves one per writer thread flush).
+        let segments = self.index.searchable_segment_ids()?;
+        if segments.len() > MAX_SEGMENTS {
+            writer.merge(&segments).wait()?;
+        }
+        writer.wait_merging_threads()?;
         self.reader.reload()?;
         Ok(())
     }

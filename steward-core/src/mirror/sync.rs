@@ -371,6 +371,19 @@ impl Mirror {
     /// Creates any deferred index that is missing (after a bulk load, or after a crash during
     /// one).
     pub(crate) fn ensure_indexes(&self) -> Result<(), MirrorError> {
+        // Read first: opening a home for a search must not take the write lock.
+        let present: i64 = self.db.read(|c| {
+            c.query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index'
+                 AND name IN (SELECT value FROM json_each(?1))",
+                [serde_json::to_string(&DEFERRED_INDEXES.map(|(n, _)| n)).unwrap_or_default()],
+                |r| r.get(0),
+            )
+            .map_err(|e| StoreError::query("deferred indexes present", e))
+        })?;
+        if usize::try_from(present).is_ok_and(|p| p == DEFERRED_INDEXES.len()) {
+            return Ok(());
+        }
         self.db.write(|tx| {
             for (_, sql) in DEFERRED_INDEXES {
                 tx.execute_batch(sql).map_err(|e| StoreError::query("create deferred index", e))?;

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, types::Value};
 
 use super::{
     MailboxScope, MessageSummary, PageInfo, Provenance, SNIPPET_CHARS, SNIPPET_TOP_CHARS,
-    SNIPPET_TOP_RESULTS, SearchError, SearchPage, SearchRequest, Semantic, Sort,
+    SNIPPET_TOP_RESULTS, SearchError, SearchPage, SearchRequest, Semantic, Sender, Sort,
     request::Substring, snippet::snippet,
 };
 use crate::{
@@ -17,7 +17,7 @@ use crate::{
         CandidateOrder, Embedder, LexicalIndex, SubstringField, VectorStore, fold::fold_into,
         query_terms,
     },
-    mirror::{Address, Mirror, read::rfc3339},
+    mirror::{Mirror, read::rfc3339},
     store::StoreError,
 };
 
@@ -37,7 +37,7 @@ pub const BROWSE_WINDOW: usize = 500;
 pub(crate) struct Sources<'a> {
     pub(crate) mirror: &'a Mirror,
     pub(crate) lexical: &'a LexicalIndex,
-    pub(crate) vectors: &'a VectorStore,
+    pub(crate) vectors: Option<&'a VectorStore>,
     pub(crate) embedder: Option<&'a dyn Embedder>,
 }
 
@@ -359,7 +359,8 @@ fn semantic_candidates(
     k: usize,
 ) -> Option<Vec<i64>> {
     let dim = e.dimension();
-    match src.vectors.dimensions(e.model()) {
+    let vectors = src.vectors?;
+    match vectors.dimensions(e.model()) {
         Ok(d) if d.contains(&dim) => {}
         Ok(_) => return None,
         Err(err) => {
@@ -382,7 +383,7 @@ fn semantic_candidates(
         tracing::warn!(expected = dim, found = v.len(), "query vector dimension mismatch");
         return None;
     }
-    match src.vectors.knn(e.model(), &v, k) {
+    match vectors.knn(e.model(), &v, k) {
         Ok(n) => {
             let cutoff = e.max_distance();
             Some(n.into_iter().filter(|n| n.distance <= cutoff).map(|n| n.id).collect())
@@ -446,8 +447,10 @@ fn browse(
                     src.lexical.substring_among(s.field, &s.folded, &pool)?.into_iter().collect();
                 pool.retain(|i| ok.contains(i));
             }
-            let ok = passing(c, filters, &pool)?;
-            pool.retain(|i| ok.contains_key(i));
+            if filters.any {
+                let ok = passing(c, filters, &pool)?;
+                pool.retain(|i| ok.contains_key(i));
+            }
             pool
         }
     };
@@ -467,17 +470,6 @@ fn page(
 ) -> Result<SearchPage, SearchError> {
     let _ = src;
     let candidates = ranked.len();
-    let threads = {
-        let ids: Vec<i64> = ranked.iter().map(|x| x.id).collect();
-        let sql = "SELECT id, thread_id FROM messages WHERE id IN rarray(?1)";
-        let list: Rc<Vec<Value>> = Rc::new(ids.iter().map(|i| Value::Integer(*i)).collect());
-        c.prepare_cached(sql)
-            .and_then(|mut s| {
-                s.query_map([list], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)))?
-                    .collect::<Result<HashMap<i64, i64>, _>>()
-            })
-            .map_err(q("threads of candidates"))?
-    };
     let want = r.offset + r.limit + 1;
     let mut confirmer = Confirmer { buf: String::new() };
     let mut seen_threads: HashSet<i64> = HashSet::new();
@@ -486,6 +478,16 @@ fn page(
     for mut x in ranked {
         if accepted.len() >= want {
             break;
+        }
+        // The thread first (a point lookup, cheap next to reading a body); a message
+        // soft-deleted since the index was written has none and is skipped.
+        let thread: Option<i64> = c
+            .prepare_cached("SELECT thread_id FROM messages WHERE id = ?1 AND deleted_at IS NULL")
+            .and_then(|mut st| st.query_row([x.id], |row| row.get(0)).optional())
+            .map_err(q("thread of candidate"))?;
+        let Some(thread) = thread else { continue };
+        if !r.per_message && seen_threads.contains(&thread) {
+            continue;
         }
         let mut ok = true;
         for s in substrings {
@@ -501,10 +503,7 @@ fn page(
             substring_rank += 1;
             x.provenance.substring = Some(substring_rank);
         }
-        let Some(thread) = threads.get(&x.id) else { continue };
-        if !r.per_message && !seen_threads.insert(*thread) {
-            continue;
-        }
+        seen_threads.insert(thread);
         accepted.push(x);
     }
     let next_offset = (accepted.len() > r.offset + r.limit).then_some(r.offset + r.limit);
@@ -559,7 +558,7 @@ fn summary(
             message_id: row.get(0)?,
             thread_id: row.get(1)?,
             subject: row.get(2)?,
-            from: from_addr.map(|addr| Address { name: row.get(3).ok().flatten(), addr }),
+            from: from_addr.map(|address| Sender { name: row.get(3).ok().flatten(), address }),
             date: date.map(rfc3339),
             account: row.get(6)?,
             mailbox: row.get(7)?,

@@ -42,7 +42,6 @@ use serde::Serialize;
 use crate::{
     error::{ErrorKind, StewardError},
     index::IndexError,
-    mirror::Address,
     store::StoreError,
 };
 
@@ -173,6 +172,15 @@ pub struct Provenance {
     pub fused: Option<f64>,
 }
 
+/// A sender as a result shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sender {
+    /// The display name, if any.
+    pub name: Option<String>,
+    /// The address.
+    pub address: String,
+}
+
 /// One result: enough to choose what to read, never the whole body.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MessageSummary {
@@ -185,7 +193,7 @@ pub struct MessageSummary {
     /// The subject.
     pub subject: String,
     /// The sender.
-    pub from: Option<Address>,
+    pub from: Option<Sender>,
     /// The Date header, RFC 3339 in UTC.
     pub date: Option<String>,
     /// The account.
@@ -248,10 +256,10 @@ impl SearchPage {
             .map(|(i, m)| {
                 let day = m.date.as_deref().and_then(|d| d.get(..10)).unwrap_or("----------");
                 let from = match &m.from {
-                    Some(Address { name: Some(n), addr }) if !n.is_empty() => {
-                        format!("{n} <{addr}>")
+                    Some(Sender { name: Some(n), address }) if !n.is_empty() => {
+                        format!("{n} <{address}>")
                     }
-                    Some(a) => a.addr.clone(),
+                    Some(a) => a.address.clone(),
                     None => "(no sender)".to_owned(),
                 };
                 let mut flags = String::new();
