@@ -296,6 +296,8 @@ impl Steward {
         request: &SearchRequest,
         max: usize,
     ) -> Result<SearchPage, SearchError> {
+        // A bad request is refused before anything else happens (no index catch-up either).
+        request.validate(max)?;
         if let Err(e) = self.catch_up_index(None) {
             tracing::warn!(error = %e, "text index could not be caught up; searching it as is");
         }

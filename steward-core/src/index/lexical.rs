@@ -15,6 +15,7 @@ use tantivy::{
     DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, Searcher, TantivyDocument,
     Term,
     collector::TopDocs,
+    indexer::NoMergePolicy,
     query::{BooleanQuery, BoostQuery, Occur, Query, RangeQuery, TermQuery, TermSetQuery},
     schema::{FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions},
     tokenizer::{AsciiFoldingFilter, LowerCaser, RemoveLongFilter, SimpleTokenizer, TextAnalyzer},
@@ -254,13 +255,16 @@ impl LexicalIndex {
         prepared.set_payload(&watermark.to_string());
         prepared.commit()?;
         // Few segments: every search opens and maps each segment's files, and a short-lived
-        // `steward search` process pays for that first. Merge down once there are more than
-        // MAX_SEGMENTS (a bulk build leaves one per writer thread flush).
+        // `steward search` process pays for that first. After tantivy's own merges settle,
+        // more than MAX_SEGMENTS are merged into one (a bulk build leaves several).
+        writer.wait_merging_threads()?;
         let segments = self.index.searchable_segment_ids()?;
         if segments.len() > MAX_SEGMENTS {
-            writer.merge(&segments).wait()?;
+            let mut merger: IndexWriter = self.index.writer(LEXICAL_WRITER_BYTES)?;
+            merger.set_merge_policy(Box::new(NoMergePolicy));
+            merger.merge(&segments).wait()?;
+            merger.wait_merging_threads()?;
         }
-        writer.wait_merging_threads()?;
         self.reader.reload()?;
         Ok(())
     }
