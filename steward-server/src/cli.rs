@@ -18,6 +18,20 @@ use steward_core::{
     time::parse_date,
 };
 
+/// Writes one line of the command's output. A closed pipe (`steward search … | head`) ends the
+/// command quietly instead of panicking; other write errors are ignored like `println!` would
+/// not be able to report them either.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
 #[derive(Debug, Parser)]
 #[command(name = "steward", version, about)]
@@ -299,13 +313,12 @@ fn sync_with_progress(
     Ok(summary?)
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn print_summary(s: &SyncSummary, json: bool) {
     if json {
-        println!("{}", serde_json::to_string(s).unwrap_or_else(|_| "{}".to_owned()));
+        out!("{}", serde_json::to_string(s).unwrap_or_else(|_| "{}".to_owned()));
         return;
     }
-    println!(
+    out!(
         "{} {} of account {:?}:",
         s.format,
         match s.mode {
@@ -314,22 +327,22 @@ fn print_summary(s: &SyncSummary, json: bool) {
         },
         s.account
     );
-    println!("  added          {}", s.added);
-    println!("  updated        {}", s.updated);
-    println!("  copies         {}", s.copies);
-    println!(
+    out!("  added          {}", s.added);
+    out!("  updated        {}", s.updated);
+    out!("  copies         {}", s.copies);
+    out!(
         "  unchanged      {} (files skipped: {})",
         s.unchanged + s.files_unchanged,
         s.files_unchanged
     );
-    println!("  paths removed  {}", s.paths_removed);
-    println!("  soft-deleted   {}", s.soft_deleted);
-    println!("  threads        {}", s.threads);
-    println!("  errors         {}", s.error_count);
+    out!("  paths removed  {}", s.paths_removed);
+    out!("  soft-deleted   {}", s.soft_deleted);
+    out!("  threads        {}", s.threads);
+    out!("  errors         {}", s.error_count);
     for e in &s.errors {
-        println!("    {} {}: {}", e.code, e.path, e.message);
+        out!("    {} {}: {}", e.code, e.path, e.message);
     }
-    println!("  {:.2} s, {:.0} messages/s", s.seconds, s.messages_per_second);
+    out!("  {:.2} s, {:.0} messages/s", s.seconds, s.messages_per_second);
 }
 
 fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
@@ -374,35 +387,33 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn stats(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let steward = open(home)?;
     let s = steward.mirror().stats()?;
     if json {
-        println!("{}", serde_json::to_string(&s).unwrap_or_else(|_| "{}".to_owned()));
+        out!("{}", serde_json::to_string(&s).unwrap_or_else(|_| "{}".to_owned()));
         return Ok(());
     }
-    println!("tables:");
+    out!("tables:");
     for (t, n) in &s.tables {
-        println!("  {t:18} {n}");
+        out!("  {t:18} {n}");
     }
-    println!("messages by mailbox role:");
+    out!("messages by mailbox role:");
     for (r, n) in &s.messages_by_role {
-        println!("  {r:18} {n}");
+        out!("  {r:18} {n}");
     }
-    println!("messages by body state:");
+    out!("messages by body state:");
     for (b, n) in &s.messages_by_body_state {
-        println!("  {b:18} {n}");
+        out!("  {b:18} {n}");
     }
-    println!("live {}, soft-deleted {}", s.messages_live, s.messages_deleted);
-    println!("files with errors: {}", s.error_count);
+    out!("live {}, soft-deleted {}", s.messages_live, s.messages_deleted);
+    out!("files with errors: {}", s.error_count);
     for e in &s.errors {
-        println!("  {} {}: {}", e.code, e.path, e.message);
+        out!("  {} {}: {}", e.code, e.path, e.message);
     }
     Ok(())
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failure> {
     if messages == 0 || messages > 1_000_000 {
         return Err(usage("--messages must be between 1 and 1000000".to_owned()));
@@ -426,22 +437,22 @@ fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failur
     print_summary(&summary, json);
     if !json {
         let home = steward.home().display();
-        println!();
-        println!(
+        out!();
+        out!(
             "Generated {} messages ({} files, {} malformed on purpose) in {}.",
             report.messages,
             report.files,
             report.malformed,
             maildir.display()
         );
-        println!("Try next:");
-        println!("  steward --home {home} stats");
-        println!(
+        out!("Try next:");
+        out!("  steward --home {home} stats");
+        out!(
             "  steward --home {home} index mail --maildir {} --account demo   # re-run: nothing changes",
             maildir.display()
         );
-        println!("  steward --home {home} index mail --maildir /path/to/your/Maildir");
-        println!("  steward --home {home} index mail --emlx ~/Library/Mail/V10");
+        out!("  steward --home {home} index mail --maildir /path/to/your/Maildir");
+        out!("  steward --home {home} index mail --emlx ~/Library/Mail/V10");
     }
     Ok(())
 }
@@ -474,32 +485,31 @@ fn search_request(a: &SearchArgs) -> Result<SearchRequest, Failure> {
     })
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn search(home: Option<PathBuf>, a: &SearchArgs) -> Result<(), Failure> {
     let request = search_request(a)?;
     let steward = open(home)?;
     let page = steward.search(&request)?;
     if a.json {
-        println!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
+        out!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
         return Ok(());
     }
     if a.compact {
         let c = page.compact();
         for line in &c.lines {
-            println!("{line}");
+            out!("{line}");
         }
-        println!("ids: {}", serde_json::to_string(&c.ids).unwrap_or_else(|_| "[]".to_owned()));
+        out!("ids: {}", serde_json::to_string(&c.ids).unwrap_or_else(|_| "[]".to_owned()));
         if let Some(next) = c.next_offset {
-            println!("more: --offset {next}");
+            out!("more: --offset {next}");
         }
         return Ok(());
     }
     if page.messages.is_empty() {
-        println!("no messages");
+        out!("no messages");
     }
     for m in &page.messages {
         let from = m.from.as_ref().map_or("", |f| f.name.as_deref().unwrap_or(&f.address));
-        println!(
+        out!(
             "{:>8}  {}  {:24.24}  {}{}",
             m.id,
             m.date.as_deref().map_or("----------", |d| d.get(..10).unwrap_or(d)),
@@ -507,15 +517,14 @@ fn search(home: Option<PathBuf>, a: &SearchArgs) -> Result<(), Failure> {
             if m.unread { "* " } else { "" },
             if m.subject.is_empty() { "(no subject)" } else { &m.subject }
         );
-        println!("          {}", m.snippet);
+        out!("          {}", m.snippet);
     }
     if let Some(next) = page.page.next_offset {
-        println!("more: --offset {next}");
+        out!("more: --offset {next}");
     }
     Ok(())
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn read(
     home: Option<PathBuf>,
     id: i64,
@@ -526,7 +535,7 @@ fn read(
     let steward = open(home)?;
     let m = steward.mirror().read_message(id, BodyWindow { offset, max_chars: chars })?;
     if json {
-        println!("{}", serde_json::to_string(&m).unwrap_or_else(|_| "{}".to_owned()));
+        out!("{}", serde_json::to_string(&m).unwrap_or_else(|_| "{}".to_owned()));
         return Ok(());
     }
     let list = |v: &[steward_core::mirror::Address]| {
@@ -538,34 +547,30 @@ fn read(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!("Subject: {}", m.subject);
-    println!("From:    {}", list(&m.from));
-    println!("To:      {}", list(&m.to));
+    out!("Subject: {}", m.subject);
+    out!("From:    {}", list(&m.from));
+    out!("To:      {}", list(&m.to));
     if !m.cc.is_empty() {
-        println!("Cc:      {}", list(&m.cc));
+        out!("Cc:      {}", list(&m.cc));
     }
-    println!("Date:    {}", m.date.as_deref().unwrap_or("(none)"));
-    println!("In:      {} / {} (thread {})", m.account, m.mailbox, m.thread_id);
+    out!("Date:    {}", m.date.as_deref().unwrap_or("(none)"));
+    out!("In:      {} / {} (thread {})", m.account, m.mailbox, m.thread_id);
     for a in &m.attachments {
-        println!(
+        out!(
             "Attached: {} ({}, {} bytes)",
             a.name.as_deref().unwrap_or("(unnamed)"),
             a.mime_type,
             a.size
         );
     }
-    println!();
-    println!("{}", m.body.text);
+    out!();
+    out!("{}", m.body.text);
     if let Some(next) = m.body.next_offset {
-        println!(
-            "\n[{} of {} characters; continue with --offset {next}]",
-            next, m.body.total_chars
-        );
+        out!("\n[{} of {} characters; continue with --offset {next}]", next, m.body.total_chars);
     }
     Ok(())
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn thread(
     home: Option<PathBuf>,
     id: i64,
@@ -576,12 +581,12 @@ fn thread(
     let steward = open(home)?;
     let page = steward.mirror().read_thread(id, offset, limit)?;
     if json {
-        println!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
+        out!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
         return Ok(());
     }
-    println!("thread {} \"{}\" ({} messages)", page.thread_id, page.subject, page.message_count);
+    out!("thread {} \"{}\" ({} messages)", page.thread_id, page.subject, page.message_count);
     for e in &page.messages {
-        println!(
+        out!(
             "{:>8}  {}  {:30}  {}{}",
             e.id,
             e.date.as_deref().unwrap_or("                    "),
@@ -591,21 +596,21 @@ fn thread(
         );
     }
     if let Some(next) = page.next_offset {
-        println!("more: --offset {next}");
+        out!("more: --offset {next}");
     }
     Ok(())
 }
 
-#[expect(clippy::print_stdout, reason = "the command's output")]
 fn rebuild(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let steward = open(home)?;
     let report = steward.rebuild_indexes()?;
     if json {
-        println!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".to_owned()));
+        out!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".to_owned()));
     } else {
-        println!(
+        out!(
             "text index (BM25 + substring): {} messages in {:.2} s",
-            report.lexical_documents, report.seconds
+            report.lexical_documents,
+            report.seconds
         );
     }
     Ok(())
