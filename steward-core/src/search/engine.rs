@@ -176,24 +176,21 @@ fn mailbox_ids(
         .map_err(|e| SearchError::Store(StoreError::query("resolve mailbox", e)))
 }
 
-/// Of `ids`, those passing the filters, with their thread ids.
-fn passing(c: &Connection, f: &Filters, ids: &[i64]) -> Result<HashMap<i64, i64>, SearchError> {
+/// Of `ids`, those live and passing the filters.
+fn passing(c: &Connection, f: &Filters, ids: &[i64]) -> Result<HashSet<i64>, SearchError> {
     if ids.is_empty() {
-        return Ok(HashMap::new());
+        return Ok(HashSet::new());
     }
     let list: Rc<Vec<Value>> = Rc::new(ids.iter().map(|i| Value::Integer(*i)).collect());
     let n = f.params.len() + 1;
-    let sql = format!(
-        "SELECT m.id, m.thread_id FROM messages m WHERE m.id IN rarray(?{n}) AND {}",
-        f.sql
-    );
+    let sql = format!("SELECT m.id FROM messages m WHERE m.id IN rarray(?{n}) AND {}", f.sql);
     let mut params: Vec<&dyn rusqlite::ToSql> =
         f.params.iter().map(|v| v as &dyn rusqlite::ToSql).collect();
     params.push(&list);
     let mut s = c.prepare_cached(&sql).map_err(q("filter candidates"))?;
     let rows = s
-        .query_map(params.as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))
-        .and_then(Iterator::collect::<Result<HashMap<i64, i64>, _>>)
+        .query_map(params.as_slice(), |r| r.get(0))
+        .and_then(Iterator::collect::<Result<HashSet<i64>, _>>)
         .map_err(q("filter candidates"))?;
     Ok(rows)
 }
@@ -264,27 +261,20 @@ pub(crate) fn search(
                 (browse(src, c, &filters, request, &substrings)?, Semantic::NotApplicable, vec![])
             }
         };
-        page(src, c, request, ranked, &substrings, semantic, &terms)
+        page(c, request, ranked, &substrings, semantic, &terms)
     })
 }
 
-/// The first `want` of `ids` passing the filters, in order.
+/// The first `want` of `ids` passing the filters, in order. Runs without filters too: soft-
+/// deleted messages are out of the text index, but the vector store may lag.
 fn filtered_in_order(
     c: &Connection,
     f: &Filters,
     ids: Vec<i64>,
     want: usize,
 ) -> Result<Vec<i64>, SearchError> {
-    if !f.any {
-        let mut ids = ids;
-        // Soft-deleted messages are already out of the index, but the vector store may lag.
-        let live = passing(c, f, &ids)?;
-        ids.retain(|i| live.contains_key(i));
-        ids.truncate(want);
-        return Ok(ids);
-    }
     let ok = passing(c, f, &ids)?;
-    Ok(ids.into_iter().filter(|i| ok.contains_key(i)).take(want).collect())
+    Ok(ids.into_iter().filter(|i| ok.contains(i)).take(want).collect())
 }
 
 fn ranked_by_text(
@@ -449,7 +439,7 @@ fn browse(
             }
             if filters.any {
                 let ok = passing(c, filters, &pool)?;
-                pool.retain(|i| ok.contains_key(i));
+                pool.retain(|i| ok.contains(i));
             }
             pool
         }
@@ -460,7 +450,6 @@ fn browse(
 /// Confirms substrings, collapses threads and cuts the page, lazily: text is read only for
 /// candidates the page needs.
 fn page(
-    src: &Sources<'_>,
     c: &Connection,
     r: &SearchRequest,
     ranked: Vec<Ranked>,
@@ -468,7 +457,6 @@ fn page(
     semantic: Semantic,
     terms: &[String],
 ) -> Result<SearchPage, SearchError> {
-    let _ = src;
     let candidates = ranked.len();
     let want = r.offset + r.limit + 1;
     let mut confirmer = Confirmer { buf: String::new() };
