@@ -14,6 +14,7 @@ pub mod error;
 pub mod index;
 pub mod limits;
 pub mod mirror;
+pub mod policy;
 pub mod search;
 mod steward;
 pub mod store;

@@ -1,0 +1,291 @@
+//! Deterministic tool policy: the model may suggest; only this code decides what runs.
+//!
+//! Owns: [`ToolSpec`] (name, description, checked input schema, [`Effect`], default [`Level`],
+//! scopes), the [`ToolRegistry`], the person's [`Policy`] (exact rules, deny prefixes, the
+//! allow-list of known reads, per-tool level overrides) and [`decide`], a pure, total function
+//! from (tool, input, context) to [`Decision`]. Never does: read a prompt, a model output or
+//! any message text to decide; run a tool; resolve an approval.
+//!
+//! The order of [`decide`]:
+//! 1. input that is not a JSON object → deny;
+//! 2. the person's exact rule for the tool (deny, allow or gate at a level);
+//! 3. deny prefixes (whole namespaces: `shell.` denies `shell.run`, never `shellfish.x`);
+//! 4. headless (background) turns: only tools the matched rules granted, logged; anything else
+//!    is denied;
+//! 5. an unknown (unregistered) tool → gate at [`Level::Confirm`], never allow;
+//! 6. a registered read on the allow-list → allow, unlogged;
+//! 7. the override or the default level, raised to the floors.
+//!
+//! Floors: a `Destructive` tool never runs below [`Level::Confirm`], a `Write` never below
+//! [`Level::Logged`], whatever a rule or override says. Reads cannot be gated into uselessness
+//! by accident: a level override on a `Read` tool is capped at [`Level::Logged`]; only an exact
+//! rule (a deliberate act, itself an L2 change) can make a person confirm a read.
+
+mod spec;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+pub use spec::{Effect, MAX_SCHEMA_DEPTH, MAX_TOOL_NAME, ToolSpec};
+
+use crate::error::{ErrorKind, StewardError};
+
+/// How much a person is involved before a tool runs.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// L0: runs without a trace beyond the tool's own (reads).
+    Auto,
+    /// L1: runs, and the run is audited.
+    Logged,
+    /// L2: a person confirms first.
+    #[default]
+    Confirm,
+    /// L3: a person confirms with their PIN.
+    Secure,
+}
+
+impl Level {
+    /// Parses `L0`–`L3` or `auto`, `logged`, `confirm`, `secure` (any case).
+    pub fn parse(s: &str) -> Result<Self, PolicyError> {
+        match s.to_ascii_lowercase().as_str() {
+            "l0" | "auto" => Ok(Self::Auto),
+            "l1" | "logged" => Ok(Self::Logged),
+            "l2" | "confirm" => Ok(Self::Confirm),
+            "l3" | "secure" => Ok(Self::Secure),
+            _ => Err(PolicyError::BadLevel(s.to_owned())),
+        }
+    }
+}
+
+/// Errors of the policy module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A tool name that is not `namespace.verb`.
+    #[error("tool name {0:?} must be namespace.verb (lowercase letters, digits, _)")]
+    BadToolName(String),
+    /// A schema the model could not fill correctly.
+    #[error("tool {tool}: input schema rejected: {reason}")]
+    BadSchema {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The tool is already registered.
+    #[error("tool {0} is already registered")]
+    Duplicate(String),
+    /// A level name other than L0–L3 / auto, logged, confirm, secure.
+    #[error("unknown level {0:?}: expected L0-L3 or auto, logged, confirm, secure")]
+    BadLevel(String),
+    /// A deny prefix that is not a namespace (`mail.` or `mail`).
+    #[error("deny prefix {0:?} is not a namespace")]
+    BadPrefix(String),
+}
+
+impl StewardError for PolicyError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::BadToolName(_) => "POLICY_BAD_TOOL_NAME",
+            Self::BadSchema { .. } => "POLICY_BAD_SCHEMA",
+            Self::Duplicate(_) => "POLICY_DUPLICATE_TOOL",
+            Self::BadLevel(_) => "POLICY_BAD_LEVEL",
+            Self::BadPrefix(_) => "POLICY_BAD_PREFIX",
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Duplicate(_) => ErrorKind::Conflict,
+            _ => ErrorKind::InvalidInput,
+        }
+    }
+}
+
+/// The registered tools.
+#[derive(Debug, Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, ToolSpec>,
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `spec` (its schema was checked when it was built).
+    pub fn register(&mut self, spec: ToolSpec) -> Result<(), PolicyError> {
+        if self.tools.contains_key(&spec.name) {
+            return Err(PolicyError::Duplicate(spec.name));
+        }
+        self.tools.insert(spec.name.clone(), spec);
+        Ok(())
+    }
+
+    /// The spec of `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.get(name)
+    }
+
+    /// Every spec, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.values()
+    }
+}
+
+/// A person's exact rule for one tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "rule")]
+pub enum Rule {
+    /// Run without asking (still raised to the tool's floor).
+    Allow,
+    /// Ask at this level (raised to the floor).
+    Gate {
+        /// The level.
+        level: Level,
+    },
+    /// Never run.
+    Deny {
+        /// Why, shown to the agent.
+        reason: String,
+    },
+}
+
+/// The person's policy. Changing it is itself an L2 action (the store versions and audits it).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Policy {
+    /// Exact rules by tool name.
+    pub rules: BTreeMap<String, Rule>,
+    /// Namespaces denied whole (`shell` or `shell.` denies `shell.run`).
+    pub deny_prefixes: BTreeSet<String>,
+    /// Reads that run without asking or logging.
+    pub allow_reads: BTreeSet<String>,
+    /// Per-tool levels replacing the default (raised to floors; reads capped at L1).
+    pub overrides: BTreeMap<String, Level>,
+}
+
+impl Policy {
+    /// Adds a namespace to deny; the prefix is normalized to end with `.`.
+    pub fn deny_namespace(&mut self, prefix: &str) -> Result<(), PolicyError> {
+        let ns = prefix.trim_end_matches('.');
+        spec::check_name(&format!("{ns}.x"))
+            .map_err(|_| PolicyError::BadPrefix(prefix.to_owned()))?;
+        self.deny_prefixes.insert(format!("{ns}."));
+        Ok(())
+    }
+}
+
+/// Who is asking, and under what authority.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DecisionContext<'a> {
+    /// `Some` in a background (watch) turn: only these tools may run, and only logged.
+    pub headless_grants: Option<&'a BTreeSet<String>>,
+}
+
+/// Why a call is denied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "why")]
+pub enum DenyReason {
+    /// The person's exact rule.
+    Rule {
+        /// The rule's reason.
+        reason: String,
+    },
+    /// A denied namespace.
+    Namespace {
+        /// The prefix that matched.
+        prefix: String,
+    },
+    /// A background turn asked for a tool its rule did not grant.
+    NotGranted,
+    /// The input is not a JSON object.
+    InputNotObject,
+}
+
+/// What [`decide`] says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "decision")]
+pub enum Decision {
+    /// Run now, at `Auto` (unlogged) or `Logged`.
+    Allow {
+        /// The level it runs at.
+        level: Level,
+    },
+    /// Ask a person first, at `Confirm` or `Secure`.
+    Gate {
+        /// The level of the approval.
+        level: Level,
+    },
+    /// Do not run; tell the agent why.
+    Deny {
+        /// Why.
+        reason: DenyReason,
+    },
+}
+
+/// The lowest level `effect` may run at.
+fn floor(effect: Effect) -> Level {
+    match effect {
+        Effect::Read => Level::Auto,
+        Effect::Write { .. } => Level::Logged,
+        Effect::Destructive => Level::Confirm,
+    }
+}
+
+fn at(level: Level) -> Decision {
+    if level <= Level::Logged { Decision::Allow { level } } else { Decision::Gate { level } }
+}
+
+/// Decides whether `tool` may run with `input`. Pure and total: the same arguments always give
+/// the same decision, and every argument gives one.
+pub fn decide(
+    registry: &ToolRegistry,
+    policy: &Policy,
+    tool: &str,
+    input: &Value,
+    ctx: &DecisionContext<'_>,
+) -> Decision {
+    if !input.is_object() {
+        return Decision::Deny { reason: DenyReason::InputNotObject };
+    }
+    let spec = registry.get(tool);
+    // An unknown tool has no proven effect: treat it as destructive.
+    let effect = spec.map_or(Effect::Destructive, |s| s.effect);
+    let rule = policy.rules.get(tool);
+    if let Some(Rule::Deny { reason }) = rule {
+        return Decision::Deny { reason: DenyReason::Rule { reason: reason.clone() } };
+    }
+    if let Some(prefix) = policy.deny_prefixes.iter().find(|p| tool.starts_with(p.as_str())) {
+        return Decision::Deny { reason: DenyReason::Namespace { prefix: prefix.clone() } };
+    }
+    if let Some(grants) = ctx.headless_grants {
+        // No person is there to ask: a grant is the pre-approval, and nothing else runs.
+        return if spec.is_some() && grants.contains(tool) {
+            Decision::Allow { level: Level::Logged }
+        } else {
+            Decision::Deny { reason: DenyReason::NotGranted }
+        };
+    }
+    match rule {
+        Some(Rule::Allow) => return at(floor(effect)),
+        Some(Rule::Gate { level }) => return at((*level).max(floor(effect))),
+        Some(Rule::Deny { .. }) | None => {}
+    }
+    let Some(spec) = spec else { return Decision::Gate { level: Level::Confirm } };
+    if spec.effect == Effect::Read && policy.allow_reads.contains(tool) {
+        return Decision::Allow { level: Level::Auto };
+    }
+    let mut level = policy.overrides.get(tool).copied().unwrap_or(spec.default_level);
+    if spec.effect == Effect::Read && policy.overrides.contains_key(tool) {
+        level = level.min(Level::Logged);
+    }
+    at(level.max(floor(spec.effect)))
+}
+
+#[cfg(test)]
+mod tests;

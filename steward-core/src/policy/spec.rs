@@ -1,0 +1,201 @@
+//! Tool specifications: what a tool is called, what it does to the world, and the input schema
+//! a model must fill. A schema the model cannot fill correctly is a bug, so registering one
+//! is an error: every parameter described, no free-form objects, no unbounded arrays.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Level, PolicyError};
+
+/// Deepest nesting of schemas checked (a recursive type deeper than this is refused).
+pub const MAX_SCHEMA_DEPTH: usize = 16;
+/// Longest tool name.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// What running a tool does to the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Effect {
+    /// Reads local state only.
+    Read,
+    /// Changes something; `reversible` when it can be undone (a draft, a label).
+    Write {
+        /// Whether the change can be undone.
+        reversible: bool,
+    },
+    /// Changes something that cannot be undone or leaves the machine (a sent mail, a deletion).
+    Destructive,
+}
+
+/// A registered tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Namespaced name, `namespace.verb` (`mail.send`).
+    pub name: String,
+    /// What the tool does, for the model and the approval card.
+    pub description: String,
+    /// JSON Schema of the input (generated with schemars, checked at registration).
+    pub input_schema: Value,
+    /// What it does to the world.
+    pub effect: Effect,
+    /// The level it runs at unless a person sets another.
+    pub default_level: Level,
+    /// Scopes it needs (`mail:send`), for grants.
+    pub scopes: Vec<String>,
+}
+
+impl ToolSpec {
+    /// A spec whose input schema is generated from `I`. Fails when the name is not
+    /// `namespace.verb` or the schema has an undescribed parameter, a free-form object or an
+    /// unbounded array.
+    pub fn new<I: schemars::JsonSchema>(
+        name: &str,
+        description: &str,
+        effect: Effect,
+        default_level: Level,
+    ) -> Result<Self, PolicyError> {
+        let schema = serde_json::to_value(schemars::schema_for!(I))
+            .map_err(|e| PolicyError::BadSchema { tool: name.to_owned(), reason: e.to_string() })?;
+        Self::with_schema(name, description, effect, default_level, schema)
+    }
+
+    /// A spec with a hand-written schema, checked like a generated one.
+    pub fn with_schema(
+        name: &str,
+        description: &str,
+        effect: Effect,
+        default_level: Level,
+        input_schema: Value,
+    ) -> Result<Self, PolicyError> {
+        check_name(name)?;
+        if description.trim().is_empty() {
+            return Err(PolicyError::BadSchema {
+                tool: name.to_owned(),
+                reason: "the tool has no description".to_owned(),
+            });
+        }
+        let defs =
+            input_schema.get("$defs").and_then(Value::as_object).cloned().unwrap_or_default();
+        let check = Checker { tool: name, defs: &defs };
+        check.object_root(&input_schema)?;
+        Ok(Self {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema,
+            effect,
+            default_level,
+            scopes: Vec::new(),
+        })
+    }
+
+    /// Adds the scopes the tool needs.
+    #[must_use]
+    pub fn scopes(mut self, scopes: &[&str]) -> Self {
+        self.scopes = scopes.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+}
+
+/// `namespace.verb[.more]`: lowercase ASCII letters, digits and `_`, at least two segments.
+pub(crate) fn check_name(name: &str) -> Result<(), PolicyError> {
+    let ok = name.len() <= MAX_TOOL_NAME
+        && name.split('.').count() >= 2
+        && name.split('.').all(|seg| {
+            !seg.is_empty()
+                && seg.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        });
+    if ok { Ok(()) } else { Err(PolicyError::BadToolName(name.to_owned())) }
+}
+
+struct Checker<'a> {
+    tool: &'a str,
+    defs: &'a Map<String, Value>,
+}
+
+impl Checker<'_> {
+    fn fail(&self, path: &str, reason: &str) -> PolicyError {
+        PolicyError::BadSchema { tool: self.tool.to_owned(), reason: format!("{path}: {reason}") }
+    }
+
+    /// Follows `$ref: #/$defs/X` (one level at a time).
+    fn resolve<'v>(&'v self, schema: &'v Value, path: &str) -> Result<&'v Value, PolicyError> {
+        match schema.get("$ref").and_then(Value::as_str) {
+            Some(r) => {
+                let name = r
+                    .strip_prefix("#/$defs/")
+                    .ok_or_else(|| self.fail(path, &format!("unsupported reference {r}")))?;
+                self.defs.get(name).ok_or_else(|| self.fail(path, &format!("missing {r}")))
+            }
+            None => Ok(schema),
+        }
+    }
+
+    fn object_root(&self, schema: &Value) -> Result<(), PolicyError> {
+        let s = self.resolve(schema, "input")?;
+        if s.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(self.fail("input", "the input must be an object"));
+        }
+        self.node(schema, "input", 0)
+    }
+
+    fn node(&self, schema: &Value, path: &str, depth: usize) -> Result<(), PolicyError> {
+        if depth > MAX_SCHEMA_DEPTH {
+            return Err(self.fail(path, "nested too deeply (recursive type?)"));
+        }
+        let s = self.resolve(schema, path)?;
+        let Some(obj) = s.as_object() else {
+            // `true` (anything goes) is a free-form value.
+            return Err(self.fail(path, "accepts any value"));
+        };
+        for key in ["anyOf", "oneOf", "allOf"] {
+            if let Some(list) = obj.get(key).and_then(Value::as_array) {
+                for (i, alt) in list.iter().enumerate() {
+                    self.node(alt, &format!("{path}/{key}[{i}]"), depth + 1)?;
+                }
+            }
+        }
+        let types: Vec<&str> = match obj.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let combined =
+            ["anyOf", "oneOf", "allOf", "enum", "const"].iter().any(|k| obj.contains_key(*k));
+        if types.is_empty() && !combined {
+            return Err(self.fail(path, "has no type (accepts any value)"));
+        }
+        if types.contains(&"object") {
+            let props = obj.get("properties").and_then(Value::as_object);
+            match obj.get("additionalProperties") {
+                Some(Value::Bool(false)) => {}
+                _ => return Err(self.fail(path, "is a free-form object (allows unknown keys)")),
+            }
+            for (name, prop) in props.into_iter().flatten() {
+                let p = format!("{path}.{name}");
+                let described = prop
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .is_some_and(|d| !d.trim().is_empty())
+                    || self
+                        .resolve(prop, &p)?
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .is_some_and(|d| !d.trim().is_empty());
+                if !described {
+                    return Err(self.fail(&p, "has no description"));
+                }
+                self.node(prop, &p, depth + 1)?;
+            }
+        }
+        if types.contains(&"array") {
+            if obj.get("maxItems").and_then(Value::as_u64).is_none() {
+                return Err(self.fail(path, "is an unbounded array (no maxItems)"));
+            }
+            match obj.get("items") {
+                Some(items) => self.node(items, &format!("{path}[]"), depth + 1)?,
+                None => return Err(self.fail(path, "is an array of anything")),
+            }
+        }
+        Ok(())
+    }
+}
