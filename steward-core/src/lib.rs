@@ -10,6 +10,7 @@
 //! bound is a named constant in [`limits`], gathered in [`Limits`] and passed at open time.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod approval;
 pub mod error;
 pub mod index;
 pub mod limits;

@@ -7,6 +7,7 @@ use std::{
 
 use crate::{
     Limits,
+    approval::{ApprovalError, Approvals, HumanAuthority},
     error::{ErrorKind, StewardError},
     index::{Embedder, IndexError, LexicalIndex, VectorError, VectorStore},
     mirror::{MailSource, Mirror, MirrorError, Progress, SyncOptions, SyncSummary},
@@ -126,6 +127,7 @@ impl StewardBuilder {
             mirror,
             lexical,
             vectors: std::sync::OnceLock::new(),
+            approvals: std::sync::OnceLock::new(),
             embedder: self.embedder,
         })
     }
@@ -188,6 +190,8 @@ pub struct Steward {
     lexical: LexicalIndex,
     /// Opened on first use: a lexical search never pays for it.
     vectors: std::sync::OnceLock<VectorStore>,
+    /// `steward.db`, opened on first use.
+    approvals: std::sync::OnceLock<Approvals>,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -326,6 +330,22 @@ impl Steward {
         }
         let opened = VectorStore::open(&self.home.join("index"), &self.limits)?;
         Ok(self.vectors.get_or_init(|| opened))
+    }
+
+    /// Approval requests and their resolution (`steward.db`).
+    pub fn approvals(&self) -> Result<&Approvals, ApprovalError> {
+        if let Some(a) = self.approvals.get() {
+            return Ok(a);
+        }
+        let opened = Approvals::open(&self.home, &self.limits)?;
+        Ok(self.approvals.get_or_init(|| opened))
+    }
+
+    /// The authority of `person`, for a frontend that has authenticated them (the command, the
+    /// server after its token check, the launcher, a notebook). This is the only constructor of
+    /// [`HumanAuthority`], and agent and tool-execution code never holds a `Steward`.
+    pub fn human(&self, person: &str) -> Result<HumanAuthority, ApprovalError> {
+        HumanAuthority::new(person)
     }
 
     /// The text index.

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub(crate) use spec::check_name as check_tool_name;
 pub use spec::{Effect, MAX_SCHEMA_DEPTH, MAX_TOOL_NAME, ToolSpec};
 
 use crate::error::{ErrorKind, StewardError};

@@ -1,3 +1,4 @@
 //! steward-core integration tests: one binary, one module per capability.
 
+mod approvals;
 mod store;

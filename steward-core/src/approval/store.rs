@@ -1,0 +1,586 @@
+//! The durable approval store (`steward.db`).
+
+use std::path::Path;
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde_json::Value;
+
+use super::{
+    AGENT_PREFIX, APPROVAL_TIMEOUT_SECS, Approval, ApprovalError, ApprovalStatus, HumanAuthority,
+    MAX_APPROVAL_PAGE, MAX_BATCH_CALLS, MAX_INPUT_BYTES, Resolution, canonical_json, input_sha256,
+};
+use crate::{
+    Limits,
+    policy::Level,
+    store::{Database, Migration, OpenOptions, Schema, StoreError},
+};
+
+/// Wrong PINs tolerated per window before the PIN locks.
+pub const MAX_PIN_FAILURES: i64 = 5;
+/// The PIN failure window, seconds.
+pub const PIN_WINDOW_SECS: i64 = 900;
+
+/// The migrations of `steward.db`.
+pub(crate) const SCHEMA: Schema = Schema {
+    name: "steward",
+    migrations: &[Migration {
+        version: 1,
+        name: "approvals",
+        sql: include_str!("../../migrations/steward/001_approvals.sql"),
+    }],
+};
+
+/// A tool's preflight: validates and normalizes an input, or says why not.
+pub type Preflight<'a> = &'a dyn Fn(&Value) -> Result<Value, String>;
+
+/// What an agent asks a person to approve.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewApproval {
+    /// The chat or session.
+    pub chat: Option<String>,
+    /// The agent identity (`agent:<name>`).
+    pub requested_by: String,
+    /// The tool.
+    pub tool: String,
+    /// The proposed input.
+    pub input: Value,
+    /// A person-readable summary.
+    pub summary: String,
+    /// Confirm or Secure (what `decide` returned).
+    pub level: Level,
+    /// Seconds before it expires (default [`APPROVAL_TIMEOUT_SECS`]).
+    pub timeout_secs: Option<i64>,
+}
+
+/// The approvals of one home.
+#[derive(Debug)]
+pub struct Approvals {
+    db: Database,
+}
+
+fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::query(ctx, e)
+}
+
+fn level_str(l: Level) -> &'static str {
+    match l {
+        Level::Auto => "auto",
+        Level::Logged => "logged",
+        Level::Confirm => "confirm",
+        Level::Secure => "secure",
+    }
+}
+
+const COLUMNS: &str = "id, batch_id, chat, requested_by, tool, proposed_input, normalized_input,
+    summary, level, status, decided_by, note, effective_input, effective_sha256, created_at,
+    decided_at, expires_at";
+
+fn json(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
+    let s: String = row.get(i)?;
+    serde_json::from_str(&s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
+    let level: String = row.get(8)?;
+    let status: String = row.get(9)?;
+    let bad = |i: usize, s: &str| {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("unknown value {s:?}").into(),
+        )
+    };
+    Ok(Approval {
+        id: row.get(0)?,
+        batch_id: row.get(1)?,
+        chat: row.get(2)?,
+        requested_by: row.get(3)?,
+        tool: row.get(4)?,
+        proposed_input: json(row, 5)?,
+        normalized_input: json(row, 6)?,
+        summary: row.get(7)?,
+        level: Level::parse(&level).map_err(|_| bad(8, &level))?,
+        status: ApprovalStatus::parse(&status).ok_or_else(|| bad(9, &status))?,
+        decided_by: row.get(10)?,
+        note: row.get(11)?,
+        effective_input: row
+            .get::<_, Option<String>>(12)?
+            .map(|s| serde_json::from_str(&s))
+            .transpose()
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    12,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?,
+        effective_sha256: row.get(13)?,
+        created_at: row.get(14)?,
+        decided_at: row.get(15)?,
+        expires_at: row.get(16)?,
+    })
+}
+
+impl Approvals {
+    /// Opens (creating and migrating) `<home>/steward.db`.
+    pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
+        let db =
+            Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::from_limits(limits))?;
+        Ok(Self { db })
+    }
+
+    fn validate(n: &NewApproval) -> Result<(), ApprovalError> {
+        if !n.requested_by.starts_with(AGENT_PREFIX) {
+            return Err(ApprovalError::Invalid(format!(
+                "requested_by must be an agent identity ({AGENT_PREFIX}…), got {:?}",
+                n.requested_by
+            )));
+        }
+        if n.level < Level::Confirm {
+            return Err(ApprovalError::Invalid(
+                "only Confirm and Secure calls need approval".into(),
+            ));
+        }
+        crate::policy::check_tool_name(&n.tool)
+            .map_err(|e| ApprovalError::Invalid(e.to_string()))?;
+        if !n.input.is_object() || canonical_json(&n.input).len() > MAX_INPUT_BYTES {
+            return Err(ApprovalError::Invalid(format!(
+                "input must be a JSON object of at most {MAX_INPUT_BYTES} bytes"
+            )));
+        }
+        if n.timeout_secs.is_some_and(|t| !(1..=86_400).contains(&t)) {
+            return Err(ApprovalError::Invalid("timeout must be 1..=86400 seconds".into()));
+        }
+        Ok(())
+    }
+
+    /// Records a request (after the tool's preflight, when it has one) and returns the card.
+    pub fn request(
+        &self,
+        n: &NewApproval,
+        preflight: Option<Preflight<'_>>,
+        now: i64,
+    ) -> Result<Approval, ApprovalError> {
+        let ids = self.insert(std::slice::from_ref(n), preflight, now, false)?;
+        self.get(ids[0])
+    }
+
+    /// Records N calls to be approved or denied as one set (each still runs, is journaled and
+    /// audited on its own). Returns the batch id and the cards.
+    pub fn request_batch(
+        &self,
+        calls: &[NewApproval],
+        preflight: Option<Preflight<'_>>,
+        now: i64,
+    ) -> Result<(i64, Vec<Approval>), ApprovalError> {
+        if calls.is_empty() || calls.len() > MAX_BATCH_CALLS {
+            return Err(ApprovalError::Invalid(format!("a batch has 1..={MAX_BATCH_CALLS} calls")));
+        }
+        let ids = self.insert(calls, preflight, now, true)?;
+        let cards = ids.iter().map(|id| self.get(*id)).collect::<Result<Vec<_>, _>>()?;
+        Ok((cards[0].batch_id.unwrap_or(ids[0]), cards))
+    }
+
+    fn insert(
+        &self,
+        calls: &[NewApproval],
+        preflight: Option<Preflight<'_>>,
+        now: i64,
+        batch: bool,
+    ) -> Result<Vec<i64>, ApprovalError> {
+        let mut rows = Vec::with_capacity(calls.len());
+        for n in calls {
+            Self::validate(n)?;
+            let normalized = match preflight {
+                Some(p) => p(&n.input).map_err(ApprovalError::Preflight)?,
+                None => n.input.clone(),
+            };
+            rows.push((n, normalized));
+        }
+        self.db.write(|tx| {
+            let mut ids = Vec::with_capacity(rows.len());
+            let mut batch_id: Option<i64> = None;
+            for (n, normalized) in &rows {
+                tx.execute(
+                    "INSERT INTO approvals (batch_id, chat, requested_by, tool, proposed_input,
+                         normalized_input, summary, level, status, created_at, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'requested', ?9, ?10)",
+                    params![
+                        batch_id,
+                        n.chat,
+                        n.requested_by,
+                        n.tool,
+                        canonical_json(&n.input),
+                        canonical_json(normalized),
+                        n.summary,
+                        level_str(n.level),
+                        now,
+                        now + n.timeout_secs.unwrap_or(APPROVAL_TIMEOUT_SECS),
+                    ],
+                )
+                .map_err(q("insert approval"))?;
+                let id = tx.last_insert_rowid();
+                if batch && batch_id.is_none() {
+                    batch_id = Some(id);
+                    tx.execute("UPDATE approvals SET batch_id = ?1 WHERE id = ?1", [id])
+                        .map_err(q("batch id"))?;
+                }
+                event(tx, id, "requested", &n.requested_by, now)?;
+                ids.push(id);
+            }
+            Ok::<_, ApprovalError>(ids)
+        })
+    }
+
+    /// One request.
+    pub fn get(&self, id: i64) -> Result<Approval, ApprovalError> {
+        self.db
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id], approval).optional())
+                    .map_err(q("get approval"))
+            })?
+            .ok_or(ApprovalError::NotFound(id))
+    }
+
+    /// A page of requests, newest first: pending only or all, one chat or every chat.
+    pub fn list(
+        &self,
+        pending_only: bool,
+        chat: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Approval>, ApprovalError> {
+        if limit == 0 || limit > MAX_APPROVAL_PAGE {
+            return Err(ApprovalError::Invalid(format!("limit must be 1..={MAX_APPROVAL_PAGE}")));
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM approvals
+             WHERE (?1 = 0 OR status = 'requested') AND (?2 IS NULL OR chat = ?2)
+             ORDER BY id DESC LIMIT ?3 OFFSET ?4"
+        );
+        Ok(self.db.read(|c| {
+            c.prepare_cached(&sql)
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![
+                            pending_only,
+                            chat,
+                            i64::try_from(limit).unwrap_or(i64::MAX),
+                            i64::try_from(offset).unwrap_or(i64::MAX)
+                        ],
+                        approval,
+                    )?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(q("list approvals"))
+        })?)
+    }
+
+    /// A person resolves a request. At most once: a second resolver, or one after the expiry,
+    /// gets `APPROVAL_ALREADY_RESOLVED`. An edit runs the tool's preflight again; a Secure
+    /// request needs the person's PIN.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resolve(
+        &self,
+        id: i64,
+        resolution: &Resolution,
+        note: Option<&str>,
+        who: &HumanAuthority,
+        pin: Option<&str>,
+        preflight: Option<Preflight<'_>>,
+        now: i64,
+    ) -> Result<Approval, ApprovalError> {
+        let current = self.get(id)?;
+        if current.status != ApprovalStatus::Requested {
+            return Err(ApprovalError::AlreadyResolved { id, status: current.status });
+        }
+        if who.person().starts_with(AGENT_PREFIX) || who.person() == current.requested_by {
+            return Err(self.refuse_agent_resolution(id, who.person(), now));
+        }
+        if current.level == Level::Secure && !matches!(resolution, Resolution::Deny) {
+            self.verify_pin(who, pin, now)?;
+        }
+        let (status, effective) = match resolution {
+            Resolution::Approve => (ApprovalStatus::Approved, Some(current.normalized_input)),
+            Resolution::Edit(input) => {
+                if !input.is_object() {
+                    return Err(ApprovalError::Invalid("an edit must be a JSON object".into()));
+                }
+                let v = match preflight {
+                    Some(p) => p(input).map_err(ApprovalError::Preflight)?,
+                    None => input.clone(),
+                };
+                (ApprovalStatus::Edited, Some(v))
+            }
+            Resolution::Deny => (ApprovalStatus::Denied, None),
+            Resolution::Revise => (ApprovalStatus::RevisionRequested, None),
+        };
+        let hash = effective.as_ref().map(input_sha256);
+        let effective_json = effective.as_ref().map(canonical_json);
+        let person = who.person().to_owned();
+        let changed = self.db.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE approvals SET status = ?2, decided_by = ?3, note = ?4,
+                         effective_input = ?5, effective_sha256 = ?6, decided_at = ?7
+                     WHERE id = ?1 AND status = 'requested' AND expires_at > ?7",
+                    params![id, status.as_str(), person, note, effective_json, hash, now],
+                )
+                .map_err(q("resolve approval"))?;
+            if n == 1 {
+                event(tx, id, status.as_str(), &person, now)?;
+            } else {
+                expire_in(tx, now)?;
+            }
+            Ok::<_, ApprovalError>(n == 1)
+        })?;
+        let after = self.get(id)?;
+        if changed {
+            Ok(after)
+        } else {
+            Err(ApprovalError::AlreadyResolved { id, status: after.status })
+        }
+    }
+
+    /// Approves or denies every pending call of a batch as one set.
+    pub fn resolve_batch(
+        &self,
+        batch_id: i64,
+        approve: bool,
+        who: &HumanAuthority,
+        pin: Option<&str>,
+        now: i64,
+    ) -> Result<Vec<Approval>, ApprovalError> {
+        let cards: Vec<Approval> = self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM approvals WHERE batch_id = ?1 ORDER BY id"
+            ))
+            .and_then(|mut s| s.query_map([batch_id], approval)?.collect::<Result<Vec<_>, _>>())
+            .map_err(q("batch"))
+        })?;
+        if cards.is_empty() {
+            return Err(ApprovalError::NotFound(batch_id));
+        }
+        if let Some(done) = cards.iter().find(|c| c.status != ApprovalStatus::Requested) {
+            return Err(ApprovalError::AlreadyResolved { id: done.id, status: done.status });
+        }
+        if approve && cards.iter().any(|c| c.level == Level::Secure) {
+            self.verify_pin(who, pin, now)?;
+        }
+        let person = who.person().to_owned();
+        let status = if approve { ApprovalStatus::Approved } else { ApprovalStatus::Denied };
+        let all = self.db.write(|tx| {
+            let mut n = 0;
+            for c in &cards {
+                let (eff, hash) = if approve {
+                    (
+                        Some(canonical_json(&c.normalized_input)),
+                        Some(input_sha256(&c.normalized_input)),
+                    )
+                } else {
+                    (None, None)
+                };
+                n += tx
+                    .execute(
+                        "UPDATE approvals SET status = ?2, decided_by = ?3, effective_input = ?4,
+                             effective_sha256 = ?5, decided_at = ?6
+                         WHERE id = ?1 AND status = 'requested' AND expires_at > ?6",
+                        params![c.id, status.as_str(), person, eff, hash, now],
+                    )
+                    .map_err(q("resolve batch"))?;
+                event(tx, c.id, status.as_str(), &person, now)?;
+            }
+            if n != cards.len() {
+                // Part of the set expired or was resolved meanwhile: nothing of it changes.
+                return Err(ApprovalError::Invalid("the batch changed while resolving".into()));
+            }
+            Ok::<_, ApprovalError>(())
+        });
+        match all {
+            Ok(()) => cards.iter().map(|c| self.get(c.id)).collect(),
+            Err(ApprovalError::Invalid(_)) => {
+                let now_cards: Vec<Approval> =
+                    cards.iter().map(|c| self.get(c.id)).collect::<Result<_, _>>()?;
+                let first = now_cards.iter().find(|c| c.status != ApprovalStatus::Requested);
+                Err(first.map_or(ApprovalError::NotFound(batch_id), |c| {
+                    ApprovalError::AlreadyResolved { id: c.id, status: c.status }
+                }))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// An agent (or tool code) tried to resolve a request: refused, and recorded.
+    pub fn refuse_agent_resolution(&self, id: i64, agent: &str, now: i64) -> ApprovalError {
+        let recorded = self.db.write(|tx| event(tx, id, "self_resolve_denied", agent, now));
+        if let Err(e) = recorded {
+            tracing::warn!(error = %e, "could not record a refused agent resolution");
+        }
+        ApprovalError::SelfResolveDenied(agent.to_owned())
+    }
+
+    /// The agent withdraws its own pending request.
+    pub fn cancel(&self, id: i64, agent: &str, now: i64) -> Result<Approval, ApprovalError> {
+        let current = self.get(id)?;
+        if current.requested_by != agent {
+            return Err(ApprovalError::Invalid("only the requesting agent may cancel".into()));
+        }
+        let n = self.db.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE approvals SET status = 'cancelled', decided_at = ?2
+                     WHERE id = ?1 AND status = 'requested'",
+                    params![id, now],
+                )
+                .map_err(q("cancel"))?;
+            if n == 1 {
+                event(tx, id, "cancelled", agent, now)?;
+            }
+            Ok::<_, ApprovalError>(n)
+        })?;
+        let after = self.get(id)?;
+        if n == 1 {
+            Ok(after)
+        } else {
+            Err(ApprovalError::AlreadyResolved { id, status: after.status })
+        }
+    }
+
+    /// Expires every request whose time is up (a denial). Returns how many.
+    pub fn expire_due(&self, now: i64) -> Result<usize, ApprovalError> {
+        self.db.write(|tx| expire_in(tx, now))
+    }
+
+    /// The executor's check: `input` is exactly what was approved (by hash of its canonical
+    /// form) and the request allows execution. Returns the effective input to run.
+    pub fn authorize_execution(&self, id: i64, input: &Value) -> Result<Value, ApprovalError> {
+        let a = self.get(id)?;
+        if !a.status.allows_execution() {
+            return Err(ApprovalError::NotApproved { id, status: a.status });
+        }
+        match (&a.effective_input, &a.effective_sha256) {
+            (Some(eff), Some(hash))
+                if *hash == input_sha256(input) && input_sha256(eff) == *hash =>
+            {
+                Ok(eff.clone())
+            }
+            _ => Err(ApprovalError::InputMismatch(id)),
+        }
+    }
+
+    /// Sets (or replaces) the person's PIN, stored as a salted Argon2id hash.
+    pub fn set_pin(&self, who: &HumanAuthority, pin: &str, now: i64) -> Result<(), ApprovalError> {
+        use argon2::{
+            Argon2, PasswordHasher,
+            password_hash::{SaltString, rand_core::OsRng},
+        };
+        if !(4..=32).contains(&pin.chars().count()) {
+            return Err(ApprovalError::BadPin);
+        }
+        let salt = SaltString::generate(&mut OsRng);
+        let hash = Argon2::default()
+            .hash_password(pin.as_bytes(), &salt)
+            .map_err(|e| ApprovalError::Invalid(format!("hashing the PIN failed: {e}")))?
+            .to_string();
+        self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO pin (id, hash, set_by, set_at) VALUES (1, ?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET hash = ?1, set_by = ?2, set_at = ?3",
+                params![hash, who.person(), now],
+            )
+            .map_err(q("set pin"))?;
+            Ok::<_, ApprovalError>(())
+        })
+    }
+
+    fn verify_pin(
+        &self,
+        who: &HumanAuthority,
+        pin: Option<&str>,
+        now: i64,
+    ) -> Result<(), ApprovalError> {
+        use argon2::{Argon2, PasswordHash, PasswordVerifier};
+        let (hash, failures, last): (Option<String>, i64, Option<i64>) = self.db.read(|c| {
+            let hash = c
+                .query_row("SELECT hash FROM pin WHERE id = 1", [], |r| r.get(0))
+                .optional()
+                .map_err(q("pin"))?;
+            let (n, last) = c
+                .query_row(
+                    "SELECT count(*), max(at) FROM pin_failures WHERE at > ?1",
+                    [now - PIN_WINDOW_SECS],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(q("pin failures"))?;
+            Ok::<_, StoreError>((hash, n, last))
+        })?;
+        let hash = hash.ok_or(ApprovalError::NoPin)?;
+        if failures >= MAX_PIN_FAILURES {
+            return Err(ApprovalError::PinLocked(last.unwrap_or(now) + PIN_WINDOW_SECS - now));
+        }
+        let ok = pin.is_some_and(|p| {
+            PasswordHash::new(&hash)
+                .is_ok_and(|h| Argon2::default().verify_password(p.as_bytes(), &h).is_ok())
+        });
+        if ok {
+            return Ok(());
+        }
+        self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO pin_failures (at, person) VALUES (?1, ?2)",
+                params![now, who.person()],
+            )
+            .map_err(q("pin failure"))?;
+            Ok::<_, ApprovalError>(())
+        })?;
+        Err(ApprovalError::PinRequired)
+    }
+
+    /// The recorded transitions of a request: (event, actor, at), oldest first.
+    pub fn events(&self, id: i64) -> Result<Vec<(String, String, i64)>, ApprovalError> {
+        Ok(self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT event, actor, at FROM approval_events WHERE approval_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut s| {
+                s.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("approval events"))
+        })?)
+    }
+}
+
+fn event(
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    what: &str,
+    actor: &str,
+    now: i64,
+) -> Result<(), ApprovalError> {
+    tx.execute(
+        "INSERT INTO approval_events (approval_id, event, actor, at) VALUES (?1, ?2, ?3, ?4)",
+        params![id, what, actor, now],
+    )
+    .map_err(q("approval event"))?;
+    Ok(())
+}
+
+fn expire_in(tx: &rusqlite::Transaction<'_>, now: i64) -> Result<usize, ApprovalError> {
+    let ids: Vec<i64> = tx
+        .prepare_cached("SELECT id FROM approvals WHERE status = 'requested' AND expires_at <= ?1")
+        .and_then(|mut s| s.query_map([now], |r| r.get(0))?.collect::<Result<Vec<_>, _>>())
+        .map_err(q("due approvals"))?;
+    for id in &ids {
+        tx.execute(
+            "UPDATE approvals SET status = 'expired', decided_at = ?2 WHERE id = ?1 AND status = 'requested'",
+            params![id, now],
+        )
+        .map_err(q("expire approval"))?;
+        event(tx, *id, "expired", "system", now)?;
+    }
+    Ok(ids.len())
+}

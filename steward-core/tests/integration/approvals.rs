@@ -1,0 +1,277 @@
+//! Approvals: lifecycle, binding, races, expiry, batches, PIN, and agents that try to approve.
+
+use std::sync::{Arc, Barrier};
+
+use serde_json::{Value, json};
+use steward_core::{
+    Steward, StewardError,
+    approval::{ApprovalStatus, NewApproval, Resolution, input_sha256},
+    policy::Level,
+};
+
+const NOW: i64 = 1_800_000_000;
+
+fn home() -> (tempfile::TempDir, Steward) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Steward::builder().home(dir.path().join("home")).open().unwrap();
+    (dir, s)
+}
+
+fn send(to: &str) -> NewApproval {
+    NewApproval {
+        chat: Some("chat-1".into()),
+        requested_by: "agent:assistant".into(),
+        tool: "mail.send".into(),
+        input: json!({"to": [to], "subject": "Hi", "body": "text"}),
+        summary: format!("Send \"Hi\" to {to}"),
+        level: Level::Confirm,
+        timeout_secs: None,
+    }
+}
+
+#[test]
+fn approve_binds_the_exact_input_and_nothing_else_runs() {
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    let me = s.human("Ada").unwrap();
+    let card = a.request(&send("bob@example.org"), None, NOW).unwrap();
+    assert_eq!(card.status, ApprovalStatus::Requested);
+    assert_eq!(card.expires_at, NOW + 300);
+    // Before a decision nothing may run.
+    assert_eq!(
+        a.authorize_execution(card.id, &card.normalized_input).unwrap_err().code(),
+        "APPROVAL_NOT_APPROVED"
+    );
+    let done = a.resolve(card.id, &Resolution::Approve, None, &me, None, None, NOW + 1).unwrap();
+    assert_eq!(done.status, ApprovalStatus::Approved);
+    assert_eq!(done.decided_by.as_deref(), Some("Ada"));
+    assert_eq!(
+        done.effective_sha256.as_deref(),
+        Some(input_sha256(&card.normalized_input).as_str())
+    );
+    // Key order does not matter; any other content does.
+    let reordered = json!({"subject": "Hi", "body": "text", "to": ["bob@example.org"]});
+    assert_eq!(a.authorize_execution(card.id, &reordered).unwrap(), card.normalized_input);
+    let drifted = json!({"to": ["eve@evil.example"], "subject": "Hi", "body": "text"});
+    assert_eq!(
+        a.authorize_execution(card.id, &drifted).unwrap_err().code(),
+        "APPROVAL_INPUT_MISMATCH"
+    );
+    // At most once.
+    let again = a.resolve(card.id, &Resolution::Deny, None, &me, None, None, NOW + 2).unwrap_err();
+    assert_eq!(again.code(), "APPROVAL_ALREADY_RESOLVED");
+    let events: Vec<String> = a.events(card.id).unwrap().into_iter().map(|e| e.0).collect();
+    assert_eq!(events, vec!["requested", "approved"]);
+}
+
+#[test]
+fn edits_deny_revise_and_preflight() {
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    let me = s.human("Ada").unwrap();
+    // The tool's preflight lowercases addresses and refuses an empty recipient list.
+    let preflight = |v: &Value| -> Result<Value, String> {
+        let mut v = v.clone();
+        let to = v["to"].as_array().ok_or("to must be a list")?;
+        if to.is_empty() {
+            return Err("no recipients".into());
+        }
+        v["to"] =
+            json!(to.iter().map(|x| x.as_str().unwrap_or("").to_lowercase()).collect::<Vec<_>>());
+        Ok(v)
+    };
+    let card = a.request(&send("Bob@Example.org"), Some(&preflight), NOW).unwrap();
+    assert_eq!(card.normalized_input["to"], json!(["bob@example.org"]), "the card shows what runs");
+    // An edit is preflighted again; optional fields left out stay out.
+    let bad = json!({"to": [], "subject": "Hi"});
+    let e = a
+        .resolve(card.id, &Resolution::Edit(bad), None, &me, None, Some(&preflight), NOW)
+        .unwrap_err();
+    assert_eq!(e.code(), "APPROVAL_PREFLIGHT_REJECTED");
+    assert_eq!(
+        a.get(card.id).unwrap().status,
+        ApprovalStatus::Requested,
+        "a rejected edit changes nothing"
+    );
+    let edit = json!({"to": ["CAROL@example.org"], "subject": "Hello"});
+    let done = a
+        .resolve(
+            card.id,
+            &Resolution::Edit(edit),
+            Some("shorter"),
+            &me,
+            None,
+            Some(&preflight),
+            NOW,
+        )
+        .unwrap();
+    assert_eq!(done.status, ApprovalStatus::Edited);
+    let eff = done.effective_input.unwrap();
+    assert_eq!(eff, json!({"to": ["carol@example.org"], "subject": "Hello"}));
+    assert!(eff.get("body").is_none(), "an absent optional field is not invented");
+    assert_eq!(a.authorize_execution(card.id, &eff).unwrap(), eff);
+    assert_eq!(
+        a.authorize_execution(card.id, &card.normalized_input).unwrap_err().code(),
+        "APPROVAL_INPUT_MISMATCH"
+    );
+    // Deny and revise never run.
+    for (res, status) in [
+        (Resolution::Deny, ApprovalStatus::Denied),
+        (Resolution::Revise, ApprovalStatus::RevisionRequested),
+    ] {
+        let c = a.request(&send("x@example.org"), None, NOW).unwrap();
+        let d = a.resolve(c.id, &res, Some("say why"), &me, None, None, NOW).unwrap();
+        assert_eq!(d.status, status);
+        assert_eq!(d.note.as_deref(), Some("say why"));
+        assert_eq!(
+            a.authorize_execution(c.id, &c.normalized_input).unwrap_err().code(),
+            "APPROVAL_NOT_APPROVED"
+        );
+    }
+    // Listing: pending per chat and globally, bounded.
+    a.request(&send("y@example.org"), None, NOW).unwrap();
+    assert_eq!(a.list(true, Some("chat-1"), 0, 10).unwrap().len(), 1);
+    assert_eq!(a.list(false, None, 0, 100).unwrap().len(), 4);
+    assert!(a.list(true, Some("other"), 0, 10).unwrap().is_empty());
+    assert_eq!(a.list(true, None, 0, 101).unwrap_err().code(), "APPROVAL_INVALID");
+}
+
+#[test]
+fn agents_cannot_resolve_and_bad_requests_are_refused() {
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    assert_eq!(s.human("agent:assistant").unwrap_err().code(), "APPROVAL_BAD_PERSON");
+    assert_eq!(s.human("  ").unwrap_err().code(), "APPROVAL_BAD_PERSON");
+    let card = a.request(&send("bob@example.org"), None, NOW).unwrap();
+    let e = a.refuse_agent_resolution(card.id, "agent:assistant", NOW);
+    assert_eq!(e.code(), "APPROVAL_SELF_RESOLVE_DENIED");
+    assert_eq!(a.get(card.id).unwrap().status, ApprovalStatus::Requested);
+    let events: Vec<String> = a.events(card.id).unwrap().into_iter().map(|e| e.0).collect();
+    assert_eq!(events, vec!["requested", "self_resolve_denied"], "the attempt is recorded");
+    let mut n = send("a@b.c");
+    n.requested_by = "Ada".into();
+    assert_eq!(a.request(&n, None, NOW).unwrap_err().code(), "APPROVAL_INVALID");
+    let mut n = send("a@b.c");
+    n.level = Level::Logged;
+    assert_eq!(a.request(&n, None, NOW).unwrap_err().code(), "APPROVAL_INVALID");
+    let mut n = send("a@b.c");
+    n.input = json!("not an object");
+    assert_eq!(a.request(&n, None, NOW).unwrap_err().code(), "APPROVAL_INVALID");
+    let mut n = send("a@b.c");
+    n.tool = "Send Mail".into();
+    assert_eq!(a.request(&n, None, NOW).unwrap_err().code(), "APPROVAL_INVALID");
+    assert_eq!(a.get(999).unwrap_err().code(), "APPROVAL_NOT_FOUND");
+    // Only the requesting agent may cancel.
+    assert_eq!(a.cancel(card.id, "agent:other", NOW).unwrap_err().code(), "APPROVAL_INVALID");
+    assert_eq!(
+        a.cancel(card.id, "agent:assistant", NOW).unwrap().status,
+        ApprovalStatus::Cancelled
+    );
+}
+
+#[test]
+fn expiry_is_a_denial_and_races_have_one_winner() {
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    let me = s.human("Ada").unwrap();
+    let card = a.request(&send("bob@example.org"), None, NOW).unwrap();
+    // After the timeout, a resolution finds it expired (and expires it).
+    let e = a.resolve(card.id, &Resolution::Approve, None, &me, None, None, NOW + 300).unwrap_err();
+    assert_eq!(e.code(), "APPROVAL_ALREADY_RESOLVED");
+    assert_eq!(a.get(card.id).unwrap().status, ApprovalStatus::Expired);
+    assert_eq!(
+        a.authorize_execution(card.id, &card.normalized_input).unwrap_err().code(),
+        "APPROVAL_NOT_APPROVED"
+    );
+    // The sweep expires the rest.
+    for _ in 0..3 {
+        a.request(&send("x@example.org"), None, NOW).unwrap();
+    }
+    assert_eq!(a.expire_due(NOW + 299).unwrap(), 0);
+    assert_eq!(a.expire_due(NOW + 300).unwrap(), 3);
+    // Eight resolvers and the sweep on one request, many times: exactly one outcome each time.
+    let s = Arc::new(s);
+    for round in 0..20 {
+        let card = s.approvals().unwrap().request(&send("r@example.org"), None, NOW).unwrap();
+        let barrier = Arc::new(Barrier::new(9));
+        let at = if round % 2 == 0 { NOW + 10 } else { NOW + 300 };
+        let mut handles = Vec::new();
+        for i in 0..8 {
+            let (s, b) = (Arc::clone(&s), Arc::clone(&barrier));
+            handles.push(std::thread::spawn(move || {
+                let me = s.human(&format!("person{i}")).unwrap();
+                let res = if i % 2 == 0 { Resolution::Approve } else { Resolution::Deny };
+                b.wait();
+                s.approvals().unwrap().resolve(card.id, &res, None, &me, None, None, at).is_ok()
+            }));
+        }
+        let sweeper = {
+            let (s, b) = (Arc::clone(&s), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                b.wait();
+                s.approvals().unwrap().expire_due(at).unwrap()
+            })
+        };
+        let wins = handles.into_iter().map(|h| h.join().unwrap()).filter(|w| *w).count();
+        let expired = sweeper.join().unwrap();
+        let after = s.approvals().unwrap().get(card.id).unwrap();
+        let events = s.approvals().unwrap().events(card.id).unwrap();
+        if at >= card.expires_at {
+            assert_eq!((wins, after.status), (0, ApprovalStatus::Expired));
+        } else {
+            assert_eq!(wins, 1, "round {round}: exactly one resolver wins");
+            assert_eq!(expired, 0);
+            assert!(matches!(after.status, ApprovalStatus::Approved | ApprovalStatus::Denied));
+        }
+        assert_eq!(events.len(), 2, "round {round}: one transition recorded: {events:?}");
+    }
+}
+
+#[test]
+fn batches_resolve_as_a_set_and_secure_needs_the_pin() {
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    let me = s.human("Ada").unwrap();
+    let calls: Vec<NewApproval> = (0..15).map(|i| send(&format!("p{i}@example.org"))).collect();
+    let (batch, cards) = a.request_batch(&calls, None, NOW).unwrap();
+    assert_eq!(cards.len(), 15);
+    assert!(cards.iter().all(|c| c.batch_id == Some(batch)));
+    let done = a.resolve_batch(batch, true, &me, None, NOW + 5).unwrap();
+    assert!(done.iter().all(|c| c.status == ApprovalStatus::Approved));
+    for c in &done {
+        // Each call still runs on its own, bound to its own input.
+        assert_eq!(a.authorize_execution(c.id, &c.normalized_input).unwrap(), c.normalized_input);
+    }
+    assert_eq!(
+        a.resolve_batch(batch, false, &me, None, NOW + 6).unwrap_err().code(),
+        "APPROVAL_ALREADY_RESOLVED"
+    );
+    assert_eq!(a.request_batch(&[], None, NOW).unwrap_err().code(), "APPROVAL_INVALID");
+    // Secure (L3): approval needs the PIN; wrong PINs are counted and lock.
+    let mut n = send("boss@example.org");
+    n.level = Level::Secure;
+    let card = a.request(&n, None, NOW).unwrap();
+    let approve = |pin: Option<&str>, at: i64| {
+        a.resolve(card.id, &Resolution::Approve, None, &me, pin, None, at)
+    };
+    assert_eq!(approve(Some("1234"), NOW).unwrap_err().code(), "APPROVAL_NO_PIN");
+    assert_eq!(a.set_pin(&me, "12", NOW).unwrap_err().code(), "APPROVAL_BAD_PIN");
+    a.set_pin(&me, "4821", NOW).unwrap();
+    assert_eq!(approve(None, NOW).unwrap_err().code(), "APPROVAL_PIN_REQUIRED");
+    for _ in 0..4 {
+        assert_eq!(approve(Some("0000"), NOW).unwrap_err().code(), "APPROVAL_PIN_REQUIRED");
+    }
+    assert_eq!(
+        approve(Some("4821"), NOW).unwrap_err().code(),
+        "APPROVAL_PIN_LOCKED",
+        "five failures lock"
+    );
+    assert_eq!(a.get(card.id).unwrap().status, ApprovalStatus::Requested, "nothing ran");
+    let later = NOW + 901;
+    let mut n2 = n;
+    n2.timeout_secs = Some(3_600);
+    let card2 = a.request(&n2, None, later).unwrap();
+    let ok =
+        a.resolve(card2.id, &Resolution::Approve, None, &me, Some("4821"), None, later).unwrap();
+    assert_eq!(ok.status, ApprovalStatus::Approved, "the lock lifts after the window");
+}
