@@ -11,6 +11,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod approval;
+pub mod audit;
 pub mod error;
 pub mod index;
 pub mod limits;

@@ -1,4 +1,5 @@
 //! steward-core integration tests: one binary, one module per capability.
 
 mod approvals;
+mod audit;
 mod store;
