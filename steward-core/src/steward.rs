@@ -8,6 +8,7 @@ use std::{
 use crate::{
     Limits,
     approval::{ApprovalError, Approvals, HumanAuthority},
+    audit::{AuditError, AuditLog},
     error::{ErrorKind, StewardError},
     index::{Embedder, IndexError, LexicalIndex, VectorError, VectorStore},
     mirror::{MailSource, Mirror, MirrorError, Progress, SyncOptions, SyncSummary},
@@ -128,6 +129,7 @@ impl StewardBuilder {
             lexical,
             vectors: std::sync::OnceLock::new(),
             approvals: std::sync::OnceLock::new(),
+            audit: std::sync::OnceLock::new(),
             embedder: self.embedder,
         })
     }
@@ -192,6 +194,8 @@ pub struct Steward {
     vectors: std::sync::OnceLock<VectorStore>,
     /// `steward.db`, opened on first use.
     approvals: std::sync::OnceLock<Approvals>,
+    /// `audit.db`, opened on first use.
+    audit: std::sync::OnceLock<Arc<AuditLog>>,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -337,8 +341,21 @@ impl Steward {
         if let Some(a) = self.approvals.get() {
             return Ok(a);
         }
-        let opened = Approvals::open(&self.home, &self.limits)?;
+        let mut opened = Approvals::open(&self.home, &self.limits)?;
+        match self.audit() {
+            Ok(audit) => opened = opened.with_audit(Arc::clone(audit)),
+            Err(e) => tracing::warn!(error = %e, "audit trail unavailable; approvals not audited"),
+        }
         Ok(self.approvals.get_or_init(|| opened))
+    }
+
+    /// The audit trail (`audit.db`).
+    pub fn audit(&self) -> Result<&Arc<AuditLog>, AuditError> {
+        if let Some(a) = self.audit.get() {
+            return Ok(a);
+        }
+        let opened = Arc::new(AuditLog::open(&self.home, &self.limits)?);
+        Ok(self.audit.get_or_init(|| opened))
     }
 
     /// The authority of `person`, for a frontend that has authenticated them (the command, the

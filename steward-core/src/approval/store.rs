@@ -11,6 +11,7 @@ use super::{
 };
 use crate::{
     Limits,
+    audit::{AuditEvent, AuditLog, Risk},
     policy::Level,
     store::{Database, Migration, OpenOptions, Schema, StoreError},
 };
@@ -23,11 +24,18 @@ pub const PIN_WINDOW_SECS: i64 = 900;
 /// The migrations of `steward.db`.
 pub(crate) const SCHEMA: Schema = Schema {
     name: "steward",
-    migrations: &[Migration {
-        version: 1,
-        name: "approvals",
-        sql: include_str!("../../migrations/steward/001_approvals.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "approvals",
+            sql: include_str!("../../migrations/steward/001_approvals.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "audit_cursor",
+            sql: include_str!("../../migrations/steward/002_audit_cursor.sql"),
+        },
+    ],
 };
 
 /// A tool's preflight: validates and normalizes an input, or says why not.
@@ -56,6 +64,7 @@ pub struct NewApproval {
 #[derive(Debug)]
 pub struct Approvals {
     db: Database,
+    audit: Option<std::sync::Arc<AuditLog>>,
 }
 
 fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
@@ -83,8 +92,12 @@ fn json(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
 }
 
 fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
-    let level: String = row.get(8)?;
-    let status: String = row.get(9)?;
+    approval_at(row, 0)
+}
+
+fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
+    let level: String = row.get(o + 8)?;
+    let status: String = row.get(o + 9)?;
     let bad = |i: usize, s: &str| {
         rusqlite::Error::FromSqlConversionFailure(
             i,
@@ -93,20 +106,20 @@ fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
         )
     };
     Ok(Approval {
-        id: row.get(0)?,
-        batch_id: row.get(1)?,
-        chat: row.get(2)?,
-        requested_by: row.get(3)?,
-        tool: row.get(4)?,
-        proposed_input: json(row, 5)?,
-        normalized_input: json(row, 6)?,
-        summary: row.get(7)?,
+        id: row.get(o)?,
+        batch_id: row.get(o + 1)?,
+        chat: row.get(o + 2)?,
+        requested_by: row.get(o + 3)?,
+        tool: row.get(o + 4)?,
+        proposed_input: json(row, o + 5)?,
+        normalized_input: json(row, o + 6)?,
+        summary: row.get(o + 7)?,
         level: Level::parse(&level).map_err(|_| bad(8, &level))?,
         status: ApprovalStatus::parse(&status).ok_or_else(|| bad(9, &status))?,
-        decided_by: row.get(10)?,
-        note: row.get(11)?,
+        decided_by: row.get(o + 10)?,
+        note: row.get(o + 11)?,
         effective_input: row
-            .get::<_, Option<String>>(12)?
+            .get::<_, Option<String>>(o + 12)?
             .map(|s| serde_json::from_str(&s))
             .transpose()
             .map_err(|e| {
@@ -116,10 +129,10 @@ fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
                     Box::new(e),
                 )
             })?,
-        effective_sha256: row.get(13)?,
-        created_at: row.get(14)?,
-        decided_at: row.get(15)?,
-        expires_at: row.get(16)?,
+        effective_sha256: row.get(o + 13)?,
+        created_at: row.get(o + 14)?,
+        decided_at: row.get(o + 15)?,
+        expires_at: row.get(o + 16)?,
     })
 }
 
@@ -128,7 +141,95 @@ impl Approvals {
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
         let db =
             Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::from_limits(limits))?;
-        Ok(Self { db })
+        Ok(Self { db, audit: None })
+    }
+
+    /// Forwards every transition and refused attempt to `audit` from now on.
+    #[must_use]
+    pub fn with_audit(mut self, audit: std::sync::Arc<AuditLog>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// Copies events not yet audited into the audit log. The range is claimed first (one
+    /// update of the cursor in a write transaction), so two handles never audit an event
+    /// twice; audit is best effort and never fails the caller.
+    fn flush_audit(&self) {
+        let Some(audit) = &self.audit else { return };
+        let claimed = self.db.write(|tx| {
+            let from: i64 = tx
+                .query_row("SELECT seq FROM audit_cursor WHERE id = 1", [], |r| r.get(0))
+                .map_err(q("audit cursor"))?;
+            let to: i64 = tx
+                .query_row("SELECT coalesce(max(seq), 0) FROM approval_events", [], |r| r.get(0))
+                .map_err(q("audit cursor"))?;
+            if to > from {
+                tx.execute("UPDATE audit_cursor SET seq = ?1 WHERE id = 1", [to])
+                    .map_err(q("audit cursor"))?;
+            }
+            Ok::<_, ApprovalError>((from, to))
+        });
+        let (from, to) = match claimed {
+            Ok(range) => range,
+            Err(e) => {
+                tracing::warn!(error = %e, "approval audit cursor unavailable");
+                return;
+            }
+        };
+        if to <= from {
+            return;
+        }
+        let columns =
+            COLUMNS.split(',').map(|c| format!("a.{}", c.trim())).collect::<Vec<_>>().join(", ");
+        let rows: Result<Vec<(String, String, i64, Approval)>, StoreError> = self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT e.event, e.actor, e.at, {columns} FROM approval_events e
+                 JOIN approvals a ON a.id = e.approval_id
+                 WHERE e.seq > ?1 AND e.seq <= ?2 ORDER BY e.seq"
+            ))
+            .and_then(|mut st| {
+                st.query_map([from, to], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, approval_at(r, 3)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| StoreError::query("events to audit", e))
+        });
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "approval events could not be read for the audit");
+                return;
+            }
+        };
+        for (event, actor, at, a) in rows {
+            let risk = match event.as_str() {
+                "self_resolve_denied" | "denied" => Risk::High,
+                "expired" | "cancelled" => Risk::Low,
+                _ => Risk::Medium,
+            };
+            let payload = serde_json::json!({
+                "approval_id": a.id,
+                "batch_id": a.batch_id,
+                "summary": a.summary,
+                "level": a.level,
+                "status": a.status,
+                "requested_by": a.requested_by,
+                "input": a.normalized_input,
+                "effective_sha256": a.effective_sha256,
+                "note": a.note,
+            });
+            audit.record(&AuditEvent {
+                actor: &actor,
+                event_type: &format!("approval.{event}"),
+                risk,
+                chat: a.chat.as_deref(),
+                tool: Some(&a.tool),
+                correlation_id: Some(&format!("approval:{}", a.id)),
+                payload: &payload,
+                at,
+            });
+        }
     }
 
     fn validate(n: &NewApproval) -> Result<(), ApprovalError> {
@@ -199,7 +300,7 @@ impl Approvals {
             };
             rows.push((n, normalized));
         }
-        self.db.write(|tx| {
+        let ids = self.db.write(|tx| {
             let mut ids = Vec::with_capacity(rows.len());
             let mut batch_id: Option<i64> = None;
             for (n, normalized) in &rows {
@@ -231,7 +332,9 @@ impl Approvals {
                 ids.push(id);
             }
             Ok::<_, ApprovalError>(ids)
-        })
+        });
+        self.flush_audit();
+        ids
     }
 
     /// One request.
@@ -336,7 +439,9 @@ impl Approvals {
                 expire_in(tx, now)?;
             }
             Ok::<_, ApprovalError>(n == 1)
-        })?;
+        });
+        self.flush_audit();
+        let changed = changed?;
         let after = self.get(id)?;
         if changed {
             Ok(after)
@@ -399,6 +504,7 @@ impl Approvals {
             }
             Ok::<_, ApprovalError>(())
         });
+        self.flush_audit();
         match all {
             Ok(()) => cards.iter().map(|c| self.get(c.id)).collect(),
             Err(ApprovalError::Invalid(_)) => {
@@ -419,6 +525,7 @@ impl Approvals {
         if let Err(e) = recorded {
             tracing::warn!(error = %e, "could not record a refused agent resolution");
         }
+        self.flush_audit();
         ApprovalError::SelfResolveDenied(agent.to_owned())
     }
 
@@ -440,7 +547,9 @@ impl Approvals {
                 event(tx, id, "cancelled", agent, now)?;
             }
             Ok::<_, ApprovalError>(n)
-        })?;
+        });
+        self.flush_audit();
+        let n = n?;
         let after = self.get(id)?;
         if n == 1 {
             Ok(after)
@@ -451,7 +560,9 @@ impl Approvals {
 
     /// Expires every request whose time is up (a denial). Returns how many.
     pub fn expire_due(&self, now: i64) -> Result<usize, ApprovalError> {
-        self.db.write(|tx| expire_in(tx, now))
+        let n = self.db.write(|tx| expire_in(tx, now));
+        self.flush_audit();
+        n
     }
 
     /// The executor's check: `input` is exactly what was approved (by hash of its canonical

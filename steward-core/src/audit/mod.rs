@@ -273,7 +273,8 @@ impl AuditLog {
                             chat: r.get(5)?,
                             tool: r.get(6)?,
                             correlation_id: r.get(7)?,
-                            payload: serde_json::from_str(&payload).unwrap_or(Value::String(payload)),
+                            payload: serde_json::from_str(&payload)
+                                .unwrap_or(Value::String(payload)),
                         })
                     },
                 )?

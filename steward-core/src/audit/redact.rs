@@ -222,7 +222,10 @@ impl Redactor {
                     out.insert(key, red);
                 }
                 if m.len() > MAX_OBJECT_KEYS {
-                    out.insert("…".into(), Value::String(format!("+{} keys", m.len() - MAX_OBJECT_KEYS)));
+                    out.insert(
+                        "…".into(),
+                        Value::String(format!("+{} keys", m.len() - MAX_OBJECT_KEYS)),
+                    );
                 }
                 Value::Object(out)
             }

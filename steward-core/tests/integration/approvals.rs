@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use steward_core::{
     Steward, StewardError,
     approval::{ApprovalStatus, NewApproval, Resolution, input_sha256},
+    audit::AuditQuery,
     policy::Level,
 };
 
@@ -62,6 +63,14 @@ fn approve_binds_the_exact_input_and_nothing_else_runs() {
     assert_eq!(again.code(), "APPROVAL_ALREADY_RESOLVED");
     let events: Vec<String> = a.events(card.id).unwrap().into_iter().map(|e| e.0).collect();
     assert_eq!(events, vec!["requested", "approved"]);
+    // The audit trail has both, once each, redacted.
+    let audit = s.audit().unwrap();
+    let rows = audit.query(&AuditQuery::default()).unwrap();
+    let types: Vec<&str> = rows.iter().map(|r| r.event_type.as_str()).collect();
+    assert_eq!(types, vec!["approval.approved", "approval.requested"]);
+    assert_eq!(rows[0].actor, "Ada");
+    assert_eq!(rows[1].actor, "agent:assistant");
+    assert_eq!(rows[1].payload["input"]["to"], json!(["bob@example.org"]));
 }
 
 #[test]
@@ -148,6 +157,16 @@ fn agents_cannot_resolve_and_bad_requests_are_refused() {
     assert_eq!(a.get(card.id).unwrap().status, ApprovalStatus::Requested);
     let events: Vec<String> = a.events(card.id).unwrap().into_iter().map(|e| e.0).collect();
     assert_eq!(events, vec!["requested", "self_resolve_denied"], "the attempt is recorded");
+    let denied = s
+        .audit()
+        .unwrap()
+        .query(&AuditQuery {
+            event_type: Some("approval.self_resolve_denied".into()),
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(denied.len(), 1);
+    assert_eq!((denied[0].actor.as_str(), denied[0].risk.as_str()), ("agent:assistant", "high"));
     let mut n = send("a@b.c");
     n.requested_by = "Ada".into();
     assert_eq!(a.request(&n, None, NOW).unwrap_err().code(), "APPROVAL_INVALID");

@@ -158,9 +158,22 @@ fn planted_secrets_leave_no_finding_and_benign_ids_survive() {
         }
     }
     eprintln!("planted {planted} rule samples (+ Bearer, URL credentials, password=, sk-, PEM)");
-    assert!(findings.is_empty(), "{} findings: {:?}", findings.len(), &findings[..findings.len().min(5)]);
+    assert!(
+        findings.is_empty(),
+        "{} findings: {:?}",
+        findings.len(),
+        &findings[..findings.len().min(5)]
+    );
     let last = &rows[0].payload;
-    for leaked in ["abcdef0123456789abcdef", "s3cr3t-pass", "hunter2", "Tr0ub4dor", "ZXhhbXBsZWtleQ", "abcdefghijklmnop", "MIIEow"] {
+    for leaked in [
+        "abcdef0123456789abcdef",
+        "s3cr3t-pass",
+        "hunter2",
+        "Tr0ub4dor",
+        "ZXhhbXBsZWtleQ",
+        "abcdefghijklmnop",
+        "MIIEow",
+    ] {
         assert!(!last.to_string().contains(leaked), "{leaked} leaked: {last}");
     }
     assert_eq!(last["url"], "https://api.example.com/v1?api_key=[REDACTED]&page=2");
@@ -168,7 +181,14 @@ fn planted_secrets_leave_no_finding_and_benign_ids_survive() {
     let mut benign: Vec<String> = Vec::new();
     for i in 0..200u64 {
         benign.push(format!("<{:x}.{i}@mail.example.org>", i * 7_919));
-        benign.push(format!("{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}", i * 12_345, i, i, i, i * 99_991));
+        benign.push(format!(
+            "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+            i * 12_345,
+            i,
+            i,
+            i,
+            i * 99_991
+        ));
         benign.push(format!("S{:05}", 1_700 + i));
         benign.push(format!("{}", 1_764_000_000_123u64 + i * 1_001));
         benign.push(format!("{:064x}", (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
