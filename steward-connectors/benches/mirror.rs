@@ -7,12 +7,15 @@
 //! (default `target/bench-data`). The process measures only the ingest: the Maildir is written
 //! by a child process, so peak RSS (VmHWM) is the mirror's own.
 
+mod common;
+
 use std::{
     path::{Path, PathBuf},
     process::Command,
     time::Instant,
 };
 
+use common::dir_size;
 use steward_connectors::mail::{
     MaildirSource,
     demo::{DemoOptions, generate_maildir},
@@ -25,16 +28,6 @@ fn vm_hwm_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn dir_size(p: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(p) else { return 0 };
-    if meta.is_file() {
-        return meta.len();
-    }
-    std::fs::read_dir(p)
-        .map(|rd| rd.filter_map(Result::ok).map(|e| dir_size(&e.path())).sum())
-        .unwrap_or(0)
 }
 
 fn count_files(p: &Path) -> u64 {

@@ -8,6 +8,8 @@
 //! `STEWARD_BENCH_SIZES` (default `50000,100000`), `STEWARD_BENCH_DIR` (default
 //! `target/bench-data`), `STEWARD_BIN` (default `target/release/steward`).
 
+mod common;
+
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -15,6 +17,7 @@ use std::{
     time::Instant,
 };
 
+use common::dir_size;
 use steward_connectors::mail::{
     MaildirSource,
     demo::{DemoOptions, generate_maildir},
@@ -29,16 +32,6 @@ use steward_core::{
 
 const WARM_ITERATIONS: usize = 200;
 const PROCESS_RUNS: usize = 5;
-
-fn dir_size(p: &Path) -> u64 {
-    let Ok(meta) = std::fs::symlink_metadata(p) else { return 0 };
-    if meta.is_file() {
-        return meta.len();
-    }
-    std::fs::read_dir(p)
-        .map(|rd| rd.filter_map(Result::ok).map(|e| dir_size(&e.path())).sum())
-        .unwrap_or(0)
-}
 
 /// Unit vectors from a fixed generator (what matters here is the scan, not the semantics).
 fn vector(seed: u64, dim: usize) -> Vec<f32> {

@@ -36,9 +36,6 @@ pub enum OpenError {
     /// The mirror could not be opened.
     #[error(transparent)]
     Mirror(#[from] MirrorError),
-    /// The text index could not be opened.
-    #[error(transparent)]
-    Index(#[from] IndexError),
 }
 
 impl StewardError for OpenError {
@@ -48,7 +45,6 @@ impl StewardError for OpenError {
             Self::Home { .. } => "STEWARD_HOME_UNUSABLE",
             Self::InvalidLimit(_) => "STEWARD_INVALID_LIMIT",
             Self::Mirror(e) => e.code(),
-            Self::Index(e) => e.code(),
         }
     }
 
@@ -57,7 +53,6 @@ impl StewardError for OpenError {
             Self::NoHome | Self::InvalidLimit(_) => ErrorKind::InvalidInput,
             Self::Home { .. } => ErrorKind::Unavailable,
             Self::Mirror(e) => e.kind(),
-            Self::Index(e) => e.kind(),
         }
     }
 }
@@ -121,12 +116,11 @@ impl StewardBuilder {
         create_private_dir(&home)
             .map_err(|e| OpenError::Home { path: home.clone(), reason: e.to_string() })?;
         let mirror = Mirror::open(&home, &self.limits)?;
-        let lexical = LexicalIndex::open(&home.join("index").join("lexical"))?;
         Ok(Steward {
             home,
             limits: self.limits,
             mirror,
-            lexical,
+            lexical: std::sync::OnceLock::new(),
             vectors: std::sync::OnceLock::new(),
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
@@ -189,7 +183,8 @@ pub struct Steward {
     home: PathBuf,
     limits: Limits,
     mirror: Mirror,
-    lexical: LexicalIndex,
+    /// The text index, opened on first use.
+    lexical: std::sync::OnceLock<LexicalIndex>,
     /// Opened on first use: a lexical search never pays for it.
     vectors: std::sync::OnceLock<VectorStore>,
     /// `steward.db`, opened on first use.
@@ -254,14 +249,14 @@ impl Steward {
     /// index without a watermark, or claiming a run this mirror never had, is rebuilt whole.
     /// `just_ran` is the run that just finished and whether it changed anything.
     fn catch_up_index(&self, just_ran: Option<(i64, bool)>) -> Result<(), IndexError> {
-        let lexical = &self.lexical;
+        let lexical = self.lexical_index()?;
         let last = match just_ran {
             Some((run, _)) => run,
             None => self.mirror.last_finished_run()?,
         };
         let watermark = lexical.watermark()?;
         if watermark == Some(last) {
-            lexical.refresh()?;
+            lexical.refresh(watermark)?;
             return Ok(());
         }
         let first = match watermark {
@@ -311,7 +306,7 @@ impl Steward {
         }
         let sources = crate::search::engine::Sources {
             mirror: &self.mirror,
-            lexical: &self.lexical,
+            lexical: self.lexical_index()?,
             vectors: match &self.embedder {
                 Some(_) => match self.vectors() {
                     Ok(v) => Some(v),
@@ -365,15 +360,20 @@ impl Steward {
         HumanAuthority::new(person)
     }
 
-    /// The text index.
-    pub fn lexical_index(&self) -> &LexicalIndex {
-        &self.lexical
+    /// The text index, opened on first use (commands that only read the mirror never pay for
+    /// it).
+    pub fn lexical_index(&self) -> Result<&LexicalIndex, IndexError> {
+        if let Some(l) = self.lexical.get() {
+            return Ok(l);
+        }
+        let opened = LexicalIndex::open(&self.lexical_index_dir())?;
+        Ok(self.lexical.get_or_init(|| opened))
     }
 
     /// Drops and rebuilds every derived index from the mirror (today: the lexical index).
     pub fn rebuild_indexes(&self) -> Result<RebuildReport, crate::index::IndexError> {
         let started = std::time::Instant::now();
-        let documents = self.lexical.rebuild(&self.mirror)?;
+        let documents = self.lexical_index()?.rebuild(&self.mirror)?;
         Ok(RebuildReport { lexical_documents: documents, seconds: started.elapsed().as_secs_f64() })
     }
 }

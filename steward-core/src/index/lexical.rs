@@ -198,6 +198,8 @@ pub struct LexicalIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
+    /// The watermark the reader's searcher reflects (a reload happens only when it moved).
+    loaded: std::sync::Mutex<Option<i64>>,
 }
 
 impl std::fmt::Debug for LexicalIndex {
@@ -224,7 +226,14 @@ impl LexicalIndex {
         index.tokenizers().register(ANALYZER, analyzer());
         index.tokenizers().register(TRIGRAMS, TrigramTokenizer::default());
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(Self { dir: dir.to_path_buf(), index, reader, fields })
+        let loaded = index.load_metas()?.payload.and_then(|p| p.parse().ok());
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            index,
+            reader,
+            fields,
+            loaded: std::sync::Mutex::new(loaded),
+        })
     }
 
     /// The last mirror sync run this index reflects (its watermark), if it records one.
@@ -266,6 +275,7 @@ impl LexicalIndex {
             merger.wait_merging_threads()?;
         }
         self.reader.reload()?;
+        *self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(watermark);
         Ok(())
     }
 
@@ -291,8 +301,14 @@ impl LexicalIndex {
     }
 
     /// Makes commits by other handles or processes visible to searches.
-    pub fn refresh(&self) -> Result<(), IndexError> {
-        self.reader.reload()?;
+    /// `watermark` is what the index on disk records now; nothing is reloaded when the reader
+    /// already reflects it (the common case: a search pays no reload).
+    pub fn refresh(&self, watermark: Option<i64>) -> Result<(), IndexError> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *loaded != watermark {
+            self.reader.reload()?;
+            *loaded = watermark;
+        }
         Ok(())
     }
 

@@ -129,21 +129,17 @@ fn resolve_filters(c: &Connection, r: &SearchRequest) -> Result<Filters, SearchE
         Some(false) => push("m.attachment_count = 0", vec![], &mut params),
         None => {}
     }
-    if let Some(n) = &r.attachment_name {
-        push(
-            "EXISTS (SELECT 1 FROM attachments t WHERE t.message_id = m.id
-              AND lower(t.name) LIKE ? ESCAPE '\\')",
-            vec![Value::Text(like_escape(n))],
-            &mut params,
-        );
-    }
-    if let Some(t) = &r.attachment_type {
-        push(
-            "EXISTS (SELECT 1 FROM attachments t WHERE t.message_id = m.id
-              AND lower(t.mime_type) LIKE ? ESCAPE '\\')",
-            vec![Value::Text(like_escape(t))],
-            &mut params,
-        );
+    for (column, value) in [("name", &r.attachment_name), ("mime_type", &r.attachment_type)] {
+        if let Some(v) = value {
+            push(
+                &format!(
+                    "EXISTS (SELECT 1 FROM attachments t WHERE t.message_id = m.id
+                      AND lower(t.{column}) LIKE ? ESCAPE '\\')"
+                ),
+                vec![Value::Text(like_escape(v))],
+                &mut params,
+            );
+        }
     }
     if let Some(s) = r.min_size {
         push(
