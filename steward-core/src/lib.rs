@@ -12,6 +12,7 @@
 
 pub mod approval;
 pub mod audit;
+mod authority;
 pub mod error;
 pub mod index;
 pub mod limits;
@@ -22,6 +23,7 @@ mod steward;
 pub mod store;
 pub mod time;
 
+pub use authority::{POLICY_SET_TOOL, ToolCall};
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;
 pub use steward::{OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home};

@@ -12,6 +12,7 @@ use crate::{
     error::{ErrorKind, StewardError},
     index::{Embedder, IndexError, LexicalIndex, VectorError, VectorStore},
     mirror::{MailSource, Mirror, MirrorError, Progress, SyncOptions, SyncSummary},
+    policy::{PolicyError, PolicyStore, ToolRegistry, ToolSpec},
     search::{MAX_API_LIMIT, MAX_MODEL_LIMIT, SearchError, SearchPage, SearchRequest},
 };
 
@@ -36,6 +37,9 @@ pub enum OpenError {
     /// The mirror could not be opened.
     #[error(transparent)]
     Mirror(#[from] MirrorError),
+    /// A tool could not be registered.
+    #[error(transparent)]
+    Tool(#[from] PolicyError),
 }
 
 impl StewardError for OpenError {
@@ -45,6 +49,7 @@ impl StewardError for OpenError {
             Self::Home { .. } => "STEWARD_HOME_UNUSABLE",
             Self::InvalidLimit(_) => "STEWARD_INVALID_LIMIT",
             Self::Mirror(e) => e.code(),
+            Self::Tool(e) => e.code(),
         }
     }
 
@@ -53,6 +58,7 @@ impl StewardError for OpenError {
             Self::NoHome | Self::InvalidLimit(_) => ErrorKind::InvalidInput,
             Self::Home { .. } => ErrorKind::Unavailable,
             Self::Mirror(e) => e.kind(),
+            Self::Tool(e) => e.kind(),
         }
     }
 }
@@ -71,6 +77,7 @@ pub struct StewardBuilder {
     home: Option<PathBuf>,
     limits: Limits,
     embedder: Option<Arc<dyn Embedder>>,
+    tools: Vec<ToolSpec>,
 }
 
 impl std::fmt::Debug for StewardBuilder {
@@ -79,6 +86,7 @@ impl std::fmt::Debug for StewardBuilder {
             .field("home", &self.home)
             .field("limits", &self.limits)
             .field("embedder", &self.embedder.as_ref().map(|e| e.model().to_owned()))
+            .field("tools", &self.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -106,6 +114,13 @@ impl StewardBuilder {
         self
     }
 
+    /// Registers a tool beside the built-in catalog (a connector's, an app's).
+    #[must_use]
+    pub fn tool(mut self, spec: ToolSpec) -> Self {
+        self.tools.push(spec);
+        self
+    }
+
     /// Creates the home if needed and opens every store in it.
     pub fn open(self) -> Result<Steward, OpenError> {
         self.limits.validate().map_err(OpenError::InvalidLimit)?;
@@ -115,8 +130,14 @@ impl StewardBuilder {
         };
         create_private_dir(&home)
             .map_err(|e| OpenError::Home { path: home.clone(), reason: e.to_string() })?;
+        let mut tools = crate::policy::catalog::builtin()?;
+        for spec in self.tools {
+            tools.register(spec)?;
+        }
         let mirror = Mirror::open(&home, &self.limits)?;
         Ok(Steward {
+            tools,
+            policy: std::sync::OnceLock::new(),
             home,
             limits: self.limits,
             mirror,
@@ -191,6 +212,10 @@ pub struct Steward {
     approvals: std::sync::OnceLock<Approvals>,
     /// `audit.db`, opened on first use.
     audit: std::sync::OnceLock<Arc<AuditLog>>,
+    /// The versioned policy in `steward.db`, opened on first use.
+    policy: std::sync::OnceLock<PolicyStore>,
+    /// The built-in catalog plus the builder's tools.
+    tools: ToolRegistry,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -342,6 +367,20 @@ impl Steward {
             Err(e) => tracing::warn!(error = %e, "audit trail unavailable; approvals not audited"),
         }
         Ok(self.approvals.get_or_init(|| opened))
+    }
+
+    /// The versioned policy (`steward.db`).
+    pub fn policy_store(&self) -> Result<&PolicyStore, PolicyError> {
+        if let Some(p) = self.policy.get() {
+            return Ok(p);
+        }
+        let opened = PolicyStore::open(&self.home, &self.limits)?;
+        Ok(self.policy.get_or_init(|| opened))
+    }
+
+    /// The registered tools: the built-in catalog and the builder's.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
     }
 
     /// The audit trail (`audit.db`).

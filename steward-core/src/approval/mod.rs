@@ -16,6 +16,7 @@ mod store;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub(crate) use store::SCHEMA as STEWARD_SCHEMA;
 pub use store::{Approvals, MAX_PIN_FAILURES, NewApproval, PIN_WINDOW_SECS, Preflight};
 
 use crate::{

@@ -21,7 +21,7 @@ pub const MAX_PIN_FAILURES: i64 = 5;
 /// The PIN failure window, seconds.
 pub const PIN_WINDOW_SECS: i64 = 900;
 
-/// The migrations of `steward.db`.
+/// The migrations of `steward.db` (approvals, PIN, policy versions).
 pub(crate) const SCHEMA: Schema = Schema {
     name: "steward",
     migrations: &[
@@ -34,6 +34,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             version: 2,
             name: "audit_cursor",
             sql: include_str!("../../migrations/steward/002_audit_cursor.sql"),
+        },
+        Migration {
+            version: 3,
+            name: "policy",
+            sql: include_str!("../../migrations/steward/003_policy.sql"),
         },
     ],
 };

@@ -16,12 +16,17 @@
 //! 6. a registered read on the allow-list → allow, unlogged;
 //! 7. the override or the default level, raised to the floors.
 //!
+//! The `policy.` namespace is reserved: a change to the policy is always at least
+//! [`Level::Confirm`] whatever a rule says, and a background turn can never be granted one.
+//!
 //! Floors: a `Destructive` tool never runs below [`Level::Confirm`], a `Write` never below
 //! [`Level::Logged`], whatever a rule or override says. Reads cannot be gated into uselessness
 //! by accident: a level override on a `Read` tool is capped at [`Level::Logged`]; only an exact
 //! rule (a deliberate act, itself an L2 change) can make a person confirm a read.
 
+pub mod catalog;
 mod spec;
+mod store;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,12 +34,31 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub(crate) use spec::check_name as check_tool_name;
 pub use spec::{Effect, MAX_SCHEMA_DEPTH, MAX_TOOL_NAME, ToolSpec};
+pub use store::{MAX_POLICY_HISTORY, PolicyStore, PolicyVersion};
 
-use crate::error::{ErrorKind, StewardError};
+use crate::{
+    error::{ErrorKind, StewardError},
+    store::StoreError,
+};
+
+/// Tools in this namespace change the policy itself: never below [`Level::Confirm`], never
+/// granted to a background turn.
+pub const RESERVED_NAMESPACE: &str = "policy.";
 
 /// How much a person is involved before a tool runs.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    Default,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
@@ -60,10 +84,20 @@ impl Level {
             _ => Err(PolicyError::BadLevel(s.to_owned())),
         }
     }
+
+    /// The lowercase name (`auto`, `logged`, `confirm`, `secure`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Logged => "logged",
+            Self::Confirm => "confirm",
+            Self::Secure => "secure",
+        }
+    }
 }
 
 /// Errors of the policy module.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {
     /// A tool name that is not `namespace.verb`.
@@ -86,6 +120,31 @@ pub enum PolicyError {
     /// A deny prefix that is not a namespace (`mail.` or `mail`).
     #[error("deny prefix {0:?} is not a namespace")]
     BadPrefix(String),
+    /// Someone else changed the policy since the version the change was based on.
+    #[error("the policy is at version {actual}, not {expected}; reload and retry")]
+    VersionConflict {
+        /// The version the caller expected.
+        expected: u64,
+        /// The version stored.
+        actual: u64,
+    },
+    /// The change would not change anything.
+    #[error("the policy already says that")]
+    NoChange,
+    /// A stored policy that no longer parses.
+    #[error("stored policy version {version} is unreadable: {reason}")]
+    Corrupt {
+        /// The version.
+        version: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Applying an approved change failed its approval check.
+    #[error(transparent)]
+    Approval(Box<crate::approval::ApprovalError>),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 impl StewardError for PolicyError {
@@ -96,13 +155,25 @@ impl StewardError for PolicyError {
             Self::Duplicate(_) => "POLICY_DUPLICATE_TOOL",
             Self::BadLevel(_) => "POLICY_BAD_LEVEL",
             Self::BadPrefix(_) => "POLICY_BAD_PREFIX",
+            Self::VersionConflict { .. } => "POLICY_VERSION_CONFLICT",
+            Self::NoChange => "POLICY_NO_CHANGE",
+            Self::Corrupt { .. } => "POLICY_CORRUPT",
+            Self::Approval(e) => e.code(),
+            Self::Store(e) => e.code(),
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::Duplicate(_) => ErrorKind::Conflict,
-            _ => ErrorKind::InvalidInput,
+            Self::Duplicate(_) | Self::VersionConflict { .. } => ErrorKind::Conflict,
+            Self::Corrupt { .. } => ErrorKind::Corrupt,
+            Self::Approval(e) => e.kind(),
+            Self::Store(e) => e.kind(),
+            Self::BadToolName(_)
+            | Self::BadSchema { .. }
+            | Self::BadLevel(_)
+            | Self::BadPrefix(_)
+            | Self::NoChange => ErrorKind::InvalidInput,
         }
     }
 }
@@ -140,8 +211,8 @@ impl ToolRegistry {
 }
 
 /// A person's exact rule for one tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "rule")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "rule", deny_unknown_fields)]
 pub enum Rule {
     /// Run without asking (still raised to the tool's floor).
     Allow,
@@ -179,6 +250,91 @@ impl Policy {
         self.deny_prefixes.insert(format!("{ns}."));
         Ok(())
     }
+
+    /// Applies `change`, checking every name. Fails with [`PolicyError::NoChange`] when the
+    /// policy would stay the same, so the history only holds real changes.
+    pub fn apply(&mut self, change: &PolicyChange) -> Result<(), PolicyError> {
+        let before = self.clone();
+        match change {
+            PolicyChange::SetLevel { tool, level } => {
+                spec::check_name(tool)?;
+                self.overrides.insert(tool.clone(), *level);
+            }
+            PolicyChange::ClearLevel { tool } => {
+                self.overrides.remove(tool);
+            }
+            PolicyChange::SetRule { tool, rule } => {
+                spec::check_name(tool)?;
+                self.rules.insert(tool.clone(), rule.clone());
+            }
+            PolicyChange::ClearRule { tool } => {
+                self.rules.remove(tool);
+            }
+            PolicyChange::DenyNamespace { prefix } => self.deny_namespace(prefix)?,
+            PolicyChange::UndenyNamespace { prefix } => {
+                self.deny_prefixes.remove(&format!("{}.", prefix.trim_end_matches('.')));
+            }
+            PolicyChange::AllowRead { tool } => {
+                spec::check_name(tool)?;
+                self.allow_reads.insert(tool.clone());
+            }
+            PolicyChange::DisallowRead { tool } => {
+                self.allow_reads.remove(tool);
+            }
+        }
+        if *self == before { Err(PolicyError::NoChange) } else { Ok(()) }
+    }
+}
+
+/// One change to the [`Policy`] — the input of the `policy.set` tool and of
+/// [`crate::Steward::set_policy`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "change", deny_unknown_fields)]
+pub enum PolicyChange {
+    /// Run a tool at this level (raised to its floor; a read is capped at logged).
+    SetLevel {
+        /// The tool, `namespace.verb`.
+        tool: String,
+        /// The level.
+        level: Level,
+    },
+    /// Return a tool to its default level.
+    ClearLevel {
+        /// The tool, `namespace.verb`.
+        tool: String,
+    },
+    /// Set the person's exact rule for a tool.
+    SetRule {
+        /// The tool, `namespace.verb`.
+        tool: String,
+        /// Allow, gate at a level, or deny with a reason.
+        rule: Rule,
+    },
+    /// Remove the exact rule for a tool.
+    ClearRule {
+        /// The tool, `namespace.verb`.
+        tool: String,
+    },
+    /// Deny a whole namespace (`shell` denies `shell.run`).
+    DenyNamespace {
+        /// The namespace.
+        prefix: String,
+    },
+    /// Stop denying a namespace.
+    UndenyNamespace {
+        /// The namespace.
+        prefix: String,
+    },
+    /// Let a read run without asking or logging.
+    AllowRead {
+        /// The tool, `namespace.verb`.
+        tool: String,
+    },
+    /// Remove a read from the allow-list.
+    DisallowRead {
+        /// The tool, `namespace.verb`.
+        tool: String,
+    },
 }
 
 /// Who is asking, and under what authority.
@@ -264,25 +420,28 @@ pub fn decide(
     if let Some(prefix) = policy.deny_prefixes.iter().find(|p| tool.starts_with(p.as_str())) {
         return Decision::Deny { reason: DenyReason::Namespace { prefix: prefix.clone() } };
     }
+    let reserved = tool.starts_with(RESERVED_NAMESPACE);
     if let Some(grants) = ctx.headless_grants {
         // No person is there to ask: a grant is the pre-approval, and nothing else runs.
-        return if spec.is_some() && grants.contains(tool) {
+        return if spec.is_some() && !reserved && grants.contains(tool) {
             Decision::Allow { level: Level::Logged }
         } else {
             Decision::Deny { reason: DenyReason::NotGranted }
         };
     }
+    // A change to the policy is itself a confirmed action, whatever a rule says.
+    let floor = |effect| if reserved { Level::Confirm } else { floor(effect) };
     match rule {
         Some(Rule::Allow) => return at(floor(effect)),
         Some(Rule::Gate { level }) => return at((*level).max(floor(effect))),
         Some(Rule::Deny { .. }) | None => {}
     }
     let Some(spec) = spec else { return Decision::Gate { level: Level::Confirm } };
-    if spec.effect == Effect::Read && policy.allow_reads.contains(tool) {
+    if spec.effect == Effect::Read && !reserved && policy.allow_reads.contains(tool) {
         return Decision::Allow { level: Level::Auto };
     }
     let mut level = policy.overrides.get(tool).copied().unwrap_or(spec.default_level);
-    if spec.effect == Effect::Read && policy.overrides.contains_key(tool) {
+    if spec.effect == Effect::Read && !reserved && policy.overrides.contains_key(tool) {
         level = level.min(Level::Logged);
     }
     at(level.max(floor(spec.effect)))

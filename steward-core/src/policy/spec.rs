@@ -132,7 +132,17 @@ impl Checker<'_> {
 
     fn object_root(&self, schema: &Value) -> Result<(), PolicyError> {
         let s = self.resolve(schema, "input")?;
-        if s.get("type").and_then(Value::as_str) != Some("object") {
+        let is_object = |v: &Value| v.get("type").and_then(Value::as_str) == Some("object");
+        // An object, or a tagged union whose every alternative is one.
+        let union = ["oneOf", "anyOf"].iter().find_map(|k| s.get(*k).and_then(Value::as_array));
+        let ok = match union {
+            _ if is_object(s) => true,
+            Some(alts) if !alts.is_empty() => {
+                alts.iter().all(|a| self.resolve(a, "input").is_ok_and(is_object))
+            }
+            _ => false,
+        };
+        if !ok {
             return Err(self.fail("input", "the input must be an object"));
         }
         self.node(schema, "input", 0)
@@ -172,10 +182,13 @@ impl Checker<'_> {
             }
             for (name, prop) in props.into_iter().flatten() {
                 let p = format!("{path}.{name}");
-                let described = prop
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .is_some_and(|d| !d.trim().is_empty())
+                // A discriminator (`const`) leaves nothing to fill but its one value.
+                let discriminator = prop.get("const").is_some();
+                let described = discriminator
+                    || prop
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .is_some_and(|d| !d.trim().is_empty())
                     || self
                         .resolve(prop, &p)?
                         .get("description")

@@ -107,6 +107,19 @@ fn schemas_the_model_cannot_fill_are_refused() {
         json!({"type": "string"}),
     ));
     assert!(r.contains("must be an object"), "{r}");
+    // A tagged union of objects is fillable; one with a bare string alternative is not.
+    ToolSpec::new::<PolicyChange>("policy.set", "d", Effect::Read, Level::Auto).unwrap();
+    let r = err(ToolSpec::with_schema(
+        "x.y",
+        "d",
+        Effect::Read,
+        Level::Auto,
+        json!({"oneOf": [{"type": "object", "properties": {}, "additionalProperties": false},
+                         {"type": "string"}]}),
+    ));
+    assert!(r.contains("must be an object"), "{r}");
+    let r = err(ToolSpec::with_schema("x.y", "d", Effect::Read, Level::Auto, json!({"oneOf": []})));
+    assert!(r.contains("must be an object"), "{r}");
     for bad in ["send", "Mail.send", "mail..send", "mail.send!", ".send", &"a.".repeat(40)] {
         let e = ToolSpec::new::<SendMail>(bad, "d", Effect::Read, Level::Auto).unwrap_err();
         assert_eq!(e.code(), "POLICY_BAD_TOOL_NAME", "{bad}");
@@ -289,4 +302,70 @@ proptest! {
         // Pure: the same arguments give the same decision.
         prop_assert_eq!(d, decide(&reg, &p, tool, &input, &ctx));
     }
+}
+
+#[test]
+fn policy_changes_apply_check_names_and_refuse_no_ops() {
+    let mut p = Policy::default();
+    let changes = [
+        PolicyChange::SetLevel { tool: "mail.send".into(), level: Level::Secure },
+        PolicyChange::SetRule { tool: "mail.read".into(), rule: Rule::Allow },
+        PolicyChange::DenyNamespace { prefix: "shell.".into() },
+        PolicyChange::AllowRead { tool: "mail.search".into() },
+    ];
+    for c in &changes {
+        p.apply(c).unwrap();
+        assert_eq!(p.apply(c).unwrap_err().code(), "POLICY_NO_CHANGE");
+    }
+    assert!(p.deny_prefixes.contains("shell."));
+    let undo = [
+        PolicyChange::ClearLevel { tool: "mail.send".into() },
+        PolicyChange::ClearRule { tool: "mail.read".into() },
+        PolicyChange::UndenyNamespace { prefix: "shell".into() },
+        PolicyChange::DisallowRead { tool: "mail.search".into() },
+    ];
+    for c in &undo {
+        p.apply(c).unwrap();
+    }
+    assert_eq!(p, Policy::default());
+    for bad in [
+        PolicyChange::SetLevel { tool: "Mail".into(), level: Level::Auto },
+        PolicyChange::SetRule { tool: "x".into(), rule: Rule::Allow },
+        PolicyChange::AllowRead { tool: "a..b".into() },
+        PolicyChange::DenyNamespace { prefix: "She ll".into() },
+    ] {
+        assert_eq!(p.apply(&bad).unwrap_err().kind(), ErrorKind::InvalidInput, "{bad:?}");
+        assert_eq!(p, Policy::default());
+    }
+}
+
+#[test]
+fn the_policy_namespace_is_never_below_confirm_and_never_granted() {
+    let mut r = registry();
+    r.register(spec::<SendMail>("policy.peek", Effect::Read, Level::Auto)).unwrap();
+    let mut p = Policy::default();
+    p.rules.insert("policy.peek".into(), Rule::Allow);
+    p.allow_reads.insert("policy.peek".into());
+    let input = json!({});
+    let none = DecisionContext::default();
+    assert_eq!(
+        decide(&r, &p, "policy.peek", &input, &none),
+        Decision::Gate { level: Level::Confirm }
+    );
+    p.rules.clear();
+    assert_eq!(
+        decide(&r, &p, "policy.peek", &input, &none),
+        Decision::Gate { level: Level::Confirm }
+    );
+    p.overrides.insert("policy.peek".into(), Level::Secure);
+    assert_eq!(
+        decide(&r, &p, "policy.peek", &input, &none),
+        Decision::Gate { level: Level::Secure }
+    );
+    let grants: BTreeSet<String> = ["policy.peek".to_owned()].into();
+    let headless = DecisionContext { headless_grants: Some(&grants) };
+    assert_eq!(
+        decide(&r, &p, "policy.peek", &input, &headless),
+        Decision::Deny { reason: DenyReason::NotGranted }
+    );
 }

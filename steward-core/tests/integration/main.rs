@@ -2,4 +2,5 @@
 
 mod approvals;
 mod audit;
+mod policy;
 mod store;
