@@ -215,3 +215,154 @@ fn search_command_flags_formats_and_typed_errors() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+fn run_with_stdin(args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = steward()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn approvals_policy_and_audit_commands() {
+    use steward_core::{approval::NewApproval, policy::Level};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let h = home.to_str().unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let ids: Vec<i64> = {
+        let s = steward_core::Steward::builder().home(&home).open().unwrap();
+        let new = |level, to: &str| NewApproval {
+            chat: Some("c1".into()),
+            requested_by: "agent:assistant".into(),
+            tool: "mail.send".into(),
+            input: serde_json::json!({"to": [to], "subject": "Hi", "body": "text"}),
+            summary: format!("Send to {to}"),
+            level,
+            timeout_secs: None,
+        };
+        [
+            (Level::Confirm, "a@example.com"),
+            (Level::Confirm, "b@example.com"),
+            (Level::Secure, "c@example.com"),
+        ]
+        .into_iter()
+        .map(|(l, to)| s.approvals().unwrap().request(&new(l, to), None, now as i64).unwrap().id)
+        .collect()
+    };
+    let list =
+        steward().args(["--home", h, "approvals", "list", "--pending", "--json"]).output().unwrap();
+    assert!(list.status.success(), "{list:?}");
+    assert_eq!(json(&list).as_array().unwrap().len(), 3);
+
+    // Approve with an edit from stdin: the edited input is what runs.
+    let edit = r#"{"to": ["a2@example.com"], "subject": "Hi", "body": "text"}"#;
+    let out = run_with_stdin(
+        &[
+            "--home",
+            h,
+            "approvals",
+            "approve",
+            &ids[0].to_string(),
+            "--edit",
+            "-",
+            "--as",
+            "emma",
+            "--json",
+        ],
+        edit,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let a = json(&out);
+    assert_eq!(a["status"], "edited");
+    assert_eq!(a["effective_input"]["to"][0], "a2@example.com");
+    assert_eq!(a["decided_by"], "emma");
+    // A second resolution is refused and changes nothing.
+    let again =
+        steward().args(["--home", h, "approvals", "deny", &ids[0].to_string()]).output().unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("APPROVAL_ALREADY_RESOLVED"));
+    // Revise needs feedback; an agent identity cannot act through the command either.
+    let bare =
+        steward().args(["--home", h, "approvals", "revise", &ids[1].to_string()]).output().unwrap();
+    assert_eq!(bare.status.code(), Some(2));
+    let agent = steward()
+        .args(["--home", h, "approvals", "approve", &ids[1].to_string(), "--as", "agent:assistant"])
+        .output()
+        .unwrap();
+    assert_eq!(agent.status.code(), Some(2), "{agent:?}");
+    assert!(String::from_utf8_lossy(&agent.stderr).contains("APPROVAL_BAD_PERSON"));
+    let revise = steward()
+        .args([
+            "--home",
+            h,
+            "approvals",
+            "revise",
+            &ids[1].to_string(),
+            "--note",
+            "ask Bob first",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(json(&revise)["status"], "revision_requested");
+
+    // Secure: no PIN set, then a wrong PIN, then the right one.
+    let id3 = ids[2].to_string();
+    let no_pin = run_with_stdin(&["--home", h, "approvals", "approve", &id3, "--pin"], "1234\n");
+    assert!(String::from_utf8_lossy(&no_pin.stderr).contains("APPROVAL_NO_PIN"), "{no_pin:?}");
+    let set = run_with_stdin(&["--home", h, "approvals", "set-pin", "--as", "emma"], "4821\n");
+    assert!(set.status.success(), "{set:?}");
+    let wrong = run_with_stdin(&["--home", h, "approvals", "approve", &id3, "--pin"], "0000\n");
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("APPROVAL_PIN_REQUIRED"), "{wrong:?}");
+    let show = steward().args(["--home", h, "approvals", "show", &id3, "--json"]).output().unwrap();
+    assert_eq!(json(&show)["approval"]["status"], "requested");
+    let right =
+        run_with_stdin(&["--home", h, "approvals", "approve", &id3, "--pin", "--json"], "4821\n");
+    assert_eq!(json(&right)["status"], "approved", "{right:?}");
+
+    // Policy: a person's change is versioned; a bad level changes nothing.
+    let bad = steward().args(["--home", h, "policy", "set", "mail.send", "L9"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let set = steward()
+        .args(["--home", h, "policy", "set", "mail.send", "secure", "--as", "emma", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&set)["version"], 1, "{set:?}");
+    let show = steward()
+        .args(["--home", h, "policy", "show", "--history", "5", "--json"])
+        .output()
+        .unwrap();
+    let p = json(&show);
+    assert_eq!(p["version"], 1);
+    assert_eq!(p["policy"]["overrides"]["mail.send"], "secure");
+    assert!(p["tools"].as_array().unwrap().iter().any(|t| t["name"] == "policy.set"));
+
+    // Audit: the change and every resolution are there, filters work, bad filters are typed.
+    let audit = steward()
+        .args(["--home", h, "audit", "--type", "policy.changed", "--json"])
+        .output()
+        .unwrap();
+    let events = json(&audit)["events"].as_array().unwrap().clone();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["actor"], "emma");
+    let all =
+        steward().args(["--home", h, "audit", "--tool", "mail.send", "--json"]).output().unwrap();
+    let types: Vec<String> = json(&all)["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(types.iter().any(|t| t.contains("edited")), "{types:?}");
+    assert!(types.iter().any(|t| t.contains("pin")), "PIN failures are audited: {types:?}");
+    let risk = steward().args(["--home", h, "audit", "--risk", "severe"]).output().unwrap();
+    assert_eq!(risk.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&risk.stderr).contains("AUDIT_BAD_RISK"));
+}

@@ -209,7 +209,7 @@ impl Approvals {
         };
         for (event, actor, at, a) in rows {
             let risk = match event.as_str() {
-                "self_resolve_denied" | "denied" => Risk::High,
+                "self_resolve_denied" | "denied" | "pin_failed" | "pin_locked" => Risk::High,
                 "expired" | "cancelled" => Risk::Low,
                 _ => Risk::Medium,
             };
@@ -409,7 +409,11 @@ impl Approvals {
             return Err(self.refuse_agent_resolution(id, who.person(), now));
         }
         if current.level == Level::Secure && !matches!(resolution, Resolution::Deny) {
-            self.verify_pin(who, pin, now)?;
+            let verified = self.verify_pin(id, who, pin, now);
+            if verified.is_err() {
+                self.flush_audit();
+            }
+            verified?;
         }
         let (status, effective) = match resolution {
             Resolution::Approve => (ApprovalStatus::Approved, Some(current.normalized_input)),
@@ -478,7 +482,11 @@ impl Approvals {
             return Err(ApprovalError::AlreadyResolved { id: done.id, status: done.status });
         }
         if approve && cards.iter().any(|c| c.level == Level::Secure) {
-            self.verify_pin(who, pin, now)?;
+            let verified = self.verify_pin(cards[0].id, who, pin, now);
+            if verified.is_err() {
+                self.flush_audit();
+            }
+            verified?;
         }
         let person = who.person().to_owned();
         let status = if approve { ApprovalStatus::Approved } else { ApprovalStatus::Denied };
@@ -612,8 +620,11 @@ impl Approvals {
         })
     }
 
+    /// Checks the PIN for request `id`. Every wrong PIN and every attempt while locked is an
+    /// event of the request (so it reaches the audit trail).
     fn verify_pin(
         &self,
+        id: i64,
         who: &HumanAuthority,
         pin: Option<&str>,
         now: i64,
@@ -635,6 +646,7 @@ impl Approvals {
         })?;
         let hash = hash.ok_or(ApprovalError::NoPin)?;
         if failures >= MAX_PIN_FAILURES {
+            self.db.write(|tx| event(tx, id, "pin_locked", who.person(), now))?;
             return Err(ApprovalError::PinLocked(last.unwrap_or(now) + PIN_WINDOW_SECS - now));
         }
         let ok = pin.is_some_and(|p| {
@@ -650,7 +662,7 @@ impl Approvals {
                 params![now, who.person()],
             )
             .map_err(q("pin failure"))?;
-            Ok::<_, ApprovalError>(())
+            event(tx, id, "pin_failed", who.person(), now)
         })?;
         Err(ApprovalError::PinRequired)
     }

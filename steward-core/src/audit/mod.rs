@@ -146,6 +146,9 @@ pub enum AuditError {
     /// A limit out of range.
     #[error("limit {0} is out of range (1..={MAX_AUDIT_PAGE})")]
     OutOfRange(usize),
+    /// A risk filter other than low, medium, high.
+    #[error("unknown risk {0:?}: expected low, medium or high")]
+    BadRisk(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -155,13 +158,14 @@ impl StewardError for AuditError {
     fn code(&self) -> &'static str {
         match self {
             Self::OutOfRange(_) => "LIMIT_OUT_OF_RANGE",
+            Self::BadRisk(_) => "AUDIT_BAD_RISK",
             Self::Store(e) => e.code(),
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::OutOfRange(_) => ErrorKind::InvalidInput,
+            Self::OutOfRange(_) | Self::BadRisk(_) => ErrorKind::InvalidInput,
             Self::Store(e) => e.kind(),
         }
     }
@@ -225,6 +229,9 @@ impl AuditLog {
         let limit = if q.limit == 0 { 50 } else { q.limit };
         if limit > MAX_AUDIT_PAGE {
             return Err(AuditError::OutOfRange(limit));
+        }
+        if let Some(r) = q.risk.as_deref().filter(|r| !matches!(*r, "low" | "medium" | "high")) {
+            return Err(AuditError::BadRisk(r.to_owned()));
         }
         let text = q.text.as_ref().map(|t| {
             let mut p = String::from("%");

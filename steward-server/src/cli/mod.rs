@@ -32,6 +32,8 @@ macro_rules! out {
     }};
 }
 
+mod authority;
+
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
 #[derive(Debug, Parser)]
 #[command(name = "steward", version, about)]
@@ -86,6 +88,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pending and past approval requests; approve, deny or send back (you act as a person).
+    Approvals {
+        #[command(subcommand)]
+        cmd: authority::ApprovalsCmd,
+    },
+    /// The tool policy: show it, or change a tool's level or rule (versioned, audited).
+    Policy {
+        #[command(subcommand)]
+        cmd: authority::PolicyCmd,
+    },
+    /// The redacted audit trail, newest first, with filters.
+    Audit(Box<authority::AuditArgs>),
     /// Generate a realistic demo mailbox, mirror it, and show what to try next.
     Demo {
         /// Messages to generate.
@@ -236,6 +250,9 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Search(a) => search(args.home, &a),
         Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
         Command::Thread { id, offset, limit, json } => thread(args.home, id, offset, limit, json),
+        Command::Approvals { cmd } => authority::approvals(args.home, cmd),
+        Command::Policy { cmd } => authority::policy(args.home, cmd),
+        Command::Audit(a) => authority::audit(args.home, *a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
