@@ -12,6 +12,7 @@
 //! 'requested' AND expires_at > now`), so two resolvers, or a resolver and the expiry sweep,
 //! produce exactly one outcome.
 
+pub mod spoken;
 mod store;
 
 use serde::{Deserialize, Serialize};

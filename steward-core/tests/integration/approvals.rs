@@ -294,3 +294,31 @@ fn batches_resolve_as_a_set_and_secure_needs_the_pin() {
         a.resolve(card2.id, &Resolution::Approve, None, &me, Some("4821"), None, later).unwrap();
     assert_eq!(ok.status, ApprovalStatus::Approved, "the lock lifts after the window");
 }
+
+#[test]
+fn a_spoken_exchange_reads_the_exact_request_and_resolves_once() {
+    use steward_core::approval::spoken::{SpokenApproval, SpokenLanguage, SpokenStep, prompt};
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    let req = a.request(&send("sister@example.com"), None, NOW).unwrap();
+    let first = prompt(&req, SpokenLanguage::It);
+    assert!(first.contains("mail.send"), "{first}");
+    assert!(first.contains(r#""to":["sister@example.com"]"#), "{first}");
+    let mut voice = SpokenApproval::new(SpokenLanguage::It);
+    assert_eq!(voice.hear("ripeti"), SpokenStep::Replay);
+    // The replay reads the stored request again: the same words.
+    assert_eq!(prompt(&a.get(req.id).unwrap(), SpokenLanguage::It), first);
+    assert_eq!(voice.hear("sì, approva"), SpokenStep::Approve);
+    let me = s.human("emma").unwrap();
+    let done = a.resolve(req.id, &Resolution::Approve, None, &me, None, None, NOW + 1).unwrap();
+    assert_eq!(done.status, ApprovalStatus::Approved);
+    // An ambiguous exchange on another request ends in denial, and nothing runs.
+    let other = a.request(&send("x@example.com"), None, NOW).unwrap();
+    let mut voice = SpokenApproval::new(SpokenLanguage::En);
+    assert_eq!(voice.hear("send it I guess"), SpokenStep::Retry);
+    assert!(matches!(voice.hear("sure"), SpokenStep::Deny { .. }));
+    a.resolve(other.id, &Resolution::Deny, Some("voice: ambiguous"), &me, None, None, NOW + 1)
+        .unwrap();
+    let err = a.authorize_execution(other.id, &other.normalized_input).unwrap_err();
+    assert_eq!(err.code(), "APPROVAL_NOT_APPROVED");
+}
