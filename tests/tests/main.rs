@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+mod injection;
+
 use steward_connectors::mail::{EmlxSource, MaildirSource, MboxFlavor, MboxSource};
 use steward_core::{
     Steward,
