@@ -18,7 +18,10 @@ mod store;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub(crate) use store::SCHEMA as STEWARD_SCHEMA;
-pub use store::{Approvals, MAX_PIN_FAILURES, NewApproval, PIN_WINDOW_SECS, Preflight};
+pub use store::{
+    ApprovalEvent, ApprovalSnapshot, Approvals, MAX_EVENT_PAGE, MAX_PIN_FAILURES, MAX_WAIT_SECS,
+    NewApproval, PIN_WINDOW_SECS, Preflight, SUBSCRIPTION_POLL_MS,
+};
 
 use crate::{
     error::{ErrorKind, StewardError},

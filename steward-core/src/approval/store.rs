@@ -70,6 +70,42 @@ pub struct NewApproval {
 pub struct Approvals {
     db: Database,
     audit: Option<std::sync::Arc<AuditLog>>,
+    /// Bumped after every transition in this process, to wake waiting subscribers at once;
+    /// other processes' transitions are seen by polling every [`SUBSCRIPTION_POLL_MS`].
+    changed: (std::sync::Mutex<u64>, std::sync::Condvar),
+}
+
+/// How often a waiting subscriber re-reads `steward.db` for other processes' transitions.
+pub const SUBSCRIPTION_POLL_MS: u64 = 200;
+/// Most events one read of the feed returns.
+pub const MAX_EVENT_PAGE: usize = 500;
+/// Longest a subscriber may wait in one call.
+pub const MAX_WAIT_SECS: u64 = 60;
+
+/// One transition or refused attempt, in order (the subscription feed).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ApprovalEvent {
+    /// Position in the feed (strictly increasing).
+    pub seq: i64,
+    /// The request.
+    pub approval_id: i64,
+    /// `requested`, `approved`, `edited`, `denied`, `revision_requested`, `expired`,
+    /// `cancelled`, `self_resolve_denied`, `pin_failed`, `pin_locked`.
+    pub event: String,
+    /// Who.
+    pub actor: String,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+/// What a new subscriber starts from: the pending requests now and the feed position they
+/// reflect. Events after `cursor` are the updates.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ApprovalSnapshot {
+    /// Pending requests, newest first (one page).
+    pub pending: Vec<Approval>,
+    /// Feed position read before the pending list (so no update is lost; one may repeat).
+    pub cursor: i64,
 }
 
 fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
@@ -146,7 +182,7 @@ impl Approvals {
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
         let db =
             Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::from_limits(limits))?;
-        Ok(Self { db, audit: None })
+        Ok(Self { db, audit: None, changed: Default::default() })
     }
 
     /// Forwards every transition and refused attempt to `audit` from now on.
@@ -160,6 +196,7 @@ impl Approvals {
     /// update of the cursor in a write transaction), so two handles never audit an event
     /// twice; audit is best effort and never fails the caller.
     fn flush_audit(&self) {
+        self.notify();
         let Some(audit) = &self.audit else { return };
         let claimed = self.db.write(|tx| {
             let from: i64 = tx
@@ -665,6 +702,82 @@ impl Approvals {
             event(tx, id, "pin_failed", who.person(), now)
         })?;
         Err(ApprovalError::PinRequired)
+    }
+
+    fn notify(&self) {
+        let (lock, cv) = &self.changed;
+        if let Ok(mut n) = lock.lock() {
+            *n = n.wrapping_add(1);
+        }
+        cv.notify_all();
+    }
+
+    /// Starts a subscription: the pending requests (of `chat`, or all) and the feed position.
+    pub fn subscribe(&self, chat: Option<&str>) -> Result<ApprovalSnapshot, ApprovalError> {
+        let cursor: i64 = self.db.read(|c| {
+            c.query_row("SELECT coalesce(max(seq), 0) FROM approval_events", [], |r| r.get(0))
+                .map_err(q("feed position"))
+        })?;
+        let pending = self.list(true, chat, 0, MAX_APPROVAL_PAGE)?;
+        Ok(ApprovalSnapshot { pending, cursor })
+    }
+
+    /// Events after `after`, oldest first (1..=[`MAX_EVENT_PAGE`]).
+    pub fn events_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ApprovalEvent>, ApprovalError> {
+        if limit == 0 || limit > MAX_EVENT_PAGE {
+            return Err(ApprovalError::Invalid(format!("limit must be 1..={MAX_EVENT_PAGE}")));
+        }
+        Ok(self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT seq, approval_id, event, actor, at FROM approval_events
+                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![after, i64::try_from(limit).unwrap_or(1)], |r| {
+                    Ok(ApprovalEvent {
+                        seq: r.get(0)?,
+                        approval_id: r.get(1)?,
+                        event: r.get(2)?,
+                        actor: r.get(3)?,
+                        at: r.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("approval feed"))
+        })?)
+    }
+
+    /// Waits up to `timeout` (at most [`MAX_WAIT_SECS`]) for events after `after` and returns
+    /// them (empty on timeout). Wakes at once for this process's transitions, within
+    /// [`SUBSCRIPTION_POLL_MS`] for another process's.
+    pub fn wait_events(
+        &self,
+        after: i64,
+        limit: usize,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<ApprovalEvent>, ApprovalError> {
+        let timeout = timeout.min(std::time::Duration::from_secs(MAX_WAIT_SECS));
+        let deadline = std::time::Instant::now() + timeout;
+        let poll = std::time::Duration::from_millis(SUBSCRIPTION_POLL_MS);
+        let (lock, cv) = &self.changed;
+        loop {
+            let seen = lock.lock().map(|n| *n).unwrap_or(0);
+            let events = self.events_after(after, limit)?;
+            let now = std::time::Instant::now();
+            if !events.is_empty() || now >= deadline {
+                return Ok(events);
+            }
+            let wait = (deadline - now).min(poll);
+            if let Ok(guard) = lock.lock() {
+                // Sleep unless a transition happened since `seen` was read.
+                let _ = cv.wait_timeout_while(guard, wait, |n| *n == seen);
+            }
+        }
     }
 
     /// The recorded transitions of a request: (event, actor, at), oldest first.

@@ -322,3 +322,46 @@ fn a_spoken_exchange_reads_the_exact_request_and_resolves_once() {
     let err = a.authorize_execution(other.id, &other.normalized_input).unwrap_err();
     assert_eq!(err.code(), "APPROVAL_NOT_APPROVED");
 }
+
+#[test]
+fn subscribers_get_the_state_first_then_every_update_from_any_handle() {
+    use std::time::{Duration, Instant};
+    let (_d, s) = home();
+    let s = Arc::new(s);
+    let a = s.approvals().unwrap();
+    let first = a.request(&send("a@example.com"), None, NOW).unwrap();
+    let snap = a.subscribe(Some("chat-1")).unwrap();
+    assert_eq!(snap.pending.iter().map(|p| p.id).collect::<Vec<_>>(), vec![first.id]);
+    // Nothing new: a bounded wait returns empty.
+    let t = Instant::now();
+    assert!(a.wait_events(snap.cursor, 10, Duration::from_millis(300)).unwrap().is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    // A transition in this process wakes the waiter.
+    let waiter = {
+        let s = Arc::clone(&s);
+        let cursor = snap.cursor;
+        std::thread::spawn(move || {
+            s.approvals().unwrap().wait_events(cursor, 10, Duration::from_secs(20)).unwrap()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let me = s.human("emma").unwrap();
+    a.resolve(first.id, &Resolution::Deny, None, &me, None, None, NOW + 1).unwrap();
+    let got = waiter.join().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].approval_id, got[0].event.as_str()), (first.id, "denied"));
+    // Another handle (another process, as far as the store knows) is seen by polling.
+    let cursor = got[0].seq;
+    let other = Steward::builder().home(s.home()).open().unwrap();
+    let waiter = {
+        let s = Arc::clone(&s);
+        std::thread::spawn(move || {
+            s.approvals().unwrap().wait_events(cursor, 10, Duration::from_secs(20)).unwrap()
+        })
+    };
+    let second = other.approvals().unwrap().request(&send("b@example.com"), None, NOW).unwrap();
+    let got = waiter.join().unwrap();
+    assert_eq!((got[0].approval_id, got[0].event.as_str()), (second.id, "requested"));
+    assert!(got.iter().all(|e| e.seq > cursor), "no event twice");
+    assert_eq!(a.events_after(0, 0).unwrap_err().code(), "APPROVAL_INVALID");
+}
