@@ -96,10 +96,19 @@ fn main() {
         "to": ["bob@example.org", "carol@example.org"],
         "subject": "Quarterly numbers and the signed contract",
         "body": "Hello Bob, ".repeat(120),
+        "summary": "Quarterly report for the board, numbers attached; see the thread with Carol. ".repeat(6),
         "headers": {"Authorization": "Bearer abcdef0123456789abcdef", "X-Mailer": "steward"},
         "note": "token=abc123def456 see https://example.org/x?sig=deadbeef",
     });
-    assert!(payload.to_string().len() >= 1_500);
+    assert!(payload.to_string().len() >= 2_048, "{}", payload.to_string().len());
+    let redactor = steward_core::audit::redact::redactor();
+    let mut only = Vec::new();
+    for _ in 0..2_000 {
+        let t = Instant::now();
+        std::hint::black_box(redactor.redact(&payload));
+        only.push(t.elapsed().as_secs_f64());
+    }
+    println!("| redaction alone, same payload | {:.1} µs p50 |", p50(only) * 1e6);
     let mut times = Vec::new();
     for i in 0..5_000i64 {
         let t = Instant::now();

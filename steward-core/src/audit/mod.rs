@@ -192,10 +192,11 @@ impl AuditLog {
         let payload = r.redact(e.payload).to_string();
         let mask = |s: Option<&str>| s.map(|s| r.mask_text(s));
         let result = self.db.write(|tx| {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO audit_events (at, actor, event_type, risk, chat, tool, correlation_id, payload)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
+            )
+            .and_then(|mut st| st.execute(params![
                     e.at,
                     r.mask_text(e.actor),
                     e.event_type,
@@ -204,8 +205,7 @@ impl AuditLog {
                     mask(e.tool),
                     mask(e.correlation_id),
                     payload
-                ],
-            )
+                ]))
             .map_err(|err| StoreError::query("audit insert", err))?;
             Ok::<_, StoreError>(())
         });

@@ -27,6 +27,8 @@ pub const MAX_DEPTH: usize = 8;
 /// What replaces a secret.
 pub const MASK: &str = "[REDACTED]";
 /// Compiled size allowed for one rule (three gitleaks rules exceed the regex crate's 10 MiB).
+/// Characters scanned past a cut: longer than any secret the rules match (PEM blocks aside).
+pub const MASK_MARGIN_CHARS: usize = 512;
 const RULE_SIZE_LIMIT: usize = 64 * 1024 * 1024;
 
 const BODY_KEYS: [&str; 6] = ["body", "bodytext", "html", "htmlbody", "content", "markdown"];
@@ -39,6 +41,8 @@ struct Rule {
 /// The compiled redaction rules (built once per process).
 pub struct Redactor {
     builtin: Vec<(Regex, &'static str)>,
+    /// All built-in patterns in one automaton: one pass says which (if any) need replacing.
+    builtin_set: Option<regex::RegexSet>,
     secret_key: Option<Regex>,
     rules: Vec<Rule>,
     /// Keyword automaton; pattern i belongs to rule `keyword_rule[i]`.
@@ -69,7 +73,11 @@ struct GitleaksRule {
 }
 
 fn re(pattern: &str) -> Option<Regex> {
-    match RegexBuilder::new(pattern).size_limit(RULE_SIZE_LIMIT).build() {
+    match RegexBuilder::new(pattern)
+        .size_limit(RULE_SIZE_LIMIT)
+        .dfa_size_limit(RULE_SIZE_LIMIT)
+        .build()
+    {
         Ok(r) => Some(r),
         Err(e) => {
             tracing::error!(error = %e, "a redaction pattern does not compile; it is skipped");
@@ -97,7 +105,12 @@ impl Redactor {
                 "$1$2[REDACTED]",
             ),
         ];
-        let builtin = builtin_src.iter().filter_map(|(p, r)| re(p).map(|x| (x, *r))).collect();
+        let builtin: Vec<(Regex, &'static str)> =
+            builtin_src.iter().filter_map(|(p, r)| re(p).map(|x| (x, *r))).collect();
+        let builtin_set = regex::RegexSetBuilder::new(builtin.iter().map(|(r, _)| r.as_str()))
+            .size_limit(RULE_SIZE_LIMIT)
+            .build()
+            .ok();
         let secret_key = re(
             r"(?i)(pass(word|wd|phrase)?$|^pwd$|secret|token|api[_-]?key|apikey|^auth|authorization|credential|private[_-]?key|cookie|session[_-]?id|access[_-]?key|signature)",
         );
@@ -123,13 +136,18 @@ impl Redactor {
             }
         }
         let keywords = AhoCorasickBuilder::new().ascii_case_insensitive(true).build(&words).ok();
-        Self { builtin, secret_key, rules, keywords, keyword_rule, unkeyed }
+        Self { builtin, builtin_set, secret_key, rules, keywords, keyword_rule, unkeyed }
     }
 
     /// Masks secrets in free text (no length cut).
     pub fn mask_text(&self, text: &str) -> String {
         let mut s = text.to_owned();
-        for (r, with) in &self.builtin {
+        let due_builtin: Vec<usize> = match &self.builtin_set {
+            Some(set) => set.matches(&s).into_iter().collect(),
+            None => (0..self.builtin.len()).collect(),
+        };
+        for i in due_builtin {
+            let (r, with) = &self.builtin[i];
             if r.is_match(&s) {
                 s = r.replace_all(&s, *with).into_owned();
             }
@@ -175,7 +193,15 @@ impl Redactor {
 
     /// Masks, then cuts to `max` characters.
     fn text(&self, text: &str, max: usize) -> Value {
-        let masked = self.mask_text(text);
+        // Only the first `max` characters survive the cut, so only they (plus a margin wider
+        // than any secret the rules know, so one straddling the cut is still recognised whole)
+        // are scanned. A PEM block longer than the margin still matches: its pattern accepts
+        // the end of the text in place of the END line.
+        let window = match text.char_indices().nth(max + MASK_MARGIN_CHARS) {
+            Some((byte, _)) => &text[..byte],
+            None => text,
+        };
+        let masked = self.mask_text(window);
         if masked.chars().count() <= max {
             return Value::String(masked);
         }

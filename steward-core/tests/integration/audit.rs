@@ -247,3 +247,21 @@ fn structure_caps_and_queries() {
     assert_eq!(q(&|q| q.text = Some("100%_".into())), 0);
     assert!(log.query(&AuditQuery { limit: 201, ..AuditQuery::default() }).is_err());
 }
+
+#[test]
+fn a_secret_across_the_cut_is_masked_before_the_cut() {
+    let r = redactor();
+    // The token starts just before the 600-character cut of a plain string and the
+    // 120-character snippet of a body; either way no part of it may survive.
+    let note = format!("{} token=supersecretvalue123456 and more text", "a".repeat(590));
+    let body = format!(
+        "{} Authorization: Bearer abcdefghijklmnop0123456789 {}",
+        "b".repeat(100),
+        "c".repeat(5_000)
+    );
+    let out = r.redact(&json!({"note": note, "body": body}));
+    let text = out.to_string();
+    assert!(!text.contains("supersec") && !text.contains("abcdefgh"), "{text}");
+    assert!(out["note"].as_str().unwrap().chars().count() <= 600);
+    assert!(out["body"].as_str().unwrap().chars().count() <= 120);
+}
