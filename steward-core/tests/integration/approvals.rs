@@ -365,3 +365,42 @@ fn subscribers_get_the_state_first_then_every_update_from_any_handle() {
     assert!(got.iter().all(|e| e.seq > cursor), "no event twice");
     assert_eq!(a.events_after(0, 0).unwrap_err().code(), "APPROVAL_INVALID");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config { cases: 12, ..Default::default() })]
+    /// No secure request runs without the verified PIN: any other answer (a wrong PIN, none,
+    /// an edit, a batch approval) leaves it pending and the executor refuses it.
+    #[test]
+    fn no_secure_call_runs_without_the_verified_pin(
+        wrong in proptest::option::of("[0-9a-zA-Z ]{0,40}"),
+        edit in proptest::bool::ANY,
+        batch in proptest::bool::ANY,
+    ) {
+        proptest::prop_assume!(wrong.as_deref() != Some("4821"));
+        let (_d, s) = home();
+        let a = s.approvals().unwrap();
+        let me = s.human("emma").unwrap();
+        a.set_pin(&me, "4821", NOW).unwrap();
+        let mut new = send("x@example.com");
+        new.level = Level::Secure;
+        let card = if batch {
+            let (_, cards) = a.request_batch(&[new.clone(), new], None, NOW).unwrap();
+            cards[0].clone()
+        } else {
+            a.request(&new, None, NOW).unwrap()
+        };
+        let result = match (batch, edit) {
+            (true, _) => a.resolve_batch(card.batch_id.unwrap(), true, &me, wrong.as_deref(), NOW + 1).map(|_| ()),
+            (false, true) => a
+                .resolve(card.id, &Resolution::Edit(json!({"to": ["y@example.com"]})), None, &me, wrong.as_deref(), None, NOW + 1)
+                .map(|_| ()),
+            (false, false) => a
+                .resolve(card.id, &Resolution::Approve, None, &me, wrong.as_deref(), None, NOW + 1)
+                .map(|_| ()),
+        };
+        let err = result.unwrap_err();
+        proptest::prop_assert!(matches!(err.code(), "APPROVAL_PIN_REQUIRED" | "APPROVAL_PIN_LOCKED"), "{}", err.code());
+        proptest::prop_assert_eq!(a.get(card.id).unwrap().status, ApprovalStatus::Requested);
+        proptest::prop_assert!(a.authorize_execution(card.id, &card.normalized_input).is_err());
+    }
+}
