@@ -107,6 +107,31 @@ fn schemas_the_model_cannot_fill_are_refused() {
         json!({"type": "string"}),
     ));
     assert!(r.contains("must be an object"), "{r}");
+    ToolSpec::new::<SendMail>("calendar.create_event", "d", Effect::Read, Level::Auto).unwrap();
+    let obj = |props: Value| json!({"type": "object", "properties": props, "additionalProperties": false});
+    let r = err(ToolSpec::with_schema(
+        "x.y",
+        "d",
+        Effect::Read,
+        Level::Auto,
+        obj(json!({"any": true})),
+    ));
+    assert!(r.contains("input.any: has no description"), "{r}");
+    let r = err(ToolSpec::with_schema(
+        "x.y",
+        "d",
+        Effect::Read,
+        Level::Auto,
+        obj(json!({"any": {"description": "d", "anyOf": [true]}})),
+    ));
+    assert!(r.contains("accepts any value"), "{r}");
+    let mut deep = json!({"type": "string", "description": "leaf"});
+    for _ in 0..=MAX_SCHEMA_DEPTH {
+        deep = obj(json!({"next": deep}));
+        deep["description"] = json!("level");
+    }
+    let r = err(ToolSpec::with_schema("x.y", "d", Effect::Read, Level::Auto, deep));
+    assert!(r.contains("nested too deeply"), "{r}");
     // A tagged union of objects is fillable; one with a bare string alternative is not.
     ToolSpec::new::<PolicyChange>("policy.set", "d", Effect::Read, Level::Auto).unwrap();
     let r = err(ToolSpec::with_schema(
