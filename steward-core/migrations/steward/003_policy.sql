@@ -8,3 +8,6 @@ CREATE TABLE policy_versions (
     approval_id  INTEGER,            -- the approval that authorized an agent's proposal
     at           INTEGER NOT NULL
 );
+-- An approved proposal is applied once: replaying the approval later cannot undo a newer change.
+CREATE UNIQUE INDEX policy_versions_approval ON policy_versions (approval_id)
+    WHERE approval_id IS NOT NULL;

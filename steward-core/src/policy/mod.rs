@@ -131,6 +131,9 @@ pub enum PolicyError {
     /// The change would not change anything.
     #[error("the policy already says that")]
     NoChange,
+    /// The approved proposal was applied already (an approval applies once).
+    #[error("approval {0} was already applied to the policy")]
+    AlreadyApplied(i64),
     /// A stored policy that no longer parses.
     #[error("stored policy version {version} is unreadable: {reason}")]
     Corrupt {
@@ -157,6 +160,7 @@ impl StewardError for PolicyError {
             Self::BadPrefix(_) => "POLICY_BAD_PREFIX",
             Self::VersionConflict { .. } => "POLICY_VERSION_CONFLICT",
             Self::NoChange => "POLICY_NO_CHANGE",
+            Self::AlreadyApplied(_) => "POLICY_APPROVAL_ALREADY_APPLIED",
             Self::Corrupt { .. } => "POLICY_CORRUPT",
             Self::Approval(e) => e.code(),
             Self::Store(e) => e.code(),
@@ -165,7 +169,9 @@ impl StewardError for PolicyError {
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::Duplicate(_) | Self::VersionConflict { .. } => ErrorKind::Conflict,
+            Self::Duplicate(_) | Self::VersionConflict { .. } | Self::AlreadyApplied(_) => {
+                ErrorKind::Conflict
+            }
             Self::Corrupt { .. } => ErrorKind::Corrupt,
             Self::Approval(e) => e.kind(),
             Self::Store(e) => e.kind(),

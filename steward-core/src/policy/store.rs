@@ -151,6 +151,18 @@ impl PolicyStore {
                 }
                 None => (0, Policy::default()),
             };
+            if let Some(id) = approval_id {
+                let used: bool = tx
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM policy_versions WHERE approval_id = ?1)",
+                        [id],
+                        |r| r.get(0),
+                    )
+                    .map_err(|e| StoreError::query("policy approval used", e))?;
+                if used {
+                    return Err(PolicyError::AlreadyApplied(id));
+                }
+            }
             if let Some(expected) = expected.filter(|e| *e != version) {
                 return Err(PolicyError::VersionConflict { expected, actual: version });
             }

@@ -143,9 +143,15 @@ fn an_agents_policy_change_needs_an_approval_and_applies_exactly_what_was_approv
         )
         .unwrap();
     let v = s.apply_approved_policy_change(req.id).unwrap();
-    assert_eq!(v.change, Some(edited));
+    assert_eq!(v.change, Some(edited.clone()));
     assert_eq!(v.approval_id, Some(req.id));
     assert_eq!(v.changed_by.as_deref(), Some("emma"));
+    // An approval applies once: replaying it after a newer change cannot undo that change.
+    s.set_policy(&me, &PolicyChange::ClearLevel { tool: "mail.send".into() }, None).unwrap();
+    let replay = s.apply_approved_policy_change(req.id).unwrap_err();
+    assert_eq!(replay.code(), "POLICY_APPROVAL_ALREADY_APPLIED");
+    assert!(!s.policy().unwrap().policy.overrides.contains_key("mail.send"));
+    s.set_policy(&me, &edited, None).unwrap();
     let mail = json!({"to": ["a@example.com"], "subject": "s", "body": "b"});
     let d = s.decide(&call("mail.send", &mail), &DecisionContext::default()).unwrap();
     assert_eq!(d, Decision::Gate { level: Level::Confirm }, "destructive floor holds");
@@ -169,7 +175,7 @@ fn an_agents_policy_change_needs_an_approval_and_applies_exactly_what_was_approv
         .resolve(other.id, &Resolution::Approve, None, &me, None, None, steward_core_now())
         .unwrap();
     assert!(s.apply_approved_policy_change(other.id).is_err());
-    assert_eq!(s.policy().unwrap().version, 2);
+    assert_eq!(s.policy().unwrap().version, 4);
 }
 
 fn steward_core_now() -> i64 {
