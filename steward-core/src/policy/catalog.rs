@@ -14,6 +14,8 @@ use super::{Effect, Level, PolicyChange, PolicyError, ToolRegistry, ToolSpec};
 pub const MAX_RECIPIENTS: usize = 50;
 /// Most attachments one mail may carry.
 pub const MAX_ATTACHMENTS: usize = 20;
+/// Most messages one call may touch.
+pub const MAX_MESSAGES_PER_CALL: usize = 50;
 /// Most attendees one event may invite.
 pub const MAX_ATTENDEES: usize = 100;
 
@@ -41,15 +43,15 @@ pub struct MailReadInput {
 #[serde(deny_unknown_fields)]
 pub struct MailSendInput {
     /// Recipient addresses.
-    #[schemars(length(max = 50))]
+    #[schemars(length(max = MAX_RECIPIENTS))]
     pub to: Vec<String>,
     /// Carbon-copy addresses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 50))]
+    #[schemars(length(max = MAX_RECIPIENTS))]
     pub cc: Vec<String>,
     /// Blind-copy addresses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 50))]
+    #[schemars(length(max = MAX_RECIPIENTS))]
     pub bcc: Vec<String>,
     /// The subject line.
     pub subject: String,
@@ -57,7 +59,7 @@ pub struct MailSendInput {
     pub body: String,
     /// Attachments: mirrored attachment ids or file paths.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 20))]
+    #[schemars(length(max = MAX_ATTACHMENTS))]
     pub attachments: Vec<String>,
 }
 
@@ -79,7 +81,7 @@ pub struct MailReplyInput {
 #[serde(deny_unknown_fields)]
 pub struct MailDeleteInput {
     /// The messages to delete.
-    #[schemars(length(max = 50))]
+    #[schemars(length(max = MAX_MESSAGES_PER_CALL))]
     pub message_ids: Vec<i64>,
 }
 
@@ -95,7 +97,7 @@ pub struct CalendarCreateInput {
     pub end: String,
     /// Attendee addresses (each receives an invitation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 100))]
+    #[schemars(length(max = MAX_ATTENDEES))]
     pub attendees: Vec<String>,
     /// A description shown in the event.
     #[serde(default, skip_serializing_if = "Option::is_none")]

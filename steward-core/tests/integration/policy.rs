@@ -27,6 +27,9 @@ fn the_builtin_catalog_registers_and_sending_is_gated() {
     for name in ["mail.send", "mail.delete", "calendar.create_event", "files.share", "policy.set"] {
         assert!(s.tools().get(name).is_some(), "{name} missing from the catalog");
     }
+    let schema = &s.tools().get("mail.send").unwrap().input_schema;
+    assert_eq!(schema["properties"]["to"]["maxItems"], 50, "{schema}");
+    assert_eq!(schema["additionalProperties"], false);
     let input = json!({"to": ["a@example.com"], "subject": "s", "body": "b"});
     let d = s.decide(&call("mail.send", &input), &DecisionContext::default()).unwrap();
     assert_eq!(d, Decision::Gate { level: Level::Confirm });
