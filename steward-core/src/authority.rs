@@ -67,7 +67,11 @@ impl Steward {
             "policy_version": current.version,
             "headless": ctx.headless_grants.is_some(),
         });
-        if let Ok(audit) = self.audit() {
+        let audit = self.audit();
+        if let Err(e) = &audit {
+            tracing::warn!(error = %e, "audit trail unavailable; decision not recorded");
+        }
+        if let Ok(audit) = audit {
             audit.record(&AuditEvent {
                 actor: call.actor,
                 event_type: "policy.decision",

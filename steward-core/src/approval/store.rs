@@ -706,9 +706,9 @@ impl Approvals {
 
     fn notify(&self) {
         let (lock, cv) = &self.changed;
-        if let Ok(mut n) = lock.lock() {
-            *n = n.wrapping_add(1);
-        }
+        let mut n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *n = n.wrapping_add(1);
+        drop(n);
         cv.notify_all();
     }
 
@@ -766,17 +766,17 @@ impl Approvals {
         let poll = std::time::Duration::from_millis(SUBSCRIPTION_POLL_MS);
         let (lock, cv) = &self.changed;
         loop {
-            let seen = lock.lock().map(|n| *n).unwrap_or(0);
+            let seen = *lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let events = self.events_after(after, limit)?;
             let now = std::time::Instant::now();
             if !events.is_empty() || now >= deadline {
                 return Ok(events);
             }
             let wait = (deadline - now).min(poll);
-            if let Ok(guard) = lock.lock() {
-                // Sleep unless a transition happened since `seen` was read.
-                let _ = cv.wait_timeout_while(guard, wait, |n| *n == seen);
-            }
+            // Sleep unless a transition happened since `seen` was read (a poisoned lock still
+            // holds a valid counter, so it is used as is and the wait stays bounded).
+            let guard = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            drop(cv.wait_timeout_while(guard, wait, |n| *n == seen));
         }
     }
 
