@@ -15,6 +15,7 @@ pub mod audit;
 mod authority;
 pub mod error;
 pub mod index;
+pub mod journal;
 pub mod limits;
 pub mod mirror;
 pub mod policy;

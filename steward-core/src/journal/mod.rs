@@ -1,0 +1,606 @@
+//! The write journal (`ops.db`): journal before execute. Approval answers "may this be
+//! attempted?"; the journal records that it was, what the backend said, and later the evidence
+//! that the effect is real — and makes sure nothing is ever attempted twice by accident.
+//!
+//! Owns: operations with their complete executable input (sensitive: the file is mode 0600;
+//! the audit copy is the redacted one), idempotency keys, typed state transitions, the atomic
+//! claim of due scheduled rows, confirmation attempts. Never does: call a backend, resend,
+//! delete or rebuild `ops.db` (damage stops the journal with `JOURNAL_CORRUPT`).
+//!
+//! States (`steward-design.txt`, "Journal, Confirmation And Retry"):
+//! `scheduled → started → backend_returned | unknown | failed`, then `confirmed`, or after
+//! [`CONFIRMATION_LIMIT`] checks `needs_review` (mail) / `retry_exhausted` (calendar). A
+//! `started` row whose caller crashed goes to confirmation too. Nothing ever goes back to
+//! `scheduled` or `started`: there is no path that resends.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{
+    Limits,
+    approval::{canonical_json, input_sha256},
+    error::{ErrorKind, StewardError},
+    store::{Database, Migration, OpenOptions, Schema, StoreError},
+};
+
+/// Confirmation checks before an unconfirmed operation goes to review.
+pub const CONFIRMATION_LIMIT: i64 = 12;
+/// Most operations one page lists or one claim takes.
+pub const MAX_OPS_PAGE: usize = 100;
+/// Longest idempotency key.
+pub const MAX_IDEMPOTENCY_KEY: usize = 200;
+
+const SCHEMA: Schema = Schema {
+    name: "ops",
+    migrations: &[Migration {
+        version: 1,
+        name: "operations",
+        sql: include_str!("../../migrations/ops/001_operations.sql"),
+    }],
+};
+
+/// Where an operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpState {
+    /// Waiting for its time (scheduled send).
+    Scheduled,
+    /// Claimed; the backend is (about to be) called.
+    Started,
+    /// The backend returned; not yet observed.
+    BackendReturned,
+    /// The outcome is unknown (a timeout after DATA, a reset): only evidence can tell.
+    Unknown,
+    /// The backend refused before anything could have happened.
+    Failed,
+    /// Observed in the mirror or index.
+    Confirmed,
+    /// Mail not confirmed after the limit: a person looks; a new send needs a new request.
+    NeedsReview,
+    /// Calendar not confirmed after the limit.
+    RetryExhausted,
+}
+
+const STATES: [OpState; 8] = [
+    OpState::Scheduled,
+    OpState::Started,
+    OpState::BackendReturned,
+    OpState::Unknown,
+    OpState::Failed,
+    OpState::Confirmed,
+    OpState::NeedsReview,
+    OpState::RetryExhausted,
+];
+
+impl OpState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Started => "started",
+            Self::BackendReturned => "backend_returned",
+            Self::Unknown => "unknown",
+            Self::Failed => "failed",
+            Self::Confirmed => "confirmed",
+            Self::NeedsReview => "needs_review",
+            Self::RetryExhausted => "retry_exhausted",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        STATES.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// Whether `self → to` is a legal transition. The whole table: there is no edge back to
+    /// `scheduled` or `started`, so no transition can cause a second attempt.
+    pub fn can_become(self, to: Self) -> bool {
+        use OpState::*;
+        matches!(
+            (self, to),
+            (Scheduled, Started)
+                | (Started, BackendReturned | Unknown | Failed)
+                | (
+                    Started | BackendReturned | Unknown | Failed,
+                    Confirmed | NeedsReview | RetryExhausted
+                )
+        )
+    }
+
+    /// No further transition.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Confirmed | Self::NeedsReview | Self::RetryExhausted)
+    }
+}
+
+/// The family of an operation kind: which state an unconfirmed one ends in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Domain {
+    /// `mail.*`: ends in `needs_review`.
+    Mail,
+    /// `calendar.*`: ends in `retry_exhausted`.
+    Calendar,
+}
+
+impl Domain {
+    /// The domain of `kind` (`mail.send` → Mail), if the journal knows it.
+    pub fn of(kind: &str) -> Option<Self> {
+        match kind.split('.').next() {
+            Some("mail") => Some(Self::Mail),
+            Some("calendar") => Some(Self::Calendar),
+            _ => None,
+        }
+    }
+
+    /// Where an operation goes when the confirmation limit is reached.
+    pub fn exhausted(self) -> OpState {
+        match self {
+            Self::Mail => OpState::NeedsReview,
+            Self::Calendar => OpState::RetryExhausted,
+        }
+    }
+}
+
+/// An operation to journal before its backend is called.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOperation {
+    /// `mail.send`, `mail.reply`, `mail.send_later`, `calendar.*`.
+    pub kind: String,
+    /// Same key + same input returns the existing operation; same key + other input is refused.
+    pub idempotency_key: String,
+    /// The complete executable input.
+    pub input: Value,
+    /// What confirmation will look for (Message-ID, recipients, subject…).
+    pub expected: Value,
+    /// The approval that allowed it, when one did.
+    pub approval_id: Option<i64>,
+    /// For a scheduled send: when (Unix seconds). Absent: the operation starts now.
+    pub scheduled_for: Option<i64>,
+}
+
+/// A journaled operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Operation {
+    /// Its id.
+    pub id: i64,
+    /// The kind.
+    pub kind: String,
+    /// The idempotency key.
+    pub idempotency_key: String,
+    /// The complete input.
+    pub input: Value,
+    /// SHA-256 of the canonical input.
+    pub input_sha256: String,
+    /// The expected outcome.
+    pub expected: Value,
+    /// The approval.
+    pub approval_id: Option<i64>,
+    /// The state.
+    pub state: OpState,
+    /// Backend attempts (0 or 1: nothing retries a send).
+    pub attempts: i64,
+    /// Confirmation checks so far.
+    pub confirmation_attempts: i64,
+    /// When a scheduled send is due.
+    pub scheduled_for: Option<i64>,
+    /// When the backend was (about to be) called.
+    pub attempted_at: Option<i64>,
+    /// What the backend returned.
+    pub backend_result: Option<Value>,
+    /// The backend's error.
+    pub error: Option<String>,
+    /// Confirmation evidence.
+    pub evidence: Option<Value>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub updated_at: i64,
+}
+
+/// What a transition records besides the state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpUpdate {
+    /// The backend's result.
+    pub backend_result: Option<Value>,
+    /// The backend's error.
+    pub error: Option<String>,
+    /// Confirmation evidence.
+    pub evidence: Option<Value>,
+}
+
+/// Errors of the journal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The idempotency key was used for a different input.
+    #[error("idempotency key {0:?} was already used for a different input")]
+    KeyReused(String),
+    /// A transition the state machine does not have.
+    #[error("operation {id}: {from:?} cannot become {to:?}")]
+    IllegalTransition {
+        /// The operation.
+        id: i64,
+        /// Its state.
+        from: OpState,
+        /// The state asked for.
+        to: OpState,
+    },
+    /// No operation has this id.
+    #[error("operation {0} not found")]
+    NotFound(i64),
+    /// Bad input (kind, key, sizes, page).
+    #[error("invalid operation: {0}")]
+    Invalid(String),
+    /// `ops.db` is damaged: the journal stops; it is never rebuilt.
+    #[error(
+        "the write journal {path} is damaged ({detail}); it is never rebuilt — stop, keep the file, and restore it from your backup of the Steward home"
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl StewardError for JournalError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::KeyReused(_) => "JOURNAL_KEY_REUSED",
+            Self::IllegalTransition { .. } => "JOURNAL_ILLEGAL_TRANSITION",
+            Self::NotFound(_) => "JOURNAL_NOT_FOUND",
+            Self::Invalid(_) => "JOURNAL_INVALID",
+            Self::Corrupt { .. } => "JOURNAL_CORRUPT",
+            Self::Store(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::KeyReused(_) | Self::IllegalTransition { .. } => ErrorKind::Conflict,
+            Self::NotFound(_) => ErrorKind::NotFound,
+            Self::Invalid(_) => ErrorKind::InvalidInput,
+            Self::Corrupt { .. } => ErrorKind::Corrupt,
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
+const COLUMNS: &str =
+    "id, kind, idempotency_key, input, input_sha256, expected, approval_id, state,
+    attempts, confirmation_attempts, scheduled_for, attempted_at, backend_result, error, evidence,
+    created_at, updated_at";
+
+fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |e| StoreError::query(ctx, e)
+}
+
+fn conversion(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+}
+
+fn json_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<Value>> {
+    row.get::<_, Option<String>>(i)?
+        .map(|s| serde_json::from_str(&s).map_err(|e| conversion(i, e)))
+        .transpose()
+}
+
+fn operation(row: &Row<'_>) -> rusqlite::Result<Operation> {
+    let state: String = row.get(7)?;
+    Ok(Operation {
+        id: row.get(0)?,
+        kind: row.get(1)?,
+        idempotency_key: row.get(2)?,
+        input: json_col(row, 3)?.unwrap_or(Value::Null),
+        input_sha256: row.get(4)?,
+        expected: json_col(row, 5)?.unwrap_or(Value::Null),
+        approval_id: row.get(6)?,
+        state: OpState::parse(&state).ok_or_else(|| {
+            conversion(7, std::io::Error::other(format!("unknown state {state:?}")))
+        })?,
+        attempts: row.get(8)?,
+        confirmation_attempts: row.get(9)?,
+        scheduled_for: row.get(10)?,
+        attempted_at: row.get(11)?,
+        backend_result: json_col(row, 12)?,
+        error: row.get(13)?,
+        evidence: json_col(row, 14)?,
+        created_at: row.get(15)?,
+        updated_at: row.get(16)?,
+    })
+}
+
+/// The write journal of one home.
+#[derive(Debug)]
+pub struct Journal {
+    db: Database,
+}
+
+fn corrupt(path: &Path, e: StoreError) -> JournalError {
+    match e {
+        StoreError::Corrupt { detail, .. } => {
+            JournalError::Corrupt { path: path.to_path_buf(), detail }
+        }
+        other => JournalError::Store(other),
+    }
+}
+
+impl Journal {
+    /// Opens (creating, mode 0600) `<home>/ops.db` and checks its integrity. A damaged file
+    /// stops the journal with [`JournalError::Corrupt`] and is left exactly as it was.
+    pub fn open(home: &Path, limits: &Limits) -> Result<Self, JournalError> {
+        let path = home.join("ops.db");
+        if path.exists() {
+            // Check before any migration or WAL replay could write to a damaged file.
+            let probe = rusqlite::Connection::open_with_flags(
+                &path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .and_then(|c| c.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0)));
+            match probe {
+                Ok(ok) if ok == "ok" => {}
+                Ok(detail) => return Err(JournalError::Corrupt { path, detail }),
+                Err(e) => return Err(JournalError::Corrupt { path, detail: e.to_string() }),
+            }
+        }
+        let db = Database::open(&path, &SCHEMA, OpenOptions::from_limits(limits))
+            .map_err(|e| corrupt(&path, e))?;
+        restrict(&path);
+        Ok(Self { db })
+    }
+
+    /// Journals `op` before its backend is called. The same idempotency key with the same
+    /// input returns the existing operation (one effect); with another input it is refused.
+    pub fn record(&self, op: &NewOperation, now: i64) -> Result<Operation, JournalError> {
+        if Domain::of(&op.kind).is_none() {
+            return Err(JournalError::Invalid(format!("unknown operation kind {:?}", op.kind)));
+        }
+        let key = op.idempotency_key.trim();
+        if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
+            return Err(JournalError::Invalid(format!(
+                "an idempotency key must be 1..={MAX_IDEMPOTENCY_KEY} bytes"
+            )));
+        }
+        if !op.input.is_object() {
+            return Err(JournalError::Invalid("the input must be a JSON object".into()));
+        }
+        let hash = input_sha256(&op.input);
+        let state = if op.scheduled_for.is_some() { OpState::Scheduled } else { OpState::Started };
+        let id = self.db.write(|tx| {
+            let existing: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT id, input_sha256 FROM operations WHERE idempotency_key = ?1",
+                    [key],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(q("idempotency lookup"))?;
+            if let Some((id, existing_hash)) = existing {
+                return if existing_hash == hash {
+                    Ok(id)
+                } else {
+                    Err(JournalError::KeyReused(key.to_owned()))
+                };
+            }
+            let started = state == OpState::Started;
+            tx.execute(
+                "INSERT INTO operations (kind, idempotency_key, input, input_sha256, expected,
+                     approval_id, state, attempts, scheduled_for, attempted_at, created_at,
+                     updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)",
+                params![
+                    op.kind,
+                    key,
+                    canonical_json(&op.input),
+                    hash,
+                    canonical_json(&op.expected),
+                    op.approval_id,
+                    state.as_str(),
+                    i64::from(started),
+                    op.scheduled_for,
+                    started.then_some(now),
+                    now
+                ],
+            )
+            .map_err(q("journal insert"))?;
+            let id = tx.last_insert_rowid();
+            event(tx, id, None, state, now)?;
+            Ok(id)
+        })?;
+        self.get(id)
+    }
+
+    /// One operation, with its full input and evidence.
+    pub fn get(&self, id: i64) -> Result<Operation, JournalError> {
+        self.db
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id], operation).optional())
+                    .map_err(q("get operation"))
+            })?
+            .ok_or(JournalError::NotFound(id))
+    }
+
+    /// A page of operations, newest first, optionally in one state.
+    pub fn list(
+        &self,
+        state: Option<OpState>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Operation>, JournalError> {
+        if limit == 0 || limit > MAX_OPS_PAGE {
+            return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
+        }
+        Ok(self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM operations WHERE (?1 IS NULL OR state = ?1)
+                 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(
+                    params![
+                        state.map(OpState::as_str),
+                        i64::try_from(limit).unwrap_or(1),
+                        i64::try_from(offset).unwrap_or(i64::MAX)
+                    ],
+                    operation,
+                )?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("list operations"))
+        })?)
+    }
+
+    /// Moves `id` from the state it is in to `to`, recording `update`. An illegal transition
+    /// is an error and writes nothing; a concurrent move makes this one fail the same way.
+    pub fn transition(
+        &self,
+        id: i64,
+        to: OpState,
+        update: &OpUpdate,
+        now: i64,
+    ) -> Result<Operation, JournalError> {
+        self.db.write(|tx| {
+            let from: String = tx
+                .query_row("SELECT state FROM operations WHERE id = ?1", [id], |r| r.get(0))
+                .optional()
+                .map_err(q("operation state"))?
+                .ok_or(JournalError::NotFound(id))?;
+            let from = OpState::parse(&from).ok_or_else(|| {
+                JournalError::Invalid(format!("operation {id} has unknown state {from:?}"))
+            })?;
+            if !from.can_become(to) {
+                return Err(JournalError::IllegalTransition { id, from, to });
+            }
+            let json = |v: &Option<Value>| v.as_ref().map(canonical_json);
+            tx.execute(
+                "UPDATE operations SET state = ?2, updated_at = ?3,
+                     backend_result = coalesce(?4, backend_result),
+                     error = coalesce(?5, error),
+                     evidence = coalesce(?6, evidence)
+                 WHERE id = ?1 AND state = ?7",
+                params![
+                    id,
+                    to.as_str(),
+                    now,
+                    json(&update.backend_result),
+                    update.error,
+                    json(&update.evidence),
+                    from.as_str()
+                ],
+            )
+            .map_err(q("transition"))?;
+            event(tx, id, Some(from), to, now)
+        })?;
+        self.get(id)
+    }
+
+    /// Claims the scheduled operations due at `now` (at most `limit`): one atomic update per
+    /// row, so only a still-due `scheduled` row becomes `started` (attempt + 1) and two
+    /// schedulers never claim the same one. The caller then calls the backend for each.
+    pub fn claim_due(&self, now: i64, limit: usize) -> Result<Vec<Operation>, JournalError> {
+        if limit == 0 || limit > MAX_OPS_PAGE {
+            return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
+        }
+        let ids: Vec<i64> = self.db.write(|tx| {
+            let ids: Vec<i64> = tx
+                .prepare_cached(
+                    "UPDATE operations SET state = 'started', attempts = attempts + 1,
+                         attempted_at = ?1, updated_at = ?1
+                     WHERE id IN (SELECT id FROM operations
+                                  WHERE state = 'scheduled' AND scheduled_for <= ?1
+                                  ORDER BY scheduled_for, id LIMIT ?2)
+                       AND state = 'scheduled'
+                     RETURNING id",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![now, i64::try_from(limit).unwrap_or(1)], |r| r.get(0))?
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(q("claim due"))?;
+            for id in &ids {
+                event(tx, *id, Some(OpState::Scheduled), OpState::Started, now)?;
+            }
+            Ok::<_, JournalError>(ids)
+        })?;
+        ids.into_iter().map(|id| self.get(id)).collect()
+    }
+
+    /// Records one confirmation check that found no evidence. At [`CONFIRMATION_LIMIT`] the
+    /// operation goes to its domain's final state (`needs_review` for mail); never back to a
+    /// state that would send again.
+    pub fn confirmation_missed(&self, id: i64, now: i64) -> Result<Operation, JournalError> {
+        let op = self.get(id)?;
+        if op.state.is_final() || op.state == OpState::Scheduled {
+            return Err(JournalError::IllegalTransition {
+                id,
+                from: op.state,
+                to: OpState::Confirmed,
+            });
+        }
+        let n = self.db.write(|tx| {
+            tx.query_row(
+                "UPDATE operations SET confirmation_attempts = confirmation_attempts + 1,
+                     updated_at = ?2
+                 WHERE id = ?1 AND state = ?3 RETURNING confirmation_attempts",
+                params![id, now, op.state.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map_err(q("confirmation attempt"))
+        })?;
+        match n {
+            Some(n) if n >= CONFIRMATION_LIMIT => {
+                let to = Domain::of(&op.kind).map_or(OpState::NeedsReview, Domain::exhausted);
+                self.transition(id, to, &OpUpdate::default(), now)
+            }
+            Some(_) => self.get(id),
+            None => Err(JournalError::IllegalTransition { id, from: op.state, to: op.state }),
+        }
+    }
+}
+
+fn event(
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    from: Option<OpState>,
+    to: OpState,
+    now: i64,
+) -> Result<(), JournalError> {
+    tx.execute(
+        "INSERT INTO operation_events (operation_id, from_state, to_state, at)
+         VALUES (?1, ?2, ?3, ?4)",
+        params![id, from.map(OpState::as_str), to.as_str(), now],
+    )
+    .map_err(q("operation event"))?;
+    Ok(())
+}
+
+/// ops.db holds complete mail bodies: owner-only (best effort on the WAL files too).
+fn restrict(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                && suffix.is_empty()
+            {
+                tracing::warn!(error = %e, "cannot make ops.db owner-only");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
+#[cfg(test)]
+mod tests;
