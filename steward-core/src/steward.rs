@@ -138,6 +138,7 @@ impl StewardBuilder {
         Ok(Steward {
             tools,
             policy: std::sync::OnceLock::new(),
+            journal: std::sync::OnceLock::new(),
             home,
             limits: self.limits,
             mirror,
@@ -212,6 +213,8 @@ pub struct Steward {
     approvals: std::sync::OnceLock<Approvals>,
     /// `audit.db`, opened on first use.
     audit: std::sync::OnceLock<Arc<AuditLog>>,
+    /// The write journal `ops.db`, opened on first use.
+    journal: std::sync::OnceLock<crate::journal::Journal>,
     /// The versioned policy in `steward.db`, opened on first use.
     policy: std::sync::OnceLock<PolicyStore>,
     /// The built-in catalog plus the builder's tools.
@@ -376,6 +379,19 @@ impl Steward {
         }
         let opened = PolicyStore::open(&self.home, &self.limits)?;
         Ok(self.policy.get_or_init(|| opened))
+    }
+
+    /// The write journal (`ops.db`), audited.
+    pub fn journal(&self) -> Result<&crate::journal::Journal, crate::journal::JournalError> {
+        if let Some(j) = self.journal.get() {
+            return Ok(j);
+        }
+        let mut opened = crate::journal::Journal::open(&self.home, &self.limits)?;
+        match self.audit() {
+            Ok(audit) => opened = opened.with_audit(Arc::clone(audit)),
+            Err(e) => tracing::warn!(error = %e, "audit trail unavailable; journal not audited"),
+        }
+        Ok(self.journal.get_or_init(|| opened))
     }
 
     /// The registered tools: the built-in catalog and the builder's.

@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::{
     Limits,
     approval::{canonical_json, input_sha256},
+    audit::{AuditEvent, AuditLog, Risk},
     error::{ErrorKind, StewardError},
     store::{Database, Migration, OpenOptions, Schema, StoreError},
 };
@@ -321,6 +322,7 @@ fn operation(row: &Row<'_>) -> rusqlite::Result<Operation> {
 #[derive(Debug)]
 pub struct Journal {
     db: Database,
+    audit: Option<std::sync::Arc<AuditLog>>,
 }
 
 fn corrupt(path: &Path, e: StoreError) -> JournalError {
@@ -353,7 +355,40 @@ impl Journal {
         let db = Database::open(&path, &SCHEMA, OpenOptions::from_limits(limits))
             .map_err(|e| corrupt(&path, e))?;
         restrict(&path);
-        Ok(Self { db })
+        Ok(Self { db, audit: None })
+    }
+
+    /// Copies every new operation and transition, redacted, to `audit` from now on.
+    #[must_use]
+    pub fn with_audit(mut self, audit: std::sync::Arc<AuditLog>) -> Self {
+        self.audit = Some(audit);
+        self
+    }
+
+    /// The audit copy (redacted on insert; the journal keeps the complete input).
+    fn audit(&self, op: &Operation, from: Option<OpState>, now: i64) {
+        let Some(audit) = &self.audit else { return };
+        let risk = match op.state {
+            OpState::Failed | OpState::Unknown | OpState::NeedsReview | OpState::RetryExhausted => {
+                Risk::High
+            }
+            _ => Risk::Medium,
+        };
+        let payload = serde_json::json!({
+            "operation": op.id, "from": from, "to": op.state, "input": op.input,
+            "attempts": op.attempts, "confirmation_attempts": op.confirmation_attempts,
+            "error": op.error, "approval_id": op.approval_id,
+        });
+        audit.record(&AuditEvent {
+            actor: "system",
+            event_type: &format!("journal.{}", op.state.as_str()),
+            risk,
+            chat: None,
+            tool: Some(&op.kind),
+            correlation_id: Some(&format!("operation:{}", op.id)),
+            payload: &payload,
+            at: now,
+        });
     }
 
     /// Journals `op` before its backend is called. The same idempotency key with the same
@@ -373,7 +408,7 @@ impl Journal {
         }
         let hash = input_sha256(&op.input);
         let state = if op.scheduled_for.is_some() { OpState::Scheduled } else { OpState::Started };
-        let id = self.db.write(|tx| {
+        let (id, inserted) = self.db.write(|tx| {
             let existing: Option<(i64, String)> = tx
                 .query_row(
                     "SELECT id, input_sha256 FROM operations WHERE idempotency_key = ?1",
@@ -384,7 +419,7 @@ impl Journal {
                 .map_err(q("idempotency lookup"))?;
             if let Some((id, existing_hash)) = existing {
                 return if existing_hash == hash {
-                    Ok(id)
+                    Ok((id, false))
                 } else {
                     Err(JournalError::KeyReused(key.to_owned()))
                 };
@@ -412,9 +447,13 @@ impl Journal {
             .map_err(q("journal insert"))?;
             let id = tx.last_insert_rowid();
             event(tx, id, None, state, now)?;
-            Ok(id)
+            Ok((id, true))
         })?;
-        self.get(id)
+        let op = self.get(id)?;
+        if inserted {
+            self.audit(&op, None, now);
+        }
+        Ok(op)
     }
 
     /// One operation, with its full input and evidence.
@@ -467,39 +506,45 @@ impl Journal {
         update: &OpUpdate,
         now: i64,
     ) -> Result<Operation, JournalError> {
-        self.db.write(|tx| {
-            let from: String = tx
-                .query_row("SELECT state FROM operations WHERE id = ?1", [id], |r| r.get(0))
-                .optional()
-                .map_err(q("operation state"))?
-                .ok_or(JournalError::NotFound(id))?;
-            let from = OpState::parse(&from).ok_or_else(|| {
-                JournalError::Invalid(format!("operation {id} has unknown state {from:?}"))
-            })?;
-            if !from.can_become(to) {
-                return Err(JournalError::IllegalTransition { id, from, to });
-            }
-            let json = |v: &Option<Value>| v.as_ref().map(canonical_json);
-            tx.execute(
-                "UPDATE operations SET state = ?2, updated_at = ?3,
+        self.db
+            .write(|tx| {
+                let from: String = tx
+                    .query_row("SELECT state FROM operations WHERE id = ?1", [id], |r| r.get(0))
+                    .optional()
+                    .map_err(q("operation state"))?
+                    .ok_or(JournalError::NotFound(id))?;
+                let from = OpState::parse(&from).ok_or_else(|| {
+                    JournalError::Invalid(format!("operation {id} has unknown state {from:?}"))
+                })?;
+                if !from.can_become(to) {
+                    return Err(JournalError::IllegalTransition { id, from, to });
+                }
+                let json = |v: &Option<Value>| v.as_ref().map(canonical_json);
+                tx.execute(
+                    "UPDATE operations SET state = ?2, updated_at = ?3,
                      backend_result = coalesce(?4, backend_result),
                      error = coalesce(?5, error),
                      evidence = coalesce(?6, evidence)
                  WHERE id = ?1 AND state = ?7",
-                params![
-                    id,
-                    to.as_str(),
-                    now,
-                    json(&update.backend_result),
-                    update.error,
-                    json(&update.evidence),
-                    from.as_str()
-                ],
-            )
-            .map_err(q("transition"))?;
-            event(tx, id, Some(from), to, now)
-        })?;
-        self.get(id)
+                    params![
+                        id,
+                        to.as_str(),
+                        now,
+                        json(&update.backend_result),
+                        update.error,
+                        json(&update.evidence),
+                        from.as_str()
+                    ],
+                )
+                .map_err(q("transition"))?;
+                event(tx, id, Some(from), to, now)?;
+                Ok(from)
+            })
+            .and_then(|from| {
+                let op = self.get(id)?;
+                self.audit(&op, Some(from), now);
+                Ok(op)
+            })
     }
 
     /// Claims the scheduled operations due at `now` (at most `limit`): one atomic update per
@@ -530,7 +575,12 @@ impl Journal {
             }
             Ok::<_, JournalError>(ids)
         })?;
-        ids.into_iter().map(|id| self.get(id)).collect()
+        let ops: Vec<Operation> =
+            ids.into_iter().map(|id| self.get(id)).collect::<Result<_, _>>()?;
+        for op in &ops {
+            self.audit(op, Some(OpState::Scheduled), now);
+        }
+        Ok(ops)
     }
 
     /// Records one confirmation check that found no evidence. At [`CONFIRMATION_LIMIT`] the

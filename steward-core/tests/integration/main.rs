@@ -2,5 +2,6 @@
 
 mod approvals;
 mod audit;
+mod journal;
 mod policy;
 mod store;
