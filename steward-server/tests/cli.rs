@@ -366,3 +366,40 @@ fn approvals_policy_and_audit_commands() {
     assert_eq!(risk.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&risk.stderr).contains("AUDIT_BAD_RISK"));
 }
+
+#[test]
+fn ops_list_and_show_read_the_journal() {
+    use steward_core::journal::NewOperation;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let h = home.to_str().unwrap();
+    let id = {
+        let s = steward_core::Steward::builder().home(&home).open().unwrap();
+        let j = s.journal().unwrap();
+        let new = |key: &str, at: Option<i64>| NewOperation {
+            kind: "mail.send".into(),
+            idempotency_key: key.into(),
+            input: serde_json::json!({"to": ["a@example.com"], "subject": "s", "body": "b"}),
+            expected: serde_json::json!({}),
+            approval_id: None,
+            scheduled_for: at,
+        };
+        j.record(&new("later", Some(1_900_000_000)), 1_800_000_000).unwrap();
+        j.record(&new("now", None), 1_800_000_000).unwrap().id
+    };
+    let list = steward()
+        .args(["--home", h, "ops", "list", "--state", "started", "--json"])
+        .output()
+        .unwrap();
+    let page = json(&list);
+    assert_eq!(page.as_array().unwrap().len(), 1);
+    assert_eq!(page[0]["idempotency_key"], "now");
+    let show =
+        steward().args(["--home", h, "ops", "show", &id.to_string(), "--json"]).output().unwrap();
+    assert_eq!(json(&show)["input"]["body"], "b");
+    let bad = steward().args(["--home", h, "ops", "list", "--state", "sent"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let missing = steward().args(["--home", h, "ops", "show", "999"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("JOURNAL_NOT_FOUND"));
+}

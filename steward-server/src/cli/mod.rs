@@ -33,6 +33,7 @@ macro_rules! out {
 }
 
 mod authority;
+mod ops;
 
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
 #[derive(Debug, Parser)]
@@ -97,6 +98,11 @@ enum Command {
     Policy {
         #[command(subcommand)]
         cmd: authority::PolicyCmd,
+    },
+    /// The write journal: what was attempted, what the backend said, what confirmed it.
+    Ops {
+        #[command(subcommand)]
+        cmd: ops::OpsCmd,
     },
     /// The redacted audit trail, newest first, with filters.
     Audit(Box<authority::AuditArgs>),
@@ -253,6 +259,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Approvals { cmd } => authority::approvals(args.home, cmd),
         Command::Policy { cmd } => authority::policy(args.home, cmd),
         Command::Audit(a) => authority::audit(args.home, *a),
+        Command::Ops { cmd } => ops::ops(args.home, cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

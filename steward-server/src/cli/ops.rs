@@ -1,0 +1,86 @@
+//! `steward ops …`: the write journal, read-only here (sending arrives with the mail backend).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use steward_core::journal::{MAX_OPS_PAGE, OpState, Operation};
+
+use super::{Failure, open, usage};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum OpsCmd {
+    /// Journaled operations, newest first.
+    List {
+        /// Only this state: scheduled, started, backend_returned, unknown, failed, confirmed,
+        /// needs_review, retry_exhausted.
+        #[arg(long)]
+        state: Option<String>,
+        /// Skip this many.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// At most this many (1..=100).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One operation with its complete input and evidence.
+    Show {
+        /// The operation id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn line(op: &Operation) {
+    out!(
+        "#{} {} {} attempts {} checks {} key {}{}",
+        op.id,
+        op.state.as_str(),
+        op.kind,
+        op.attempts,
+        op.confirmation_attempts,
+        op.idempotency_key,
+        op.error.as_ref().map(|e| format!(" error: {e}")).unwrap_or_default()
+    );
+}
+
+pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
+    let steward = open(home)?;
+    let journal = steward.journal()?;
+    match cmd {
+        OpsCmd::List { state, offset, limit, json } => {
+            if limit == 0 || limit > MAX_OPS_PAGE {
+                return Err(usage(format!("--limit must be 1..={MAX_OPS_PAGE}")));
+            }
+            let state = state
+                .map(|s| OpState::parse(&s).ok_or_else(|| usage(format!("unknown state {s:?}"))))
+                .transpose()?;
+            let page = journal.list(state, offset, limit)?;
+            if json {
+                out!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "[]".to_owned()));
+            } else if page.is_empty() {
+                out!("no operations");
+            } else {
+                page.iter().for_each(line);
+            }
+        }
+        OpsCmd::Show { id, json } => {
+            let op = journal.get(id)?;
+            if json {
+                out!("{}", serde_json::to_string(&op).unwrap_or_else(|_| "{}".to_owned()));
+            } else {
+                line(&op);
+                out!("  input: {}", steward_core::approval::canonical_json(&op.input));
+                out!("  expected: {}", op.expected);
+                if let Some(e) = &op.evidence {
+                    out!("  evidence: {e}");
+                }
+            }
+        }
+    }
+    Ok(())
+}
