@@ -129,4 +129,43 @@ fn main() {
         payload.to_string().len(),
         p50(times) * 1e6
     );
+
+    // Journal: append an operation (audited) and move it to backend_returned (audited).
+    std::fs::create_dir_all(dir.path().join("journal")).expect("dir");
+    let home = dir.path().join("journal");
+    let steward = steward_core::Steward::builder().home(&home).open().expect("open");
+    let journal = steward.journal().expect("journal");
+    let mut times = Vec::new();
+    for i in 0..2_000i64 {
+        let t = Instant::now();
+        let op = journal
+            .record(
+                &steward_core::journal::NewOperation {
+                    kind: "mail.send".into(),
+                    idempotency_key: format!("bench-{i}"),
+                    input: json!({"to": ["bob@example.org"], "subject": "Numbers", "body": "Hello Bob, ".repeat(100)}),
+                    expected: json!({"message_id": format!("{i}@steward.local")}),
+                    approval_id: Some(i),
+                    scheduled_for: None,
+                },
+                i,
+            )
+            .expect("record");
+        journal
+            .transition(
+                op.id,
+                steward_core::journal::OpState::BackendReturned,
+                &steward_core::journal::OpUpdate {
+                    backend_result: Some(json!({"smtp": "250 2.0.0 OK"})),
+                    ..Default::default()
+                },
+                i,
+            )
+            .expect("transition");
+        times.push(t.elapsed().as_secs_f64());
+    }
+    println!(
+        "| journal append + transition (ops.db, both audited) | **{:.2} ms p50** |",
+        p50(times) * 1e3
+    );
 }
