@@ -349,7 +349,22 @@ impl Journal {
             match probe {
                 Ok(ok) if ok == "ok" => {}
                 Ok(detail) => return Err(JournalError::Corrupt { path, detail }),
-                Err(e) => return Err(JournalError::Corrupt { path, detail: e.to_string() }),
+                Err(e) => {
+                    // Damage is corruption; anything else (busy, permissions) is a store error,
+                    // never a reason to call the journal damaged.
+                    let damaged = matches!(
+                        e.sqlite_error_code(),
+                        Some(
+                            rusqlite::ErrorCode::DatabaseCorrupt
+                                | rusqlite::ErrorCode::NotADatabase
+                        )
+                    );
+                    return Err(if damaged {
+                        JournalError::Corrupt { path, detail: e.to_string() }
+                    } else {
+                        JournalError::Store(StoreError::query("journal check", e))
+                    });
+                }
             }
         }
         let db = Database::open(&path, &SCHEMA, OpenOptions::from_limits(limits))

@@ -166,4 +166,8 @@ fn a_damaged_journal_stops_and_is_left_as_it_was() {
     assert_eq!(err.code(), "JOURNAL_CORRUPT", "{err}");
     assert!(err.to_string().contains("never rebuilt"));
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "the damaged file is untouched");
+    // A file that is not a database at all.
+    std::fs::write(&path, b"this is not SQLite, just text that is long enough to matter").unwrap();
+    let err = Journal::open(dir.path(), &Limits::default()).unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_CORRUPT", "{err}");
 }
