@@ -171,3 +171,40 @@ fn a_damaged_journal_stops_and_is_left_as_it_was() {
     let err = Journal::open(dir.path(), &Limits::default()).unwrap_err();
     assert_eq!(err.code(), "JOURNAL_CORRUPT", "{err}");
 }
+
+#[test]
+fn the_serialized_operation_is_stable() {
+    let (_dir, j) = journal();
+    let scheduled = j.record(&send("snap", "a@example.com", Some(NOW + 60)), NOW).unwrap();
+    assert_eq!((scheduled.state, scheduled.attempts), (OpState::Scheduled, 0));
+    let op = j.claim_due(NOW + 60, 1).unwrap().pop().unwrap();
+    assert_eq!(op.id, 1);
+    let op = j
+        .transition(
+            op.id,
+            OpState::Unknown,
+            &OpUpdate { error: Some("timeout after DATA".into()), ..Default::default() },
+            NOW + 61,
+        )
+        .unwrap();
+    let expected = json!({
+        "id": 1,
+        "kind": "mail.send_later",
+        "idempotency_key": "snap",
+        "input": {"body": "full body, not redacted", "subject": "Hi", "to": ["a@example.com"]},
+        "input_sha256": input_sha256(&json!({"to": ["a@example.com"], "subject": "Hi", "body": "full body, not redacted"})),
+        "expected": {"message_id": "snap@steward.local"},
+        "approval_id": 7,
+        "state": "unknown",
+        "attempts": 1,
+        "confirmation_attempts": 0,
+        "scheduled_for": NOW + 60,
+        "attempted_at": NOW + 60,
+        "backend_result": null,
+        "error": "timeout after DATA",
+        "evidence": null,
+        "created_at": NOW,
+        "updated_at": NOW + 61
+    });
+    assert_eq!(serde_json::to_value(&op).unwrap(), expected);
+}
