@@ -43,16 +43,17 @@ impl Steward {
 
     /// Decides `call` under the policy in force and records the decision in the audit trail
     /// (`policy.decision`; risk high for a denial, medium for a gate, low for an allow). An
-    /// input larger than [`MAX_INPUT_BYTES`] is denied as not an acceptable object.
+    /// input larger than [`MAX_INPUT_BYTES`] is denied before the policy is consulted.
     pub fn decide(
         &self,
         call: &ToolCall<'_>,
         ctx: &DecisionContext<'_>,
     ) -> Result<Decision, PolicyError> {
         let current = self.policy_store()?.current()?;
-        let oversized = canonical_json(call.input).len() > MAX_INPUT_BYTES;
+        let bytes = canonical_json(call.input).len();
+        let oversized = bytes > MAX_INPUT_BYTES;
         let decision = if oversized {
-            Decision::Deny { reason: crate::policy::DenyReason::InputNotObject }
+            Decision::Deny { reason: crate::policy::DenyReason::InputTooLarge { bytes } }
         } else {
             decide(self.tools(), &current.policy, call.tool, call.input, ctx)
         };

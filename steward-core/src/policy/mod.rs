@@ -368,6 +368,11 @@ pub enum DenyReason {
     NotGranted,
     /// The input is not a JSON object.
     InputNotObject,
+    /// The input is larger than an approval card may hold ([`crate::approval::MAX_INPUT_BYTES`]).
+    InputTooLarge {
+        /// Its size in bytes of canonical JSON.
+        bytes: usize,
+    },
 }
 
 /// What [`decide`] says.

@@ -36,17 +36,25 @@ fn the_builtin_catalog_registers_and_sending_is_gated() {
     let read = json!({"query": "tax"});
     let d = s.decide(&call("mail.search", &read), &DecisionContext::default()).unwrap();
     assert_eq!(d, Decision::Allow { level: Level::Auto });
+    // An input no approval card could hold is denied before the policy is asked.
+    let huge = json!({"query": "x".repeat(300 * 1024)});
+    let d = s.decide(&call("mail.search", &huge), &DecisionContext::default()).unwrap();
+    assert!(
+        matches!(d, Decision::Deny { reason: DenyReason::InputTooLarge { bytes } } if bytes > 300 * 1024)
+    );
     // Every decision is in the audit trail, the denial-free ones included.
     let rows = s
         .audit()
         .unwrap()
         .query(&AuditQuery { event_type: Some("policy.decision".into()), ..Default::default() })
         .unwrap();
-    assert_eq!(rows.len(), 2);
-    assert_eq!(rows[0].tool.as_deref(), Some("mail.search"));
-    assert_eq!(rows[0].risk, "low");
-    assert_eq!(rows[1].risk, "medium");
-    assert_eq!(rows[1].payload["policy_version"], 0);
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0].risk, "high");
+    assert_eq!(rows[0].payload["input"], "(oversized)");
+    assert_eq!(rows[1].tool.as_deref(), Some("mail.search"));
+    assert_eq!(rows[1].risk, "low");
+    assert_eq!(rows[2].risk, "medium");
+    assert_eq!(rows[2].payload["policy_version"], 0);
 }
 
 #[test]
