@@ -11,6 +11,7 @@ use crate::{
     approval::{HumanAuthority, MAX_INPUT_BYTES, canonical_json},
     audit::{AuditEvent, Risk},
     policy::{Decision, DecisionContext, PolicyChange, PolicyError, PolicyVersion, decide},
+    time::now_secs as now,
 };
 
 /// The tool that changes the policy.
@@ -27,12 +28,6 @@ pub struct ToolCall<'a> {
     pub tool: &'a str,
     /// Its input.
     pub input: &'a Value,
-}
-
-pub(crate) fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 impl Steward {

@@ -165,7 +165,7 @@ mod tests {
         std::fs::write(root.join(".ssh/config"), b"Host x").unwrap();
         let ok = root.join("report.pdf");
         std::fs::write(&ok, b"%PDF-1.4").unwrap();
-        for name in [
+        let secrets = [
             ".env",
             ".env.local",
             "prod.env",
@@ -174,21 +174,13 @@ mod tests {
             "TLS.KEY",
             ".netrc",
             "vault.kdbx",
-        ] {
+        ];
+        for name in secrets {
             std::fs::write(root.join(name), b"secret").unwrap();
         }
         assert_eq!(guard_file(&ok, &home).unwrap(), ok);
         let code = |p: &Path| guard_file(p, &home).unwrap_err().code();
-        for name in [
-            ".env",
-            ".env.local",
-            "prod.env",
-            "server.pem",
-            "id_ed25519",
-            "TLS.KEY",
-            ".netrc",
-            "vault.kdbx",
-        ] {
+        for name in secrets {
             assert_eq!(code(&root.join(name)), "PATH_SENSITIVE", "{name}");
         }
         assert_eq!(code(&root.join(".ssh/config")), "PATH_SENSITIVE");

@@ -88,6 +88,13 @@ fn days_in_month(year: i64, month: i64) -> i64 {
     }
 }
 
+/// Now, in Unix seconds (0 before 1970, saturating far in the future).
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// Parses `YYYY-MM-DD` (midnight UTC) or RFC 3339 (`2026-06-01T09:30:00Z`, `…+02:00`, with
 /// optional fractional seconds, which are dropped) into Unix seconds.
 pub fn parse_date(text: &str) -> Result<i64, InvalidDate> {

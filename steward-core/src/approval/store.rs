@@ -112,15 +112,6 @@ fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| StoreError::query(ctx, e)
 }
 
-fn level_str(l: Level) -> &'static str {
-    match l {
-        Level::Auto => "auto",
-        Level::Logged => "logged",
-        Level::Confirm => "confirm",
-        Level::Secure => "secure",
-    }
-}
-
 const COLUMNS: &str = "id, batch_id, chat, requested_by, tool, proposed_input, normalized_input,
     summary, level, status, decided_by, note, effective_input, effective_sha256, created_at,
     decided_at, expires_at";
@@ -358,7 +349,7 @@ impl Approvals {
                         canonical_json(&n.input),
                         canonical_json(normalized),
                         n.summary,
-                        level_str(n.level),
+                        n.level.as_str(),
                         now,
                         now + n.timeout_secs.unwrap_or(APPROVAL_TIMEOUT_SECS),
                     ],

@@ -224,12 +224,6 @@ fn words_of(bytes: &[u8], words: usize, out: &mut Vec<u64>) {
     }
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 impl VectorStore {
     /// Opens (creating if needed) `<dir>/vectors.db`.
     pub fn open(dir: &Path, limits: &Limits) -> Result<Self, VectorError> {
@@ -307,7 +301,7 @@ impl VectorStore {
             tx.execute(
                 "INSERT OR IGNORE INTO vector_spaces (model, dimension, created_at)
                  VALUES (?1, ?2, ?3)",
-                params![model, dim, now()],
+                params![model, dim, crate::time::now_secs()],
             )
             .map_err(q("create vector space"))?;
             let id: i64 = tx

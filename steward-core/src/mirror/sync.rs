@@ -11,7 +11,7 @@ use std::{
         atomic::{AtomicBool, Ordering},
         mpsc,
     },
-    time::{Instant, SystemTime, UNIX_EPOCH},
+    time::Instant,
 };
 
 use rusqlite::params;
@@ -25,6 +25,7 @@ use super::{
 use crate::{
     error::StewardError,
     store::{StoreError, int},
+    time::now_secs,
 };
 
 /// Changed files at or above which a run loads the existence filters.
@@ -139,12 +140,6 @@ pub struct SyncSummary {
     pub seconds: f64,
     /// Messages read (added, updated, copies, unchanged) per second of the whole run.
     pub messages_per_second: f64,
-}
-
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn validate_account(name: &str) -> Result<(), MirrorError> {

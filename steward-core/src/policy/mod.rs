@@ -292,6 +292,24 @@ impl Policy {
     }
 }
 
+impl PolicyChange {
+    /// The change a person means by `tool` + one word: a level (`L0`–`L3`, `auto`, `logged`,
+    /// `confirm`, `secure`), `allow`, `deny` (with `reason`, or a default one) or `default`
+    /// (back to the tool's own level).
+    pub fn setting(tool: &str, word: &str, reason: Option<&str>) -> Result<Self, PolicyError> {
+        let tool = tool.to_owned();
+        Ok(match word.to_ascii_lowercase().as_str() {
+            "allow" => Self::SetRule { tool, rule: Rule::Allow },
+            "deny" => Self::SetRule {
+                tool,
+                rule: Rule::Deny { reason: reason.unwrap_or("denied by policy").to_owned() },
+            },
+            "default" => Self::ClearLevel { tool },
+            other => Self::SetLevel { tool, level: Level::parse(other)? },
+        })
+    }
+}
+
 /// One change to the [`Policy`] — the input of the `policy.set` tool and of
 /// [`crate::Steward::set_policy`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

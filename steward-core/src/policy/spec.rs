@@ -27,6 +27,18 @@ pub enum Effect {
     Destructive,
 }
 
+impl Effect {
+    /// A short name: `read`, `reversible write`, `write`, `destructive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write { reversible: true } => "reversible write",
+            Self::Write { reversible: false } => "write",
+            Self::Destructive => "destructive",
+        }
+    }
+}
+
 /// A registered tool.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolSpec {

@@ -394,3 +394,26 @@ fn the_policy_namespace_is_never_below_confirm_and_never_granted() {
         Decision::Deny { reason: DenyReason::NotGranted }
     );
 }
+
+#[test]
+fn a_setting_word_becomes_one_change() {
+    let s = |w: &str, r: Option<&str>| PolicyChange::setting("mail.send", w, r);
+    assert_eq!(
+        s("L3", None).unwrap(),
+        PolicyChange::SetLevel { tool: "mail.send".into(), level: Level::Secure }
+    );
+    assert_eq!(
+        s("Allow", None).unwrap(),
+        PolicyChange::SetRule { tool: "mail.send".into(), rule: Rule::Allow }
+    );
+    assert_eq!(
+        s("deny", Some("never")).unwrap(),
+        PolicyChange::SetRule {
+            tool: "mail.send".into(),
+            rule: Rule::Deny { reason: "never".into() }
+        }
+    );
+    assert_eq!(s("default", None).unwrap(), PolicyChange::ClearLevel { tool: "mail.send".into() });
+    assert_eq!(s("L9", None).unwrap_err().code(), "POLICY_BAD_LEVEL");
+    assert_eq!(Effect::Write { reversible: true }.as_str(), "reversible write");
+}

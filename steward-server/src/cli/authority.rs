@@ -9,8 +9,8 @@ use steward_core::{
     Steward,
     approval::{Approval, ApprovalStatus, MAX_APPROVAL_PAGE, Resolution},
     audit::{AuditQuery, MAX_AUDIT_PAGE},
-    policy::{Level, MAX_POLICY_HISTORY, PolicyChange, Rule},
-    time::parse_date,
+    policy::{MAX_POLICY_HISTORY, PolicyChange},
+    time::{now_secs as now, parse_date},
 };
 
 use super::{Failure, open, usage};
@@ -170,12 +170,6 @@ pub(super) struct AuditArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn json_line(v: &impl serde::Serialize) {
@@ -371,7 +365,7 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
                     out!(
                         "  tool {} ({}, default {})",
                         t.name,
-                        effect(t.effect),
+                        t.effect.as_str(),
                         t.default_level.as_str()
                     );
                 }
@@ -386,17 +380,7 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
             }
         }
         PolicyCmd::Set { tool, level, reason, expect_version, person, json } => {
-            let change = match level.to_ascii_lowercase().as_str() {
-                "allow" => PolicyChange::SetRule { tool, rule: Rule::Allow },
-                "deny" => PolicyChange::SetRule {
-                    tool,
-                    rule: Rule::Deny {
-                        reason: reason.unwrap_or_else(|| "denied by policy".into()),
-                    },
-                },
-                "default" => PolicyChange::ClearLevel { tool },
-                other => PolicyChange::SetLevel { tool, level: Level::parse(other)? },
-            };
+            let change = PolicyChange::setting(&tool, &level, reason.as_deref())?;
             let who = steward.human(&person.name())?;
             print_version(&steward.set_policy(&who, &change, expect_version)?, json);
         }
@@ -411,16 +395,6 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
         }
     }
     Ok(())
-}
-
-fn effect(e: steward_core::policy::Effect) -> &'static str {
-    use steward_core::policy::Effect;
-    match e {
-        Effect::Read => "read",
-        Effect::Write { reversible: true } => "reversible write",
-        Effect::Write { reversible: false } => "write",
-        Effect::Destructive => "destructive",
-    }
 }
 
 pub(super) fn audit(home: Option<PathBuf>, a: AuditArgs) -> Result<(), Failure> {
