@@ -22,9 +22,13 @@ struct Input {
     to: Vec<String>,
 }
 
-fn p50(mut v: Vec<f64>) -> f64 {
+fn p50(v: Vec<f64>) -> f64 {
+    quantile(v, 0.5)
+}
+
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v[((v.len() - 1) as f64 * q) as usize]
 }
 
 fn main() {
@@ -125,9 +129,10 @@ fn main() {
         times.push(t.elapsed().as_secs_f64());
     }
     println!(
-        "| audit insert with redaction, {} B payload | **{:.1} µs p50** |",
+        "| audit insert with redaction, {} B payload | **{:.1} µs p50** ({:.1} µs p99, checkpoints included) |",
         payload.to_string().len(),
-        p50(times) * 1e6
+        quantile(times.clone(), 0.5) * 1e6,
+        quantile(times, 0.99) * 1e6
     );
 
     // Journal: append an operation (audited) and move it to backend_returned (audited).

@@ -38,6 +38,11 @@ pub const PAGE_CACHE_KIB: i64 = 128 * 1024;
 /// index pages in every batch (measured: 9.5k -> 11.4k messages/s going from 1,000 to 30,000).
 /// A sync checkpoints and truncates the WAL when it ends.
 pub const WAL_AUTOCHECKPOINT_PAGES: i64 = 30_000;
+/// The same for the stores written in many small transactions (approvals, policy, the journal,
+/// the audit trail): a small WAL that is checkpointed often is rewritten in place, while one that
+/// keeps growing costs every commit a file extension (the kernel zeroes each new block: measured,
+/// 28% of an audit insert's time, 53 → 30 µs p50).
+pub const SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES: i64 = 1_000;
 /// Memory-mapped I/O per connection, in bytes (best effort).
 pub const MMAP_BYTES: i64 = 64 * 1024 * 1024;
 
@@ -79,6 +84,8 @@ pub struct Limits {
     pub mmap_bytes: i64,
     /// See [`WAL_AUTOCHECKPOINT_PAGES`].
     pub wal_autocheckpoint_pages: i64,
+    /// See [`SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES`].
+    pub small_writes_wal_autocheckpoint_pages: i64,
 }
 
 impl Default for Limits {
@@ -101,6 +108,7 @@ impl Default for Limits {
             page_cache_kib: PAGE_CACHE_KIB,
             mmap_bytes: MMAP_BYTES,
             wal_autocheckpoint_pages: WAL_AUTOCHECKPOINT_PAGES,
+            small_writes_wal_autocheckpoint_pages: SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES,
         }
     }
 }
@@ -119,6 +127,9 @@ impl Limits {
         }
         if self.reader_connections == 0 || self.reader_connections > 64 {
             return Err("reader_connections");
+        }
+        if self.small_writes_wal_autocheckpoint_pages < 0 {
+            return Err("small_writes_wal_autocheckpoint_pages");
         }
         if self.wal_autocheckpoint_pages < 0 {
             return Err("wal_autocheckpoint_pages");

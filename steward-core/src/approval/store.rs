@@ -172,7 +172,7 @@ impl Approvals {
     /// Opens (creating and migrating) `<home>/steward.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
         let db =
-            Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::from_limits(limits))?;
+            Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         Ok(Self { db, audit: None, changed: Default::default() })
     }
 

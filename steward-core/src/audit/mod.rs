@@ -181,7 +181,7 @@ pub struct AuditLog {
 impl AuditLog {
     /// Opens (creating) `<home>/audit.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, AuditError> {
-        let db = Database::open(&home.join("audit.db"), &SCHEMA, OpenOptions::from_limits(limits))?;
+        let db = Database::open(&home.join("audit.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         Ok(Self { db, failures: AtomicU64::new(0) })
     }
 
@@ -191,8 +191,8 @@ impl AuditLog {
         let r = redact::redactor();
         let payload = r.redact(e.payload).to_string();
         let mask = |s: Option<&str>| s.map(|s| r.mask_text(s));
-        let result = self.db.write(|tx| {
-            tx.prepare_cached(
+        let result = self.db.write_autocommit(|conn| {
+            conn.prepare_cached(
                 "INSERT INTO audit_events (at, actor, event_type, risk, chat, tool, correlation_id, payload)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )

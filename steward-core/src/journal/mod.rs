@@ -367,7 +367,7 @@ impl Journal {
                 }
             }
         }
-        let db = Database::open(&path, &SCHEMA, OpenOptions::from_limits(limits))
+        let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))
             .map_err(|e| corrupt(&path, e))?;
         restrict(&path);
         Ok(Self { db, audit: None })

@@ -71,7 +71,7 @@ impl PolicyStore {
         let db = Database::open(
             &home.join("steward.db"),
             &crate::approval::STEWARD_SCHEMA,
-            OpenOptions::from_limits(limits),
+            OpenOptions::small_writes(limits),
         )?;
         Ok(Self { db })
     }

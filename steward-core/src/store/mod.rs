@@ -177,6 +177,15 @@ impl OpenOptions {
             wal_autocheckpoint_pages: limits.wal_autocheckpoint_pages,
         }
     }
+
+    /// For a store written in many small transactions: a WAL kept small and reused
+    /// ([`crate::limits::SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES`]).
+    pub(crate) fn small_writes(limits: &Limits) -> Self {
+        Self {
+            wal_autocheckpoint_pages: limits.small_writes_wal_autocheckpoint_pages,
+            ..Self::from_limits(limits)
+        }
+    }
 }
 
 fn open_connection(path: &Path, opts: &OpenOptions, read_only: bool) -> StoreResult<Connection> {
@@ -282,6 +291,17 @@ impl Database {
         let out = f(&tx)?;
         tx.commit().map_err(|e| StoreError::query("commit", e))?;
         Ok(out)
+    }
+
+    /// Runs `f` on the writer connection outside an explicit transaction: each statement it runs
+    /// commits on its own (SQLite autocommit). For single-statement writes, where BEGIN and COMMIT
+    /// would be two more statements on a hot path (the audit insert).
+    pub(crate) fn write_autocommit<T, E>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let conn = self.lock_writer();
+        f(&conn)
     }
 
     /// Runs `f` on a pooled read connection (opened on demand, at most `readers` kept).
