@@ -18,6 +18,7 @@ pub mod index;
 pub mod journal;
 pub mod limits;
 pub mod mirror;
+pub mod outbox;
 pub mod paths;
 pub mod policy;
 pub mod search;

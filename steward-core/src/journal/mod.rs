@@ -409,6 +409,16 @@ impl Journal {
     /// Journals `op` before its backend is called. The same idempotency key with the same
     /// input returns the existing operation (one effect); with another input it is refused.
     pub fn record(&self, op: &NewOperation, now: i64) -> Result<Operation, JournalError> {
+        self.record_new(op, now).map(|(op, _)| op)
+    }
+
+    /// [`Journal::record`], also saying whether this call inserted the operation (`false`: the
+    /// key was already journaled with the same input, and the caller must not execute it).
+    pub fn record_new(
+        &self,
+        op: &NewOperation,
+        now: i64,
+    ) -> Result<(Operation, bool), JournalError> {
         if Domain::of(&op.kind).is_none() {
             return Err(JournalError::Invalid(format!("unknown operation kind {:?}", op.kind)));
         }
@@ -468,7 +478,49 @@ impl Journal {
         if inserted {
             self.audit(&op, None, now);
         }
-        Ok(op)
+        Ok((op, inserted))
+    }
+
+    /// The operation journaled under `key`, if any.
+    pub fn find_by_key(&self, key: &str) -> Result<Option<Operation>, JournalError> {
+        Ok(self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM operations WHERE idempotency_key = ?1"
+            ))
+            .and_then(|mut s| s.query_row([key.trim()], operation).optional())
+            .map_err(q("operation by key"))
+        })?)
+    }
+
+    /// Operations of kinds starting with `kind_prefix` that confirmation should examine: the
+    /// backend returned, the outcome is unknown, or the row was left `started` (unchanged since
+    /// `stale_before`, a crashed caller). Least recently examined first, at most `limit`.
+    pub fn confirmable(
+        &self,
+        kind_prefix: &str,
+        stale_before: i64,
+        limit: usize,
+    ) -> Result<Vec<Operation>, JournalError> {
+        if limit == 0 || limit > MAX_OPS_PAGE {
+            return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
+        }
+        Ok(self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM operations
+                 WHERE (state IN ('backend_returned', 'unknown')
+                        OR (state = 'started' AND updated_at <= ?2))
+                   AND substr(kind, 1, length(?1)) = ?1
+                 ORDER BY updated_at, id LIMIT ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(
+                    params![kind_prefix, stale_before, i64::try_from(limit).unwrap_or(1)],
+                    operation,
+                )?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("confirmable operations"))
+        })?)
     }
 
     /// One operation, with its full input and evidence.
@@ -601,7 +653,14 @@ impl Journal {
     /// Records one confirmation check that found no evidence. At [`CONFIRMATION_LIMIT`] the
     /// operation goes to its domain's final state (`needs_review` for mail); never back to a
     /// state that would send again.
-    pub fn confirmation_missed(&self, id: i64, now: i64) -> Result<Operation, JournalError> {
+    /// `evidence` (what the check found: nothing, or several candidates) is stored with the
+    /// check, so a person reviewing the operation sees why it was not confirmed.
+    pub fn confirmation_missed(
+        &self,
+        id: i64,
+        now: i64,
+        evidence: Option<Value>,
+    ) -> Result<Operation, JournalError> {
         let op = self.get(id)?;
         if op.state.is_final() || op.state == OpState::Scheduled {
             return Err(JournalError::IllegalTransition {
@@ -613,9 +672,9 @@ impl Journal {
         let n = self.db.write(|tx| {
             tx.query_row(
                 "UPDATE operations SET confirmation_attempts = confirmation_attempts + 1,
-                     updated_at = ?2
+                     updated_at = ?2, evidence = coalesce(?4, evidence)
                  WHERE id = ?1 AND state = ?3 RETURNING confirmation_attempts",
-                params![id, now, op.state.as_str()],
+                params![id, now, op.state.as_str(), evidence.as_ref().map(canonical_json)],
                 |r| r.get::<_, i64>(0),
             )
             .optional()

@@ -136,13 +136,13 @@ fn a_due_row_is_claimed_once_even_by_racing_schedulers() {
     // A crash after the claim never requeues: confirmation, then review.
     let id = all[0];
     for k in 1..CONFIRMATION_LIMIT {
-        let op = j.confirmation_missed(id, NOW + 200 + k).unwrap();
+        let op = j.confirmation_missed(id, NOW + 200 + k, None).unwrap();
         assert_eq!((op.state, op.confirmation_attempts), (OpState::Started, k));
     }
-    let op = j.confirmation_missed(id, NOW + 300).unwrap();
+    let op = j.confirmation_missed(id, NOW + 300, None).unwrap();
     assert_eq!(op.state, OpState::NeedsReview);
     assert_eq!(
-        j.confirmation_missed(id, NOW + 301).unwrap_err().code(),
+        j.confirmation_missed(id, NOW + 301, None).unwrap_err().code(),
         "JOURNAL_ILLEGAL_TRANSITION"
     );
     assert!(j.claim_due(NOW + 1_000, 100).unwrap().is_empty());

@@ -255,7 +255,7 @@ pub(crate) fn identity_of(account: &str, msg: &ParsedMessage) -> String {
 
 /// Message-IDs compare case-sensitively on the local part in theory; in practice clients vary
 /// only in surrounding brackets and whitespace, which we strip.
-pub(crate) fn normalize_message_id(id: &str) -> String {
+pub fn normalize_message_id(id: &str) -> String {
     id.trim().trim_start_matches('<').trim_end_matches('>').trim().to_owned()
 }
 

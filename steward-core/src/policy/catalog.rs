@@ -57,10 +57,16 @@ pub struct MailSendInput {
     pub subject: String,
     /// The plain-text body.
     pub body: String,
-    /// Attachments: mirrored attachment ids or file paths.
+    /// Attachments: file paths, or mirrored attachments as `attachment:<message id>:<position>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_ATTACHMENTS))]
     pub attachments: Vec<String>,
+    /// The Message-ID of the message this answers, when it is a reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    /// When to send (RFC 3339 or YYYY-MM-DD); now when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_at: Option<String>,
 }
 
 /// Reply to a mirrored message.
