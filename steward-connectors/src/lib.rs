@@ -7,3 +7,5 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod mail;
+#[cfg(feature = "testing")]
+pub mod testing;

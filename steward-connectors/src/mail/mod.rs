@@ -6,6 +6,7 @@ pub mod emlx;
 pub mod maildir;
 pub mod mbox;
 pub mod mime;
+pub mod smtp;
 pub mod watch;
 
 pub use emlx::EmlxSource;

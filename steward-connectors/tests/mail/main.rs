@@ -7,6 +7,7 @@ mod fixtures;
 mod lexical;
 mod reads;
 mod search;
+mod smtp;
 mod sources;
 mod sync;
 mod threading;

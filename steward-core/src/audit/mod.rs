@@ -181,7 +181,8 @@ pub struct AuditLog {
 impl AuditLog {
     /// Opens (creating) `<home>/audit.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, AuditError> {
-        let db = Database::open(&home.join("audit.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
+        let db =
+            Database::open(&home.join("audit.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         Ok(Self { db, failures: AtomicU64::new(0) })
     }
 

@@ -47,8 +47,8 @@ pub use read::{
 pub use role::classify_mailbox;
 pub use stats::{FileErrorRecord, MirrorStats};
 pub use subject::normalize_subject;
-pub use writer::normalize_message_id;
 pub use sync::{Progress, ProgressPhase, SyncMode, SyncOptions, SyncSummary};
+pub use writer::normalize_message_id;
 
 use crate::{
     Limits,

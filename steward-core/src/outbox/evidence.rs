@@ -138,10 +138,8 @@ impl Mirror {
         expected: &Value,
         attempted_at: i64,
     ) -> Result<Evidence, StoreError> {
-        let window = (
-            attempted_at - EVIDENCE_WINDOW_BEFORE_SECS,
-            attempted_at + EVIDENCE_WINDOW_AFTER_SECS,
-        );
+        let window =
+            (attempted_at - EVIDENCE_WINDOW_BEFORE_SECS, attempted_at + EVIDENCE_WINDOW_AFTER_SECS);
         let account = text(expected, "account").unwrap_or_default();
         let mut evidence = Evidence { matches: Vec::new(), window };
         self.db().read(|c| {

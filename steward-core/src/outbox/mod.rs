@@ -175,6 +175,9 @@ pub enum SubmitClass {
     Build,
     /// The transport is not configured, or configured unsafely.
     Config,
+    /// The connection broke or timed out before the message data was sent: nothing can have
+    /// been accepted.
+    Interrupted,
     /// Timed out during the mail transaction: the message may have been accepted.
     Timeout,
     /// The connection broke during the mail transaction: the message may have been accepted.
@@ -200,6 +203,7 @@ impl SubmitClass {
             Self::Rejected => "rejected",
             Self::Build => "build",
             Self::Config => "config",
+            Self::Interrupted => "interrupted",
             Self::Timeout => "timeout",
             Self::ConnectionReset => "connection_reset",
         }
@@ -359,7 +363,9 @@ fn check_address(field: &str, a: &str) -> Result<(), OutboxError> {
         return bad("contains white space, control or separator characters");
     }
     match a.rsplit_once('@') {
-        Some((local, domain)) if !local.is_empty() && !domain.is_empty() && !domain.contains('@') => {
+        Some((local, domain))
+            if !local.is_empty() && !domain.is_empty() && !domain.contains('@') =>
+        {
             Ok(())
         }
         _ => bad("is not of the form local@domain"),
@@ -440,10 +446,7 @@ fn mime_type_of(path: &Path) -> &'static str {
     }
 }
 
-fn one_submission(
-    transport: &dyn MailTransport,
-    mail: &OutgoingMail,
-) -> (OpState, OpUpdate) {
+fn one_submission(transport: &dyn MailTransport, mail: &OutgoingMail) -> (OpState, OpUpdate) {
     match transport.submit(mail) {
         Ok(receipt) => (
             OpState::BackendReturned,
@@ -506,7 +509,9 @@ impl Steward {
                 let id = normalize_message_id(id);
                 check_line("in_reply_to", &id, MAX_ADDRESS_BYTES * 4)?;
                 if id.is_empty() || id.chars().any(char::is_whitespace) {
-                    return Err(OutboxError::Invalid(format!("in_reply_to {id:?} is not a Message-ID")));
+                    return Err(OutboxError::Invalid(format!(
+                        "in_reply_to {id:?} is not a Message-ID"
+                    )));
                 }
                 Some(id)
             }
@@ -548,7 +553,8 @@ impl Steward {
         if let Some(rest) = spec.strip_prefix("attachment:") {
             let not_found = || OutboxError::AttachmentNotFound(spec.to_owned());
             let (msg, pos) = rest.split_once(':').ok_or_else(not_found)?;
-            let (msg, pos) = (msg.parse().map_err(|_| not_found())?, pos.parse().map_err(|_| not_found())?);
+            let (msg, pos) =
+                (msg.parse().map_err(|_| not_found())?, pos.parse().map_err(|_| not_found())?);
             let (name, mime_type, size, sha) =
                 self.mirror().attachment_blob(msg, pos)?.ok_or_else(not_found)?;
             let path = self.mirror().blob_path(&sha).ok_or_else(not_found)?;
@@ -561,15 +567,15 @@ impl Steward {
             });
         }
         let path = crate::paths::guard_file(Path::new(spec), self.home())?;
-        let (size, sha256) = file_digest(&path).map_err(|e| PathError::NotAFile {
-            path: path.clone(),
-            why: e.to_string(),
-        })?;
+        let (size, sha256) = file_digest(&path)
+            .map_err(|e| PathError::NotAFile { path: path.clone(), why: e.to_string() })?;
         if size > MAX_ATTACHMENT_BYTES {
             return Err(PathError::TooLarge { path, bytes: size }.into());
         }
         Ok(OutgoingAttachment {
-            name: path.file_name().map_or_else(|| "attachment".to_owned(), |n| n.to_string_lossy().into_owned()),
+            name: path
+                .file_name()
+                .map_or_else(|| "attachment".to_owned(), |n| n.to_string_lossy().into_owned()),
             mime_type: mime_type_of(&path).to_owned(),
             path,
             size,
@@ -657,7 +663,9 @@ impl Steward {
         let due = journal.confirmable("mail.", now - STALE_STARTED_SECS, CONFIRM_PASS_LIMIT)?;
         let mut report = ConfirmReport { checked: due.len(), ..ConfirmReport::default() };
         for op in due {
-            let found = self.mirror().sent_evidence(&op.expected, op.attempted_at.unwrap_or(op.created_at))?;
+            let found = self
+                .mirror()
+                .sent_evidence(&op.expected, op.attempted_at.unwrap_or(op.created_at))?;
             fail::fail_point!("outbox::during_confirm", |_| std::process::abort());
             let evidence = serde_json::to_value(&found).ok();
             match found.matched() {

@@ -1,0 +1,411 @@
+//! Sending through the write journal over real SMTP (aiosmtpd on loopback): the message we build,
+//! one delivery per operation whatever is retried, every failure class mapped to `failed` or
+//! `unknown`, and confirmation from the Sent copy the person's sync tool files.
+
+use std::{path::PathBuf, time::Duration};
+
+use steward_connectors::{
+    mail::{
+        MaildirSource,
+        smtp::{Security, SmtpConfig, SmtpSender},
+    },
+    testing::{SinkOptions, SmtpSink},
+};
+use steward_core::{
+    Steward, StewardError,
+    journal::OpState,
+    mirror::SyncOptions,
+    outbox::{MailDraft, Sender},
+};
+
+const NOW: i64 = 1_790_000_000;
+const ACCOUNT: &str = "me";
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    steward: Steward,
+    maildir: PathBuf,
+}
+
+fn rig() -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let maildir = root.join("Mail");
+    for sub in ["cur", "new", "tmp", ".Sent/cur", ".Sent/new", ".Sent/tmp"] {
+        std::fs::create_dir_all(maildir.join(sub)).unwrap();
+    }
+    let steward = Steward::builder().home(root.join("home")).open().unwrap();
+    Rig { _dir: dir, root, steward, maildir }
+}
+
+impl Rig {
+    fn sink(&self, mut opts: SinkOptions) -> SmtpSink {
+        if opts.sent_maildir.is_none() {
+            opts.sent_maildir = Some(self.maildir.join(".Sent"));
+        }
+        SmtpSink::start(&self.root, &opts)
+    }
+
+    fn sync(&self) {
+        let opts = SyncOptions { account: Some(ACCOUNT.into()), cancel: None };
+        self.steward.mirror().sync(&MaildirSource::new(&self.maildir), &opts, &mut |_| {}).unwrap();
+    }
+
+    /// The Sent copy holding `needle`, as text.
+    fn sent_copy(&self, needle: &str) -> (PathBuf, String) {
+        for e in std::fs::read_dir(self.maildir.join(".Sent/cur")).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap();
+            if text.contains(needle) {
+                return (p, text);
+            }
+        }
+        panic!("no Sent copy contains {needle}");
+    }
+}
+
+fn sender() -> Sender {
+    Sender {
+        account: ACCOUNT.into(),
+        from: "ada@example.org".into(),
+        from_name: Some("Ada".into()),
+    }
+}
+
+fn smtp(port: u16) -> SmtpSender {
+    SmtpSender::new(SmtpConfig::new("127.0.0.1", port, Security::Plain, sender())).unwrap()
+}
+
+fn draft(subject: &str) -> MailDraft {
+    MailDraft {
+        account: ACCOUNT.into(),
+        from: "ada@example.org".into(),
+        from_name: Some("Ada".into()),
+        to: vec!["bob@example.org".into()],
+        cc: vec!["carol@example.org".into()],
+        subject: subject.into(),
+        body: "Hello Bob,\n\nthe numbers are attached.\n\nAda".into(),
+        ..MailDraft::default()
+    }
+}
+
+#[test]
+fn a_mail_is_sent_once_with_our_headers_and_confirmed_by_its_sent_copy() {
+    let r = rig();
+    let sink = r.sink(SinkOptions::default());
+    let smtp = smtp(sink.port);
+    let file = r.root.join("numbers.csv");
+    std::fs::write(&file, "quarter,revenue\nQ3,1200\n").unwrap();
+    let mut d = draft("Quarterly numbers");
+    d.bcc = vec!["dan@example.org".into()];
+    d.attachments = vec![file.display().to_string()];
+    let mail = r.steward.prepare_mail(&d, NOW).unwrap();
+    let op = r.steward.send_mail(&mail, "ui:1", None, None, &smtp, NOW).unwrap();
+    assert_eq!(op.state, OpState::BackendReturned, "{op:?}");
+    assert_eq!(op.kind, "mail.send");
+    assert!(op.backend_result.as_ref().unwrap()["response"].as_str().unwrap().starts_with("250"));
+
+    let got = sink.deliveries();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["message_id"], format!("<{}>", mail.message_id));
+    let rcpt: Vec<&str> =
+        got[0]["rcpt_tos"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(rcpt, ["bob@example.org", "carol@example.org", "dan@example.org"]);
+    assert!(got[0]["bcc_header"].is_null(), "Bcc must stay out of the headers");
+    let (_, text) = r.sent_copy(&mail.message_id);
+    assert!(text.contains("Subject: Quarterly numbers"));
+    assert!(text.contains("filename=\"numbers.csv\""), "{text}");
+
+    // The same key again: the journaled operation, no second delivery.
+    let again = r.steward.send_mail(&mail, "ui:1", None, None, &smtp, NOW + 5).unwrap();
+    assert_eq!(again.id, op.id);
+    // The same key for another mail is refused.
+    let other = r.steward.prepare_mail(&draft("Something else"), NOW).unwrap();
+    let err = r.steward.send_mail(&other, "ui:1", None, None, &smtp, NOW).unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_KEY_REUSED");
+    assert_eq!(sink.deliveries().len(), 1);
+
+    // Not mirrored yet: not confirmed.
+    let pass = r.steward.confirm_pass(NOW + 10).unwrap();
+    assert_eq!((pass.checked, pass.confirmed, pass.pending), (1, 0, 1));
+    r.sync();
+    let pass = r.steward.confirm_pass(NOW + 20).unwrap();
+    assert_eq!((pass.checked, pass.confirmed), (1, 1));
+    let op = r.steward.read_write_operation(op.id).unwrap();
+    assert_eq!(op.state, OpState::Confirmed);
+    assert_eq!(op.evidence.as_ref().unwrap()["matches"][0]["matched_on"], "message_id");
+    assert_eq!(r.steward.confirm_pass(NOW + 30).unwrap().checked, 0, "a confirmed op is done");
+
+    // A reply carries the thread's linkage.
+    let mut reply = draft("Re: Quarterly numbers");
+    reply.in_reply_to = Some(format!("<{}>", mail.message_id));
+    let reply = r.steward.prepare_mail(&reply, NOW + 40).unwrap();
+    assert_eq!(reply.references, vec![mail.message_id.clone()]);
+    let op = r.steward.send_mail(&reply, "ui:2", None, None, &smtp, NOW + 40).unwrap();
+    assert_eq!(op.kind, "mail.reply");
+    let (_, text) = r.sent_copy(&reply.message_id);
+    assert!(text.contains(&format!("In-Reply-To: <{}>", mail.message_id)), "{text}");
+    assert!(text.contains(&format!("References: <{}>", mail.message_id)), "{text}");
+    r.sync();
+    assert_eq!(r.steward.confirm_pass(NOW + 60).unwrap().confirmed, 1);
+    assert_eq!(sink.deliveries().len(), 2);
+}
+
+#[test]
+fn secrets_and_bad_drafts_are_refused_before_anything_is_journaled() {
+    let r = rig();
+    let ssh = r.root.join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----").unwrap();
+    let mut d = draft("keys");
+    d.attachments = vec![ssh.join("id_ed25519").display().to_string()];
+    assert_eq!(r.steward.prepare_mail(&d, NOW).unwrap_err().code(), "PATH_SENSITIVE");
+    let mut d = draft("home");
+    d.attachments = vec![r.root.join("home/ops.db").display().to_string()];
+    let _ = r.steward.journal().unwrap();
+    assert_eq!(r.steward.prepare_mail(&d, NOW).unwrap_err().code(), "PATH_SENSITIVE");
+    for bad in [
+        MailDraft { to: vec!["bob@example.org\r\nBcc: eve@evil.example".into()], ..draft("x") },
+        MailDraft { to: vec![], cc: vec![], ..draft("x") },
+        MailDraft { subject: "two\nlines".into(), ..draft("x") },
+        MailDraft { from: "not-an-address".into(), ..draft("x") },
+        MailDraft { to: vec!["a@example.org".into(); 51], ..draft("x") },
+    ] {
+        assert_eq!(
+            r.steward.prepare_mail(&bad, NOW).unwrap_err().code(),
+            "MAIL_INVALID",
+            "{bad:?}"
+        );
+    }
+    assert!(r.steward.list_write_operations(None, 0, 100).unwrap().is_empty());
+    // A file that changes after approval is not sent: the bytes must be the journaled ones.
+    let sink = r.sink(SinkOptions::default());
+    let file = r.root.join("contract.txt");
+    std::fs::write(&file, "version 1").unwrap();
+    let mut d = draft("contract");
+    d.attachments = vec![file.display().to_string()];
+    let mail = r.steward.prepare_mail(&d, NOW).unwrap();
+    std::fs::write(&file, "version 2, swapped").unwrap();
+    let op = r.steward.send_mail(&mail, "k", None, None, &smtp(sink.port), NOW).unwrap();
+    assert_eq!(op.state, OpState::Failed);
+    assert_eq!(op.backend_result.unwrap()["class"], "build");
+    assert!(sink.deliveries().is_empty());
+}
+
+fn send_through(r: &Rig, smtp: &SmtpSender, key: &str) -> steward_core::journal::Operation {
+    let mail = r.steward.prepare_mail(&draft(key), NOW).unwrap();
+    r.steward.send_mail(&mail, key, None, None, smtp, NOW).unwrap()
+}
+
+fn class(op: &steward_core::journal::Operation) -> String {
+    op.backend_result.as_ref().unwrap()["class"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn every_failure_class_is_failed_or_unknown_never_retried() {
+    let r = rig();
+    // A refused recipient: nothing accepted.
+    let sink = r.sink(SinkOptions {
+        reject_rcpt: Some("carol@example.org".into()),
+        ..SinkOptions::default()
+    });
+    let op = send_through(&r, &smtp(sink.port), "rcpt");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "recipient_refused"));
+    assert!(sink.deliveries().is_empty());
+    drop(sink);
+
+    // Wrong credentials.
+    let sink = r.sink(SinkOptions { auth: Some("ada:right".into()), ..SinkOptions::default() });
+    let wrong = SmtpSender::new(
+        SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender())
+            .with_credentials("ada", "wrong"),
+    )
+    .unwrap();
+    let op = send_through(&r, &wrong, "auth");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "auth"), "{:?}", op.error);
+    let right = SmtpSender::new(
+        SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender())
+            .with_credentials("ada", "right"),
+    )
+    .unwrap();
+    assert_eq!(send_through(&r, &right, "auth-ok").state, OpState::BackendReturned);
+    assert_eq!(sink.deliveries().len(), 1);
+    // Implicit TLS against a plain-text server: the handshake fails, nothing is sent.
+    let tls =
+        SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::Tls, sender())).unwrap();
+    let op = send_through(&r, &tls, "tls");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "tls"), "{:?}", op.error);
+    // STARTTLS that the server does not offer is refused, not downgraded.
+    let starttls =
+        SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::StartTls, sender()))
+            .unwrap();
+    let op = send_through(&r, &starttls, "starttls");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "tls"), "{:?}", op.error);
+    let port = sink.port;
+    drop(sink);
+
+    // Nobody listening.
+    let op = send_through(&r, &smtp(port), "connect");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "connect"));
+
+    // The server says no to the message itself.
+    let sink = r.sink(SinkOptions { after_data: Some("reject"), ..SinkOptions::default() });
+    let op = send_through(&r, &smtp(sink.port), "rejected");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "rejected"));
+    drop(sink);
+
+    // A timeout after DATA: the server kept the message. Unknown, never failed-and-retryable.
+    let sink = r.sink(SinkOptions { after_data: Some("hang"), ..SinkOptions::default() });
+    let mut cfg = SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender());
+    cfg.timeout = Duration::from_secs(2);
+    let op = send_through(&r, &SmtpSender::new(cfg).unwrap(), "hang");
+    assert_eq!((op.state, class(&op).as_str()), (OpState::Unknown, "timeout"));
+    assert_eq!(sink.deliveries().len(), 1);
+    drop(sink);
+
+    // The connection drops after DATA: unknown too.
+    let sink = r.sink(SinkOptions { after_data: Some("drop"), ..SinkOptions::default() });
+    let op = send_through(&r, &smtp(sink.port), "drop");
+    assert_eq!(
+        (op.state, class(&op).as_str()),
+        (OpState::Unknown, "connection_reset"),
+        "{:?}",
+        op.error
+    );
+    assert_eq!(sink.deliveries().len(), 1);
+    drop(sink);
+
+    // Both unknowns were delivered; their Sent copies confirm them. The failed ones are never
+    // examined and nothing is re-sent.
+    r.sync();
+    let pass = r.steward.confirm_pass(NOW + 30).unwrap();
+    assert_eq!((pass.checked, pass.confirmed), (3, 3), "{pass:?}"); // auth-ok, hang, drop
+    assert_eq!(r.steward.list_write_operations(Some(OpState::Failed), 0, 100).unwrap().len(), 6);
+
+    // Plain text to another machine is refused by configuration.
+    let far = SmtpConfig::new("192.0.2.10", 25, Security::Plain, sender());
+    assert_eq!(SmtpSender::new(far).unwrap_err().code(), "MAIL_CONFIG");
+}
+
+/// Rewrites the Message-ID of the Sent copy holding `id` (some servers replace it).
+fn rewrite_message_id(r: &Rig, id: &str, new: &str) {
+    let (path, text) = r.sent_copy(id);
+    std::fs::write(&path, text.replace(id, new)).unwrap();
+}
+
+#[test]
+fn without_our_message_id_every_field_must_match_and_two_matches_are_not_a_confirmation() {
+    let r = rig();
+    let sink = r.sink(SinkOptions::default());
+    let smtp = smtp(sink.port);
+    // One mail whose copy lost our Message-ID: confirmed on its fields.
+    let a = r.steward.prepare_mail(&draft("Lunch on Friday"), NOW).unwrap();
+    let op_a = r.steward.send_mail(&a, "a", None, None, &smtp, NOW).unwrap();
+    rewrite_message_id(&r, &a.message_id, "rewritten-a@mx.example");
+    // A copy that differs in one recipient is not evidence for it.
+    let b =
+        r.steward.prepare_mail(&MailDraft { cc: vec![], ..draft("Board minutes") }, NOW).unwrap();
+    let op_b = r.steward.send_mail(&b, "b", None, None, &smtp, NOW).unwrap();
+    let (path, text) = r.sent_copy(&b.message_id);
+    std::fs::write(
+        &path,
+        text.replace(&b.message_id, "rewritten-b@mx.example").replace("bob@", "bobby@"),
+    )
+    .unwrap();
+    // Two identical mails whose copies both lost their ids: each sees two candidates.
+    let c1 = r.steward.prepare_mail(&draft("Same words"), NOW).unwrap();
+    let c2 = r.steward.prepare_mail(&draft("Same words"), NOW).unwrap();
+    let op_c1 = r.steward.send_mail(&c1, "c1", None, None, &smtp, NOW).unwrap();
+    let op_c2 = r.steward.send_mail(&c2, "c2", None, None, &smtp, NOW).unwrap();
+    rewrite_message_id(&r, &c1.message_id, "rewritten-c1@mx.example");
+    rewrite_message_id(&r, &c2.message_id, "rewritten-c2@mx.example");
+    r.sync();
+
+    let pass = r.steward.confirm_pass(NOW + 10).unwrap();
+    assert_eq!(
+        (pass.checked, pass.confirmed, pass.ambiguous, pass.pending),
+        (4, 1, 2, 1),
+        "{pass:?}"
+    );
+    let a_op = r.steward.read_write_operation(op_a.id).unwrap();
+    assert_eq!(a_op.state, OpState::Confirmed);
+    assert_eq!(a_op.evidence.unwrap()["matches"][0]["matched_on"], "fields");
+    // Checked until the limit, then a person reviews, with what was found stored.
+    for k in 1..steward_core::journal::CONFIRMATION_LIMIT {
+        r.steward.confirm_pass(NOW + 10 + k * 60).unwrap();
+    }
+    for id in [op_b.id, op_c1.id, op_c2.id] {
+        let op = r.steward.read_write_operation(id).unwrap();
+        assert_eq!(op.state, OpState::NeedsReview, "{op:?}");
+        assert_eq!(op.confirmation_attempts, steward_core::journal::CONFIRMATION_LIMIT);
+    }
+    let c1 = r.steward.read_write_operation(op_c1.id).unwrap();
+    assert_eq!(c1.evidence.unwrap()["matches"].as_array().unwrap().len(), 2);
+    assert_eq!(r.steward.confirm_pass(NOW + 10_000).unwrap().checked, 0);
+    assert_eq!(sink.deliveries().len(), 4, "nothing was re-sent");
+}
+
+#[test]
+fn scheduled_sends_go_out_once_when_due() {
+    let r = rig();
+    let sink = r.sink(SinkOptions::default());
+    let smtp = smtp(sink.port);
+    let mail = r.steward.prepare_mail(&draft("Later"), NOW).unwrap();
+    let op = r.steward.send_mail(&mail, "later", None, Some(NOW + 3_600), &smtp, NOW).unwrap();
+    assert_eq!((op.state, op.kind.as_str()), (OpState::Scheduled, "mail.send_later"));
+    assert_eq!(r.steward.send_due(&smtp, NOW + 60).unwrap().claimed, 0);
+    assert!(sink.deliveries().is_empty());
+    let report = r.steward.send_due(&smtp, NOW + 3_600).unwrap();
+    assert_eq!((report.claimed, report.backend_returned), (1, 1));
+    assert_eq!(r.steward.send_due(&smtp, NOW + 7_200).unwrap().claimed, 0);
+    assert_eq!(sink.deliveries().len(), 1);
+    let op = r.steward.read_write_operation(op.id).unwrap();
+    assert_eq!((op.state, op.attempts), (OpState::BackendReturned, 1));
+}
+
+#[test]
+fn an_approved_request_sends_exactly_what_was_approved_once() {
+    use serde_json::json;
+    use steward_core::{
+        approval::{NewApproval, Resolution},
+        policy::Level,
+    };
+    let r = rig();
+    let sink = r.sink(SinkOptions::default());
+    let smtp = smtp(sink.port);
+    let approvals = r.steward.approvals().unwrap();
+    let input = json!({"to": ["bob@example.org"], "subject": "Draft", "body": "v1"});
+    let request = |input: serde_json::Value| NewApproval {
+        chat: Some("c".into()),
+        requested_by: "agent:helper".into(),
+        tool: "mail.send".into(),
+        input,
+        summary: "send".into(),
+        level: Level::Confirm,
+        timeout_secs: None,
+    };
+    let now = steward_core::time::now_secs();
+    let a = approvals.request(&request(input.clone()), None, now).unwrap();
+    // Not approved yet: refused, nothing journaled.
+    let err = r.steward.send_approved_mail(a.id, &sender(), &smtp, now).unwrap_err();
+    assert_eq!(err.code(), "APPROVAL_NOT_APPROVED", "{err}");
+    assert!(r.steward.list_write_operations(None, 0, 10).unwrap().is_empty());
+    // The person edits the body and approves.
+    let me = r.steward.human("Ada").unwrap();
+    let edited = json!({"to": ["bob@example.org"], "subject": "Draft", "body": "v2, edited"});
+    approvals.resolve(a.id, &Resolution::Edit(edited), None, &me, None, None, now).unwrap();
+    let op = r.steward.send_approved_mail(a.id, &sender(), &smtp, now).unwrap();
+    assert_eq!((op.state, op.approval_id), (OpState::BackendReturned, Some(a.id)));
+    assert_eq!(op.input["body"], "v2, edited");
+    assert_eq!(op.input["from"], "ada@example.org");
+    // Executing the same approval again is the same operation, not a second mail.
+    let again = r.steward.send_approved_mail(a.id, &sender(), &smtp, now + 1).unwrap();
+    assert_eq!(again.id, op.id);
+    assert_eq!(sink.deliveries().len(), 1);
+    // A denied request never runs.
+    let d = approvals.request(&request(input), None, now).unwrap();
+    approvals.resolve(d.id, &Resolution::Deny, None, &me, None, None, now).unwrap();
+    assert!(r.steward.send_approved_mail(d.id, &sender(), &smtp, now).is_err());
+    assert_eq!(sink.deliveries().len(), 1);
+}
