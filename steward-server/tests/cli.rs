@@ -403,3 +403,89 @@ fn ops_list_and_show_read_the_journal() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("JOURNAL_NOT_FOUND"));
 }
+
+#[test]
+fn mail_send_goes_through_policy_approval_journal_and_confirmation() {
+    use steward_connectors::testing::{SinkOptions, SmtpSink};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let h = home.to_str().unwrap();
+    let md = dir.path().join("Mail");
+    for sub in ["cur", "new", "tmp"] {
+        std::fs::create_dir_all(md.join(sub)).unwrap();
+    }
+    let sink = SmtpSink::start(
+        dir.path(),
+        &SinkOptions { sent_maildir: Some(md.join(".Sent")), ..SinkOptions::default() },
+    );
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, "See you at nine.\n").unwrap();
+    let run = |args: &[&str]| {
+        steward()
+            .args(["--home", h])
+            .args(args)
+            .env("STEWARD_SMTP_HOST", "127.0.0.1")
+            .env("STEWARD_SMTP_PORT", sink.port.to_string())
+            .env("STEWARD_SMTP_SECURITY", "plain")
+            .env("STEWARD_MAIL_FROM", "ada@example.org")
+            .env("STEWARD_MAIL_ACCOUNT", "me")
+            .output()
+            .unwrap()
+    };
+    let send = |extra: &[&str]| {
+        let mut args = vec!["mail", "send", "--to", "bob@example.org", "--subject", "Nine"];
+        args.extend(["--body-file", body.to_str().unwrap(), "--as", "Ada", "--json"]);
+        args.extend(extra);
+        run(&args)
+    };
+    // Without --yes the send waits for a person: nothing journaled, nothing delivered.
+    let pending = json(&send(&[]));
+    assert_eq!(pending["outcome"], "pending", "{pending}");
+    let id = pending["approval"]["id"].as_i64().unwrap().to_string();
+    let early = run(&["mail", "send-approved", &id]);
+    assert!(String::from_utf8_lossy(&early.stderr).contains("APPROVAL_NOT_APPROVED"));
+    assert!(sink.deliveries().is_empty());
+    let ok = run(&["approvals", "approve", &id, "--as", "Ada"]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let sent = json(&run(&["mail", "send-approved", &id, "--json"]));
+    assert_eq!(sent["operation"]["state"], "backend_returned", "{sent}");
+    let again = json(&run(&["mail", "send-approved", &id, "--json"]));
+    assert_eq!(again["operation"]["id"], sent["operation"]["id"]);
+    assert_eq!(sink.deliveries().len(), 1, "one approval, one mail");
+
+    // --yes: the person approves on the spot.
+    let now = json(&send(&["--yes"]));
+    assert_eq!(now["operation"]["state"], "backend_returned", "{now}");
+    assert_eq!(sink.deliveries().len(), 2);
+    // Scheduled: journaled now, sent by send-due when due (here: already due).
+    let later = json(&send(&["--yes", "--at", "2099-01-01T09:00:00Z"]));
+    assert_eq!(later["operation"]["state"], "scheduled");
+    let due = json(&run(&["ops", "send-due", "--json"]));
+    assert_eq!(due["claimed"], 0);
+
+    // The Sent copies are mirrored; one pass confirms both sends.
+    let idx =
+        run(&["index", "mail", "--maildir", md.to_str().unwrap(), "--account", "me", "--json"]);
+    assert!(idx.status.success());
+    let pass = json(&run(&["ops", "confirm", "--json"]));
+    assert_eq!(
+        (pass["checked"].as_u64(), pass["confirmed"].as_u64()),
+        (Some(2), Some(2)),
+        "{pass}"
+    );
+    let confirmed = json(&run(&["ops", "list", "--state", "confirmed", "--json"]));
+    assert_eq!(confirmed.as_array().unwrap().len(), 2);
+
+    // No configuration: a typed error, nothing journaled.
+    let bare = steward()
+        .args(["--home", h, "mail", "send-approved", &id])
+        .env_remove("STEWARD_SMTP_HOST")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&bare.stderr).contains("MAIL_CONFIG"), "{bare:?}");
+    // A denied namespace is a denial, not a request.
+    assert!(run(&["policy", "deny-namespace", "mail.", "--as", "Ada"]).status.success());
+    let denied = send(&["--yes"]);
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("MAIL_DENIED"), "{denied:?}");
+    assert_eq!(sink.deliveries().len(), 2);
+}

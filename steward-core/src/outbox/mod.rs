@@ -249,6 +249,9 @@ pub enum OutboxError {
     /// The journal refused or failed.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// The policy denies this send.
+    #[error("the policy denies this send: {0}")]
+    Denied(String),
     /// The approval does not allow this send.
     #[error(transparent)]
     Approval(#[from] crate::approval::ApprovalError),
@@ -261,6 +264,7 @@ impl StewardError for OutboxError {
     fn code(&self) -> &'static str {
         match self {
             Self::Invalid(_) => "MAIL_INVALID",
+            Self::Denied(_) => "MAIL_DENIED",
             Self::Attachment(e) => e.code(),
             Self::AttachmentNotFound(_) => "MAIL_ATTACHMENT_NOT_FOUND",
             Self::Journal(e) => e.code(),
@@ -272,6 +276,7 @@ impl StewardError for OutboxError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Invalid(_) => ErrorKind::InvalidInput,
+            Self::Denied(_) => ErrorKind::Denied,
             Self::Attachment(e) => e.kind(),
             Self::AttachmentNotFound(_) => ErrorKind::NotFound,
             Self::Journal(e) => e.kind(),
@@ -291,6 +296,31 @@ pub struct Sender {
     pub from: String,
     /// The display name.
     pub from_name: Option<String>,
+}
+
+/// What became of a send request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SendRequestOutcome {
+    /// Journaled: submitted once, or scheduled.
+    Journaled {
+        /// The operation.
+        operation: Box<Operation>,
+    },
+    /// Waiting for a person's approval (then [`Steward::send_approved_mail`]).
+    Pending {
+        /// The request.
+        approval: Box<crate::approval::Approval>,
+    },
+}
+
+/// A person at a human frontend confirming their own request on the spot.
+#[derive(Debug, Clone, Copy)]
+pub struct InlineApproval<'a> {
+    /// The person (only a human frontend holds one).
+    pub who: &'a crate::approval::HumanAuthority,
+    /// Their PIN, for a request the policy puts at the secure level.
+    pub pin: Option<&'a str>,
 }
 
 /// What [`Steward::send_due`] did.
@@ -444,6 +474,29 @@ fn mime_type_of(path: &Path) -> &'static str {
         "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
         _ => "application/octet-stream",
     }
+}
+
+fn draft_of(i: MailSendInput, sender: &Sender) -> MailDraft {
+    MailDraft {
+        account: sender.account.clone(),
+        from: sender.from.clone(),
+        from_name: sender.from_name.clone(),
+        to: i.to,
+        cc: i.cc,
+        bcc: i.bcc,
+        subject: i.subject,
+        body: i.body,
+        in_reply_to: i.in_reply_to,
+        attachments: i.attachments,
+    }
+}
+
+/// The time a `send_at` names, when it is in the future (a past time sends now).
+fn scheduled(send_at: Option<&str>, now: i64) -> Result<Option<i64>, OutboxError> {
+    let Some(t) = send_at else { return Ok(None) };
+    let at = crate::time::parse_date(t)
+        .map_err(|e| OutboxError::Invalid(format!("send_at {t:?}: {e}")))?;
+    Ok((at > now).then_some(at))
 }
 
 fn one_submission(transport: &dyn MailTransport, mail: &OutgoingMail) -> (OpState, OpUpdate) {
@@ -694,6 +747,84 @@ impl Steward {
         Ok(report)
     }
 
+    /// A `mail.send` request made through a frontend (`requester`, an `agent:` identity naming
+    /// it): the policy decides (audited); a denial journals nothing; an allowed send is
+    /// journaled and submitted; a gated one becomes an approval request, which `inline` — a
+    /// person at a human frontend — may approve on the spot (with the PIN at the secure level;
+    /// without it the request stays pending).
+    pub fn request_mail_send(
+        &self,
+        input: &MailSendInput,
+        requester: &str,
+        sender: &Sender,
+        inline: Option<InlineApproval<'_>>,
+        transport: &dyn MailTransport,
+        now: i64,
+    ) -> Result<SendRequestOutcome, OutboxError> {
+        use crate::{
+            approval::{NewApproval, Resolution},
+            policy::{Decision, DecisionContext, Level},
+        };
+        let value = serde_json::to_value(input)
+            .map_err(|e| OutboxError::Invalid(format!("unserializable input: {e}")))?;
+        let call =
+            crate::ToolCall { actor: requester, chat: None, tool: "mail.send", input: &value };
+        let decision = self
+            .decide(&call, &DecisionContext::default())
+            .map_err(|e| OutboxError::Denied(format!("the policy could not be read: {e}")))?;
+        match decision {
+            Decision::Deny { reason } => Err(OutboxError::Denied(
+                serde_json::to_string(&reason).unwrap_or_else(|_| "denied".into()),
+            )),
+            Decision::Allow { .. } => {
+                let draft = draft_of(input.clone(), sender);
+                let scheduled_for = scheduled(input.send_at.as_deref(), now)?;
+                let mail = self.prepare_mail(&draft, now)?;
+                let key = format!("request:{}", mail.message_id);
+                let op = self.send_mail(&mail, &key, None, scheduled_for, transport, now)?;
+                Ok(SendRequestOutcome::Journaled { operation: Box::new(op) })
+            }
+            Decision::Gate { level } => {
+                let approvals = self.approvals()?;
+                let summary = format!(
+                    "Send \"{}\" to {}",
+                    input.subject,
+                    input.to.iter().chain(&input.cc).cloned().collect::<Vec<_>>().join(", ")
+                );
+                let approval = approvals.request(
+                    &NewApproval {
+                        chat: None,
+                        requested_by: requester.to_owned(),
+                        tool: "mail.send".into(),
+                        input: value,
+                        summary,
+                        level,
+                        timeout_secs: None,
+                    },
+                    None,
+                    now,
+                )?;
+                let Some(inline) = inline else {
+                    return Ok(SendRequestOutcome::Pending { approval: Box::new(approval) });
+                };
+                if level == Level::Secure && inline.pin.is_none() {
+                    return Ok(SendRequestOutcome::Pending { approval: Box::new(approval) });
+                }
+                approvals.resolve(
+                    approval.id,
+                    &Resolution::Approve,
+                    None,
+                    inline.who,
+                    inline.pin,
+                    None,
+                    now,
+                )?;
+                let op = self.send_approved_mail(approval.id, sender, transport, now)?;
+                Ok(SendRequestOutcome::Journaled { operation: Box::new(op) })
+            }
+        }
+    }
+
     /// Executes an approved `mail.send` or `mail.reply` request: exactly the effective input the
     /// person approved (or edited), from `sender`, journaled under the key `approval:<id>` —
     /// so calling this again for the same approval returns the first operation and never sends
@@ -719,19 +850,8 @@ impl Steward {
         let (draft, send_at) = match approval.tool.as_str() {
             "mail.send" => {
                 let i: MailSendInput = serde_json::from_value(input).map_err(invalid)?;
-                let draft = MailDraft {
-                    account: sender.account.clone(),
-                    from: sender.from.clone(),
-                    from_name: sender.from_name.clone(),
-                    to: i.to,
-                    cc: i.cc,
-                    bcc: i.bcc,
-                    subject: i.subject,
-                    body: i.body,
-                    in_reply_to: i.in_reply_to,
-                    attachments: i.attachments,
-                };
-                (draft, i.send_at)
+                let send_at = i.send_at.clone();
+                (draft_of(i, sender), send_at)
             }
             "mail.reply" => {
                 let i: MailReplyInput = serde_json::from_value(input).map_err(invalid)?;
@@ -743,13 +863,7 @@ impl Steward {
                 )));
             }
         };
-        let scheduled_for = send_at
-            .map(|t| {
-                crate::time::parse_date(&t)
-                    .map_err(|e| OutboxError::Invalid(format!("send_at {t:?}: {e}")))
-            })
-            .transpose()?
-            .filter(|t| *t > now);
+        let scheduled_for = scheduled(send_at.as_deref(), now)?;
         let mail = self.prepare_mail(&draft, now)?;
         self.send_mail(&mail, &key, Some(approval_id), scheduled_for, transport, now)
     }

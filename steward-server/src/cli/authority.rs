@@ -17,14 +17,14 @@ use super::{Failure, open, usage};
 
 /// The person acting (`--as`).
 #[derive(Debug, ClapArgs)]
-pub(super) struct Person {
+pub(crate) struct Person {
     /// Who is acting (default: $USER).
     #[arg(long = "as", value_name = "PERSON")]
     person: Option<String>,
 }
 
 impl Person {
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         self.person
             .clone()
             .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
@@ -194,7 +194,7 @@ fn card(a: &Approval) {
     }
 }
 
-fn read_secret(prompt: &str) -> Result<String, Failure> {
+pub(super) fn read_secret(prompt: &str) -> Result<String, Failure> {
     let line = if std::io::stdin().is_terminal() {
         rpassword::prompt_password(prompt).map_err(|e| usage(format!("cannot read: {e}")))?
     } else {

@@ -33,6 +33,7 @@ macro_rules! out {
 }
 
 mod authority;
+mod mail;
 mod ops;
 
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
@@ -98,6 +99,11 @@ enum Command {
     Policy {
         #[command(subcommand)]
         cmd: authority::PolicyCmd,
+    },
+    /// Send mail through the policy, the approval flow and the write journal.
+    Mail {
+        #[command(subcommand)]
+        cmd: mail::MailCmd,
     },
     /// The write journal: what was attempted, what the backend said, what confirmed it.
     Ops {
@@ -260,6 +266,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Policy { cmd } => authority::policy(args.home, cmd),
         Command::Audit(a) => authority::audit(args.home, *a),
         Command::Ops { cmd } => ops::ops(args.home, cmd),
+        Command::Mail { cmd } => mail::mail(args.home, cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

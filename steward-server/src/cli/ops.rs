@@ -1,9 +1,13 @@
-//! `steward ops …`: the write journal, read-only here (sending arrives with the mail backend).
+//! `steward ops …`: the write journal; confirmation passes and scheduled sends.
 
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use steward_core::journal::{MAX_OPS_PAGE, OpState, Operation};
+use steward_connectors::mail::smtp::{SmtpConfig, SmtpSender};
+use steward_core::{
+    journal::{MAX_OPS_PAGE, OpState, Operation},
+    time::now_secs,
+};
 
 use super::{Failure, open, usage};
 
@@ -33,6 +37,19 @@ pub(super) enum OpsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// One confirmation pass: look for each unconfirmed send's copy in the mirrored Sent
+    /// mailbox (mirror it first with `steward index mail`). Never sends.
+    Confirm {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send the scheduled mail that is due (each row claimed once).
+    SendDue {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn line(op: &Operation) {
@@ -48,10 +65,37 @@ fn line(op: &Operation) {
     );
 }
 
+fn json_or<T: serde::Serialize>(v: &T, json: bool, text: impl FnOnce(&T) -> String) {
+    if json {
+        out!("{}", serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned()));
+    } else {
+        out!("{}", text(v));
+    }
+}
+
 pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
     let steward = open(home)?;
     let journal = steward.journal()?;
     match cmd {
+        OpsCmd::Confirm { json } => {
+            let r = steward.confirm_pass(now_secs())?;
+            json_or(&r, json, |r| {
+                format!(
+                    "checked {}: confirmed {}, not yet seen {}, ambiguous {}, now needing review {}",
+                    r.checked, r.confirmed, r.pending, r.ambiguous, r.needs_review
+                )
+            });
+        }
+        OpsCmd::SendDue { json } => {
+            let smtp = SmtpSender::new(SmtpConfig::load(steward.home())?)?;
+            let r = steward.send_due(&smtp, now_secs())?;
+            json_or(&r, json, |r| {
+                format!(
+                    "claimed {}: accepted {}, failed {}, outcome unknown {}",
+                    r.claimed, r.backend_returned, r.failed, r.unknown
+                )
+            });
+        }
         OpsCmd::List { state, offset, limit, json } => {
             if limit == 0 || limit > MAX_OPS_PAGE {
                 return Err(usage(format!("--limit must be 1..={MAX_OPS_PAGE}")));
