@@ -257,7 +257,7 @@ fn every_crash_point_converges_to_the_clean_result() {
     copy_dir(&base_home, &rec_ref);
     assert!(index(&rec_ref, &md, None).success());
     let reconcile = Scenario {
-        maildir: md.clone(),
+        maildir: md,
         flags: Vec::new(),
         start: Some(base_home),
         reference: snapshot(&rec_ref),
