@@ -13,6 +13,11 @@ use crate::{mirror::Mirror, store::StoreError};
 /// Candidates the field match examines at most (same sender, subject and window).
 const MAX_CANDIDATES: usize = 20;
 
+/// The name of a Sent-role mailbox holding an active copy of message `m`, or NULL.
+const SENT_MAILBOX: &str =
+    "(SELECT b.name FROM message_paths p JOIN mailboxes b ON b.id = p.mailbox_id
+      WHERE p.message_id = m.id AND b.role = 'sent' LIMIT 1)";
+
 /// One message in a Sent mailbox that matches an operation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EvidenceMatch {
@@ -146,29 +151,28 @@ impl Mirror {
             // 1. Our Message-ID in an active copy in a Sent-role mailbox.
             if let Some(mid) = text(expected, "message_id") {
                 let hit = c
-                    .prepare_cached(
-                        "SELECT m.id, b.name, m.rfc_message_id, m.date
+                    .prepare_cached(&format!(
+                        "SELECT m.id, {SENT_MAILBOX}, m.rfc_message_id, m.date
                          FROM messages m
-                         JOIN accounts a ON a.id = m.account_id
-                         JOIN message_paths p ON p.message_id = m.id
-                         JOIN mailboxes b ON b.id = p.mailbox_id
-                         WHERE a.name = ?1 AND m.identity = ?2 AND b.role = 'sent'
-                           AND m.deleted_at IS NULL
-                         LIMIT 1",
-                    )
+                         WHERE m.account_id = (SELECT id FROM accounts WHERE name = ?1)
+                           AND m.identity = ?2 AND m.deleted_at IS NULL"
+                    ))
                     .and_then(|mut s| {
                         s.query_row(params![account, mid], |r| {
-                            Ok(EvidenceMatch {
-                                message: r.get(0)?,
-                                mailbox: r.get(1)?,
-                                rfc_message_id: r.get(2)?,
-                                date: r.get(3)?,
+                            let mailbox: Option<String> = r.get(1)?;
+                            let (message, rfc_message_id, date) = (r.get(0)?, r.get(2)?, r.get(3)?);
+                            Ok(mailbox.map(|mailbox| EvidenceMatch {
+                                message,
+                                mailbox,
+                                rfc_message_id,
+                                date,
                                 matched_on: "message_id".to_owned(),
-                            })
+                            }))
                         })
                         .optional()
                     })
-                    .map_err(q("evidence by message id"))?;
+                    .map_err(q("evidence by message id"))?
+                    .flatten();
                 if let Some(hit) = hit {
                     evidence.matches.push(hit);
                     return Ok(());
@@ -178,17 +182,18 @@ impl Mirror {
             let from = normalize_address(text(expected, "from").unwrap_or_default());
             let subject = text(expected, "subject").unwrap_or_default();
             let candidates: Vec<(i64, String, Option<String>, Option<i64>)> = c
-                .prepare_cached(
-                    "SELECT DISTINCT m.id, b.name, m.rfc_message_id, m.date
+                // Driven by the date index (`+` keeps the planner off the account prefix of
+                // the identity index, which would walk the whole account).
+                .prepare_cached(&format!(
+                    "SELECT m.id, {SENT_MAILBOX} AS mailbox, m.rfc_message_id, m.date
                      FROM messages m
-                     JOIN accounts a ON a.id = m.account_id
-                     JOIN message_paths p ON p.message_id = m.id
-                     JOIN mailboxes b ON b.id = p.mailbox_id
-                     WHERE a.name = ?1 AND b.role = 'sent' AND m.deleted_at IS NULL
-                       AND m.date BETWEEN ?2 AND ?3
+                     WHERE m.date BETWEEN ?2 AND ?3
+                       AND +m.account_id = (SELECT id FROM accounts WHERE name = ?1)
+                       AND m.deleted_at IS NULL
                        AND lower(trim(m.from_addr)) = ?4 AND trim(m.subject) = ?5
-                     ORDER BY m.id LIMIT ?6",
-                )
+                       AND mailbox IS NOT NULL
+                     ORDER BY m.id LIMIT ?6"
+                ))
                 .and_then(|mut s| {
                     s.query_map(
                         params![account, window.0, window.1, from, subject, MAX_CANDIDATES as i64],
