@@ -128,6 +128,9 @@ struct MailSection {
     smtp_username: Option<String>,
     /// A file holding the password (one line), readable only by its owner.
     smtp_password_file: Option<std::path::PathBuf>,
+    /// An OS keyring entry holding the password: this service, the SMTP user name as the
+    /// account (macOS Keychain, Windows Credential Manager, the Linux kernel keyring).
+    smtp_password_keyring: Option<String>,
     smtp_timeout_secs: Option<u64>,
 }
 
@@ -178,8 +181,18 @@ impl SmtpConfig {
     /// Reads `<home>/config.toml` (`[mail]`), then the environment, which wins:
     /// `STEWARD_MAIL_ACCOUNT`, `STEWARD_MAIL_FROM`, `STEWARD_MAIL_FROM_NAME`,
     /// `STEWARD_SMTP_HOST`, `STEWARD_SMTP_PORT`, `STEWARD_SMTP_SECURITY` (tls, starttls,
-    /// plain), `STEWARD_SMTP_USERNAME`, `STEWARD_SMTP_PASSWORD`.
+    /// plain), `STEWARD_SMTP_USERNAME`, `STEWARD_SMTP_PASSWORD`, `STEWARD_SMTP_KEYRING` (a
+    /// keyring service). The password comes from the environment, else `smtp_password_file`,
+    /// else the keyring entry; never from the journal or the audit trail.
     pub fn load(home: &Path) -> Result<Self, ConfigError> {
+        Self::load_with(home, &|k| std::env::var(k).ok())
+    }
+
+    /// [`SmtpConfig::load`] with the environment given as a lookup (tests, embedders).
+    pub fn load_with(
+        home: &Path,
+        vars: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let path = home.join(CONFIG_FILE);
         let file: ConfigFile = match std::fs::read_to_string(&path) {
             Ok(text) => toml::from_str(&text)
@@ -187,7 +200,7 @@ impl SmtpConfig {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
             Err(e) => return Err(ConfigError(format!("{}: {e}", path.display()))),
         };
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let env = |k: &str| vars(k).filter(|v| !v.trim().is_empty());
         let m = file.mail;
         let need = |v: Option<String>, what: &str, var: &str| {
             v.ok_or_else(|| {
@@ -213,12 +226,22 @@ impl SmtpConfig {
         let from = need(env("STEWARD_MAIL_FROM").or(m.from), "from", "STEWARD_MAIL_FROM")?;
         let account =
             need(env("STEWARD_MAIL_ACCOUNT").or(m.account), "account", "STEWARD_MAIL_ACCOUNT")?;
-        let password = match env("STEWARD_SMTP_PASSWORD") {
-            Some(p) => Some(p),
-            None => match &m.smtp_password_file {
-                Some(f) => Some(read_password_file(f)?),
-                None => None,
-            },
+        let username = env("STEWARD_SMTP_USERNAME").or(m.smtp_username);
+        let password = match (env("STEWARD_SMTP_PASSWORD"), &m.smtp_password_file) {
+            (Some(p), _) => Some(p),
+            (None, Some(f)) => Some(read_password_file(f)?),
+            (None, None) => {
+                match (env("STEWARD_SMTP_KEYRING").or(m.smtp_password_keyring), &username) {
+                    (Some(service), Some(user)) => Some(read_keyring(&service, user)?),
+                    (Some(_), None) => {
+                        return Err(ConfigError(
+                            "a keyring entry is looked up by the SMTP user name: set smtp_username"
+                                .into(),
+                        ));
+                    }
+                    (None, _) => None,
+                }
+            }
         };
         let mut cfg = Self::new(
             &host,
@@ -226,7 +249,7 @@ impl SmtpConfig {
             security,
             Sender { account, from, from_name: env("STEWARD_MAIL_FROM_NAME").or(m.from_name) },
         );
-        cfg.username = env("STEWARD_SMTP_USERNAME").or(m.smtp_username);
+        cfg.username = username;
         cfg.password = password;
         if let Some(t) = m.smtp_timeout_secs {
             cfg.timeout = Duration::from_secs(t.clamp(1, 600));
@@ -254,6 +277,13 @@ impl SmtpConfig {
         }
         Ok(())
     }
+}
+
+/// The password stored in the OS keyring under `service` for `user`.
+pub fn read_keyring(service: &str, user: &str) -> Result<String, ConfigError> {
+    keyring::Entry::new(service, user)
+        .and_then(|e| e.get_password())
+        .map_err(|e| ConfigError(format!("keyring entry {service:?} for {user:?}: {e}")))
 }
 
 fn read_password_file(path: &Path) -> Result<String, ConfigError> {

@@ -409,3 +409,57 @@ fn an_approved_request_sends_exactly_what_was_approved_once() {
     assert!(r.steward.send_approved_mail(d.id, &sender(), &smtp, now).is_err());
     assert_eq!(sink.deliveries().len(), 1);
 }
+
+#[test]
+fn configuration_comes_from_the_file_and_the_environment_and_unsafe_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let none = |_: &str| None::<String>;
+    // Nothing configured: a typed error naming what to set.
+    let err = SmtpConfig::load_with(home, &none).unwrap_err();
+    assert_eq!(err.code(), "MAIL_CONFIG");
+    assert!(err.to_string().contains("STEWARD_SMTP_HOST"), "{err}");
+    let write = |text: &str| std::fs::write(home.join("config.toml"), text).unwrap();
+    write(
+        "[mail]\naccount = \"me\"\nfrom = \"ada@example.org\"\nsmtp_host = \"smtp.example.org\"\nsmtp_security = \"starttls\"\n",
+    );
+    let cfg = SmtpConfig::load_with(home, &none).unwrap();
+    assert_eq!(
+        (cfg.host.as_str(), cfg.port, cfg.security),
+        ("smtp.example.org", 587, Security::StartTls)
+    );
+    // The environment wins.
+    let env = |k: &str| match k {
+        "STEWARD_SMTP_HOST" => Some("127.0.0.1".to_owned()),
+        "STEWARD_SMTP_SECURITY" => Some("plain".to_owned()),
+        "STEWARD_SMTP_PORT" => Some("2525".to_owned()),
+        _ => None,
+    };
+    let cfg = SmtpConfig::load_with(home, &env).unwrap();
+    assert_eq!((cfg.host.as_str(), cfg.port, cfg.security), ("127.0.0.1", 2525, Security::Plain));
+    // Plain text to another machine, an unknown key, a password file others can read.
+    write(
+        "[mail]\naccount = \"me\"\nfrom = \"ada@example.org\"\nsmtp_host = \"smtp.example.org\"\nsmtp_security = \"plain\"\n",
+    );
+    assert!(SmtpConfig::load_with(home, &none).unwrap_err().to_string().contains("loopback"));
+    write("[mail]\nsmtp_hostname = \"x\"\n");
+    assert_eq!(SmtpConfig::load_with(home, &none).unwrap_err().code(), "MAIL_CONFIG");
+    let secret = home.join("smtp-password");
+    std::fs::write(&secret, "s3cret\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    write(&format!(
+        "[mail]\naccount = \"me\"\nfrom = \"ada@example.org\"\nsmtp_host = \"smtp.example.org\"\nsmtp_username = \"ada\"\nsmtp_password_file = \"{}\"\n",
+        secret.display()
+    ));
+    assert!(SmtpConfig::load_with(home, &none).unwrap_err().to_string().contains("chmod 600"));
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let cfg = SmtpConfig::load_with(home, &none).unwrap();
+    assert!(format!("{cfg:?}").contains("<set>") && !format!("{cfg:?}").contains("s3cret"));
+    // A keyring entry that does not exist is a typed error, not an empty password.
+    write(
+        "[mail]\naccount = \"me\"\nfrom = \"ada@example.org\"\nsmtp_host = \"smtp.example.org\"\nsmtp_username = \"nobody-here\"\nsmtp_password_keyring = \"steward-test-missing\"\n",
+    );
+    let err = SmtpConfig::load_with(home, &none).unwrap_err();
+    assert!(err.to_string().contains("keyring entry"), "{err}");
+}

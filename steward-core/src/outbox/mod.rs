@@ -922,3 +922,87 @@ impl Steward {
         Ok(self.journal()?.get(id)?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn mail() -> OutgoingMail {
+        OutgoingMail {
+            account: "me".into(),
+            from: "Ada@Example.org".into(),
+            from_name: Some("Ada".into()),
+            to: vec!["Bob@example.org".into(), "bob@example.org".into()],
+            cc: vec![],
+            bcc: vec!["dan@example.org".into()],
+            subject: " Numbers ".into(),
+            body: "Hello Bob,\r\n\r\n  the numbers.\n".into(),
+            message_id: "0f1e.steward@example.org".into(),
+            in_reply_to: Some("parent@example.org".into()),
+            references: vec!["root@example.org".into(), "parent@example.org".into()],
+            attachments: vec![],
+            date: 1_790_000_000,
+        }
+    }
+
+    /// The journaled input and the expected outcome are stored forever: their shape is a
+    /// contract (snapshot).
+    #[test]
+    fn the_journaled_mail_and_its_expected_outcome_are_stable() {
+        let m = mail();
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({
+                "account": "me", "from": "Ada@Example.org", "from_name": "Ada",
+                "to": ["Bob@example.org", "bob@example.org"], "cc": [], "bcc": ["dan@example.org"],
+                "subject": " Numbers ", "body": "Hello Bob,\r\n\r\n  the numbers.\n",
+                "message_id": "0f1e.steward@example.org", "in_reply_to": "parent@example.org",
+                "references": ["root@example.org", "parent@example.org"], "attachments": [],
+                "date": 1_790_000_000
+            })
+        );
+        assert_eq!(
+            m.expected(),
+            json!({
+                "account": "me", "message_id": "0f1e.steward@example.org",
+                "from": "ada@example.org", "subject": "Numbers", "to": ["bob@example.org"],
+                "cc": [], "in_reply_to": "parent@example.org",
+                "body_sha256": body_digest("Hello Bob, the numbers.")
+            })
+        );
+        assert_eq!((m.kind(false), m.kind(true)), ("mail.reply", "mail.send_later"));
+        // The body digest ignores line endings and runs of white space, nothing else.
+        assert_eq!(body_digest("a  b\r\nc"), body_digest("a b c"));
+        assert_ne!(body_digest("a b c"), body_digest("a b d"));
+        let evidence = Evidence {
+            matches: vec![EvidenceMatch {
+                message: 7,
+                mailbox: "Sent".into(),
+                rfc_message_id: Some("0f1e.steward@example.org".into()),
+                date: Some(1_790_000_005),
+                matched_on: "message_id".into(),
+            }],
+            window: (1_789_999_940, 1_790_086_400),
+        };
+        assert_eq!(
+            serde_json::to_value(&evidence).unwrap(),
+            json!({"matches": [{"message": 7, "mailbox": "Sent",
+                   "rfc_message_id": "0f1e.steward@example.org", "date": 1_790_000_005,
+                   "matched_on": "message_id"}], "window": [1_789_999_940, 1_790_086_400]})
+        );
+        assert!(evidence.matched().is_some() && !evidence.is_ambiguous());
+    }
+
+    #[test]
+    fn failure_classes_map_to_failed_or_unknown() {
+        use SubmitClass::*;
+        for c in [Connect, Tls, Auth, RecipientRefused, Rejected, Build, Config, Interrupted] {
+            assert_eq!(c.outcome(), OpState::Failed, "{c:?}");
+        }
+        for c in [Timeout, ConnectionReset] {
+            assert_eq!(c.outcome(), OpState::Unknown, "{c:?}");
+        }
+    }
+}
