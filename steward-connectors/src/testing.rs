@@ -19,6 +19,8 @@ pub struct SinkOptions {
     pub auth: Option<String>,
     /// After DATA: `accept` (default), `hang`, `drop` or `reject`.
     pub after_data: Option<&'static str>,
+    /// `implicit` or `starttls`, with the server's certificate and key (PEM files).
+    pub tls: Option<(&'static str, PathBuf, PathBuf)>,
 }
 
 /// A running sink; stopped when dropped.
@@ -69,6 +71,9 @@ impl SmtpSink {
         }
         if let Some(m) = opts.after_data {
             cmd.args(["--after-data", m]);
+        }
+        if let Some((mode, cert, key)) = &opts.tls {
+            cmd.args(["--tls", mode]).arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
         }
         let mut child = cmd
             .stdin(Stdio::piped())

@@ -7,6 +7,8 @@ with --sent-maildir, stored in that Maildir the way a person's sync tool would f
 Behaviours for failure tests:
   --reject-rcpt ADDR   answer 550 to RCPT TO:<ADDR>
   --auth USER:PASS     require AUTH (PLAIN/LOGIN) with these credentials
+  --tls implicit|starttls --tls-cert PEM --tls-key PEM
+                       TLS from the first byte, or STARTTLS required before MAIL
   --after-data MODE    accept | hang (store, never answer) | drop (store, close without answer)
                        | reject (answer 554, store nothing)
 """
@@ -111,6 +113,9 @@ def main():
     p.add_argument("--sent-maildir")
     p.add_argument("--reject-rcpt")
     p.add_argument("--auth")
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--tls", choices=["implicit", "starttls"])
     p.add_argument("--after-data", default="accept",
                    choices=["accept", "hang", "drop", "reject"])
     args = p.parse_args()
@@ -119,6 +124,14 @@ def main():
         user, password = args.auth.split(":", 1)
         kwargs.update(authenticator=Authenticator(user, password), auth_required=True,
                       auth_require_tls=False)
+    if args.tls:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls == "implicit":
+            kwargs["ssl_context"] = ctx
+        else:
+            kwargs.update(tls_context=ctx, require_starttls=True)
     port = free_port()
     controller = Controller(Handler(args), hostname="127.0.0.1", port=port, **kwargs)
     controller.start()

@@ -19,7 +19,7 @@ use lettre::{
     message::{Attachment, Mailbox, MultiPart, SinglePart, header::ContentType},
     transport::smtp::{
         authentication::{Credentials, DEFAULT_MECHANISMS},
-        client::{SmtpConnection, TlsParameters},
+        client::{Certificate, SmtpConnection, TlsParameters},
         commands::{Data, Mail, Rcpt},
         extension::{ClientId, Extension, MailBodyParameter, MailParameter},
     },
@@ -83,6 +83,9 @@ pub struct SmtpConfig {
     password: Option<String>,
     /// Timeout of each step.
     pub timeout: Duration,
+    /// A PEM file of extra trusted certificate authorities (a self-hosted server's own CA),
+    /// trusted in addition to the public roots.
+    pub ca_file: Option<std::path::PathBuf>,
     /// The account and address mail is sent from.
     pub sender: Sender,
 }
@@ -132,6 +135,8 @@ struct MailSection {
     /// account (macOS Keychain, Windows Credential Manager, the Linux kernel keyring).
     smtp_password_keyring: Option<String>,
     smtp_timeout_secs: Option<u64>,
+    /// Extra trusted CA certificates (PEM).
+    smtp_ca_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -166,6 +171,7 @@ impl SmtpConfig {
             username: None,
             password: None,
             timeout: Duration::from_secs(DEFAULT_SMTP_TIMEOUT_SECS),
+            ca_file: None,
             sender,
         }
     }
@@ -181,7 +187,7 @@ impl SmtpConfig {
     /// Reads `<home>/config.toml` (`[mail]`), then the environment, which wins:
     /// `STEWARD_MAIL_ACCOUNT`, `STEWARD_MAIL_FROM`, `STEWARD_MAIL_FROM_NAME`,
     /// `STEWARD_SMTP_HOST`, `STEWARD_SMTP_PORT`, `STEWARD_SMTP_SECURITY` (tls, starttls,
-    /// plain), `STEWARD_SMTP_USERNAME`, `STEWARD_SMTP_PASSWORD`, `STEWARD_SMTP_KEYRING` (a
+    /// plain), `STEWARD_SMTP_CA_FILE`, `STEWARD_SMTP_USERNAME`, `STEWARD_SMTP_PASSWORD`, `STEWARD_SMTP_KEYRING` (a
     /// keyring service). The password comes from the environment, else `smtp_password_file`,
     /// else the keyring entry; never from the journal or the audit trail.
     pub fn load(home: &Path) -> Result<Self, ConfigError> {
@@ -251,6 +257,7 @@ impl SmtpConfig {
         );
         cfg.username = username;
         cfg.password = password;
+        cfg.ca_file = env("STEWARD_SMTP_CA_FILE").map(Into::into).or(m.smtp_ca_file);
         if let Some(t) = m.smtp_timeout_secs {
             cfg.timeout = Duration::from_secs(t.clamp(1, 600));
         }
@@ -430,8 +437,18 @@ impl SmtpSender {
         let c = &self.config;
         let hello = ClientId::default();
         let tls = || {
-            TlsParameters::new(c.host.clone())
-                .map_err(|e| SubmitError { class: SubmitClass::Tls, message: e.to_string() })
+            let tls_err = |message: String| SubmitError { class: SubmitClass::Tls, message };
+            let mut b = TlsParameters::builder(c.host.clone());
+            if let Some(path) = &c.ca_file {
+                let pem = std::fs::read(path).map_err(|e| SubmitError {
+                    class: SubmitClass::Config,
+                    message: format!("{}: {e}", path.display()),
+                })?;
+                let cert = Certificate::from_pem(&pem)
+                    .map_err(|e| tls_err(format!("{}: {e}", path.display())))?;
+                b = b.add_root_certificate(cert);
+            }
+            b.build().map_err(|e| tls_err(e.to_string()))
         };
         let addr = (c.host.as_str(), c.port);
         let timeout = Some(c.timeout);

@@ -463,3 +463,95 @@ fn configuration_comes_from_the_file_and_the_environment_and_unsafe_settings_are
     let err = SmtpConfig::load_with(home, &none).unwrap_err();
     assert!(err.to_string().contains("keyring entry"), "{err}");
 }
+
+/// A CA and a `localhost` server certificate signed by it, written as PEM files:
+/// (ca.pem, server.pem, server.key).
+fn test_pki(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf =
+        CertificateParams::new(vec!["localhost".to_owned()]).unwrap().signed_by(&key, &ca).unwrap();
+    let paths = (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"));
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, leaf.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+#[test]
+fn implicit_tls_and_starttls_send_when_the_certificate_verifies_and_refuse_when_not() {
+    let r = rig();
+    let (ca, cert, key) = test_pki(&r.root);
+    for (mode, security) in [("implicit", Security::Tls), ("starttls", Security::StartTls)] {
+        let sink = r.sink(SinkOptions {
+            tls: Some((mode, cert.clone(), key.clone())),
+            ..SinkOptions::default()
+        });
+        // Trusting the server's CA: sent, over TLS.
+        let mut cfg = SmtpConfig::new("localhost", sink.port, security, sender());
+        cfg.ca_file = Some(ca.clone());
+        let op = send_through(&r, &SmtpSender::new(cfg).unwrap(), &format!("{mode}-trusted"));
+        assert_eq!(op.state, OpState::BackendReturned, "{mode}: {:?}", op.error);
+        assert_eq!(sink.deliveries().len(), 1);
+        // Public roots only: the certificate does not verify, nothing is sent.
+        let cfg = SmtpConfig::new("localhost", sink.port, security, sender());
+        let op = send_through(&r, &SmtpSender::new(cfg).unwrap(), &format!("{mode}-untrusted"));
+        assert_eq!(
+            (op.state, class(&op).as_str()),
+            (OpState::Failed, "tls"),
+            "{mode}: {:?}",
+            op.error
+        );
+        // The right CA but the wrong name: refused as well.
+        let mut cfg = SmtpConfig::new("127.0.0.1", sink.port, security, sender());
+        cfg.ca_file = Some(ca.clone());
+        let op = send_through(&r, &SmtpSender::new(cfg).unwrap(), &format!("{mode}-wrong-name"));
+        assert_eq!(
+            (op.state, class(&op).as_str()),
+            (OpState::Failed, "tls"),
+            "{mode}: {:?}",
+            op.error
+        );
+        assert_eq!(sink.deliveries().len(), 1);
+    }
+    // A server that requires STARTTLS refuses a plain-text client before any mail is accepted.
+    let sink = r.sink(SinkOptions { tls: Some(("starttls", cert, key)), ..SinkOptions::default() });
+    let mut cfg = SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender());
+    cfg.ca_file = Some(ca);
+    let op = send_through(&r, &SmtpSender::new(cfg).unwrap(), "plain-to-starttls");
+    assert_eq!(op.state, OpState::Failed, "{:?}", op.error);
+    assert!(sink.deliveries().is_empty());
+}
+
+#[test]
+fn a_mirrored_attachment_is_forwarded_from_its_blob() {
+    let r = rig();
+    let sink = r.sink(SinkOptions::default());
+    // A received message with a PDF attachment, mirrored.
+    let raw = "From: Carol <carol@example.org>\r\nTo: ada@example.org\r\nSubject: Invoice\r\n\
+Message-ID: <inv-1@example.org>\r\nDate: Tue, 01 Dec 2026 10:00:00 +0000\r\nMIME-Version: 1.0\r\n\
+Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nAttached.\r\n\
+--b\r\nContent-Type: application/pdf; name=\"invoice.pdf\"\r\nContent-Disposition: attachment; filename=\"invoice.pdf\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcfs\r\n--b--\r\n";
+    std::fs::write(r.maildir.join("cur/inv:2,S"), raw).unwrap();
+    r.sync();
+    let id: i64 = rusqlite::Connection::open(r.root.join("home/mirror.db"))
+        .unwrap()
+        .query_row("SELECT id FROM messages WHERE identity = 'inv-1@example.org'", [], |x| x.get(0))
+        .unwrap();
+    let mut d = draft("Fwd: Invoice");
+    d.attachments = vec![format!("attachment:{id}:0")];
+    let mail = r.steward.prepare_mail(&d, NOW).unwrap();
+    assert_eq!(mail.attachments[0].name, "invoice.pdf");
+    assert_eq!(mail.attachments[0].mime_type, "application/pdf");
+    let op = r.steward.send_mail(&mail, "fwd", None, None, &smtp(sink.port), NOW).unwrap();
+    assert_eq!(op.state, OpState::BackendReturned, "{:?}", op.error);
+    let (_, text) = r.sent_copy(&mail.message_id);
+    assert!(text.contains("invoice.pdf") && text.contains("JVBERi0xLjQKJcfs"), "{text}");
+    // An attachment that is not in the mirror is a typed error.
+    d.attachments = vec![format!("attachment:{id}:7")];
+    assert_eq!(r.steward.prepare_mail(&d, NOW).unwrap_err().code(), "MAIL_ATTACHMENT_NOT_FOUND");
+}
