@@ -216,21 +216,35 @@ fn every_failure_class_is_failed_or_unknown_never_retried() {
     drop(sink);
 
     // Wrong credentials.
-    let sink = r.sink(SinkOptions { auth: Some("ada:right".into()), ..SinkOptions::default() });
+    let sink = r.sink(SinkOptions {
+        auth: Some("ada:Corr3ct-Horse-B4ttery".into()),
+        ..SinkOptions::default()
+    });
     let wrong = SmtpSender::new(
         SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender())
-            .with_credentials("ada", "wrong"),
+            .with_credentials("ada", "Wr0ng-Horse-B4ttery"),
     )
     .unwrap();
     let op = send_through(&r, &wrong, "auth");
     assert_eq!((op.state, class(&op).as_str()), (OpState::Failed, "auth"), "{:?}", op.error);
     let right = SmtpSender::new(
         SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender())
-            .with_credentials("ada", "right"),
+            .with_credentials("ada", "Corr3ct-Horse-B4ttery"),
     )
     .unwrap();
     assert_eq!(send_through(&r, &right, "auth-ok").state, OpState::BackendReturned);
     assert_eq!(sink.deliveries().len(), 1);
+    // Credentials never reach the journal, the audit trail or any other store.
+    for e in std::fs::read_dir(r.root.join("home")).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            let bytes = std::fs::read(&p).unwrap();
+            for pw in ["Corr3ct-Horse-B4ttery", "Wr0ng-Horse-B4ttery"] {
+                let found = bytes.windows(pw.len()).any(|w| w == pw.as_bytes());
+                assert!(!found, "{pw} found in {}", p.display());
+            }
+        }
+    }
     // Implicit TLS against a plain-text server: the handshake fails, nothing is sent.
     let tls =
         SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::Tls, sender())).unwrap();
