@@ -569,3 +569,75 @@ Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcfs\r\n--b--\r\n";
     d.attachments = vec![format!("attachment:{id}:7")];
     assert_eq!(r.steward.prepare_mail(&d, NOW).unwrap_err().code(), "MAIL_ATTACHMENT_NOT_FOUND");
 }
+
+#[test]
+fn an_approved_reply_answers_the_mirrored_message_in_its_thread() {
+    use serde_json::json;
+    use steward_core::{
+        approval::{NewApproval, Resolution},
+        policy::Level,
+    };
+    let r = rig();
+    let sink = r.sink(SinkOptions::default());
+    let raw = "From: Carol <carol@example.org>\r\nTo: ada@example.org, dan@example.org\r\n\
+Cc: Eve <eve@example.org>\r\nSubject: Dinner?\r\nMessage-ID: <dinner-2@example.org>\r\n\
+In-Reply-To: <dinner-1@example.org>\r\nReferences: <dinner-0@example.org> <dinner-1@example.org>\r\n\
+Date: Tue, 01 Dec 2026 18:00:00 +0000\r\n\r\nFriday at eight?\r\n";
+    std::fs::write(r.maildir.join("cur/dinner:2,S"), raw).unwrap();
+    r.sync();
+    let id: i64 = rusqlite::Connection::open(r.root.join("home/mirror.db"))
+        .unwrap()
+        .query_row("SELECT id FROM messages WHERE identity = 'dinner-2@example.org'", [], |x| {
+            x.get(0)
+        })
+        .unwrap();
+    let approvals = r.steward.approvals().unwrap();
+    let now = steward_core::time::now_secs();
+    let a = approvals
+        .request(
+            &NewApproval {
+                chat: None,
+                requested_by: "agent:helper".into(),
+                tool: "mail.reply".into(),
+                input: json!({"message_id": id, "body": "Friday works.", "reply_all": true}),
+                summary: "reply".into(),
+                level: Level::Confirm,
+                timeout_secs: None,
+            },
+            None,
+            now,
+        )
+        .unwrap();
+    let me = r.steward.human("Ada").unwrap();
+    approvals.resolve(a.id, &Resolution::Approve, None, &me, None, None, now).unwrap();
+    let op = r.steward.send_approved_mail(a.id, &sender(), &smtp(sink.port), now).unwrap();
+    assert_eq!(
+        (op.state, op.kind.as_str()),
+        (OpState::BackendReturned, "mail.reply"),
+        "{:?}",
+        op.error
+    );
+    // To the sender and, reply-all, the other recipients; never to ourselves.
+    assert_eq!(op.input["to"], json!(["carol@example.org", "dan@example.org"]));
+    assert_eq!(op.input["cc"], json!(["eve@example.org"]));
+    assert_eq!(op.input["subject"], "Re: Dinner?");
+    assert_eq!(op.input["in_reply_to"], "dinner-2@example.org");
+    assert_eq!(
+        op.input["references"],
+        json!(["dinner-0@example.org", "dinner-1@example.org", "dinner-2@example.org"])
+    );
+    let (_, text) = r.sent_copy(op.input["message_id"].as_str().unwrap());
+    assert!(text.contains("In-Reply-To: <dinner-2@example.org>"), "{text}");
+    r.sync();
+    assert_eq!(r.steward.confirm_pass(now + 5).unwrap().confirmed, 1);
+    // The reply lands in the thread of the message it answers.
+    let thread = |identity: &str| -> i64 {
+        rusqlite::Connection::open(r.root.join("home/mirror.db"))
+            .unwrap()
+            .query_row("SELECT thread_id FROM messages WHERE identity = ?1", [identity], |x| {
+                x.get(0)
+            })
+            .unwrap()
+    };
+    assert_eq!(thread(op.input["message_id"].as_str().unwrap()), thread("dinner-2@example.org"));
+}

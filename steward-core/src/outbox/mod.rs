@@ -252,6 +252,9 @@ pub enum OutboxError {
     /// The policy denies this send.
     #[error("the policy denies this send: {0}")]
     Denied(String),
+    /// The policy could not be read.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
     /// The approval does not allow this send.
     #[error(transparent)]
     Approval(#[from] crate::approval::ApprovalError),
@@ -268,6 +271,7 @@ impl StewardError for OutboxError {
             Self::Attachment(e) => e.code(),
             Self::AttachmentNotFound(_) => "MAIL_ATTACHMENT_NOT_FOUND",
             Self::Journal(e) => e.code(),
+            Self::Policy(e) => e.code(),
             Self::Approval(e) => e.code(),
             Self::Store(e) => e.code(),
         }
@@ -280,6 +284,7 @@ impl StewardError for OutboxError {
             Self::Attachment(e) => e.kind(),
             Self::AttachmentNotFound(_) => ErrorKind::NotFound,
             Self::Journal(e) => e.kind(),
+            Self::Policy(e) => e.kind(),
             Self::Approval(e) => e.kind(),
             Self::Store(e) => e.kind(),
         }
@@ -769,9 +774,7 @@ impl Steward {
             .map_err(|e| OutboxError::Invalid(format!("unserializable input: {e}")))?;
         let call =
             crate::ToolCall { actor: requester, chat: None, tool: "mail.send", input: &value };
-        let decision = self
-            .decide(&call, &DecisionContext::default())
-            .map_err(|e| OutboxError::Denied(format!("the policy could not be read: {e}")))?;
+        let decision = self.decide(&call, &DecisionContext::default())?;
         match decision {
             Decision::Deny { reason } => Err(OutboxError::Denied(
                 serde_json::to_string(&reason).unwrap_or_else(|_| "denied".into()),
