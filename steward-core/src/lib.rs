@@ -21,6 +21,7 @@ pub mod mirror;
 pub mod outbox;
 pub mod paths;
 pub mod policy;
+pub mod replay;
 pub mod search;
 mod steward;
 pub mod store;

@@ -134,6 +134,38 @@ impl PySteward {
         self.sync(py, &EmlxSource::new(path), account)
     }
 
+    /// Replays recorded tool calls through the policy in force without executing, approving
+    /// or recording anything. `records` is JSONL text or a list of dicts with `tool`, `input`,
+    /// optional `expected` (`allow`, `gate`, `deny`, optionally `:level`) and
+    /// `headless_grants`. Returns a dict: `policy_version`, `total`, `compared`, `matched`,
+    /// `differences` (record indexes) and `outcomes` (one dict per record, ready for a
+    /// DataFrame).
+    fn replay_policy<'py>(
+        &self,
+        py: Python<'py>,
+        records: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let json = py.import("json")?;
+        let text: String = if let Ok(text) = records.extract::<String>() {
+            text
+        } else {
+            let mut lines = Vec::new();
+            for item in records.try_iter()? {
+                lines.push(json.call_method1("dumps", (item?,))?.extract::<String>()?);
+            }
+            lines.join("\n")
+        };
+        let replay = py
+            .detach(|| {
+                steward_core::replay::parse_jsonl(&text)
+                    .and_then(|records| self.inner.replay_policy(&records))
+            })
+            .map_err(|e| to_py(&e))?;
+        let out = serde_json::to_string(&replay)
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+        json.call_method1("loads", (out,))
+    }
+
     /// Live and soft-deleted message counts and the failed-file count.
     fn mirror_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = py.detach(|| self.inner.mirror().stats()).map_err(|e| to_py(&e))?;

@@ -4,4 +4,5 @@ mod approvals;
 mod audit;
 mod journal;
 mod policy;
+mod replay;
 mod store;
