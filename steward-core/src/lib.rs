@@ -14,6 +14,7 @@ pub mod approval;
 pub mod audit;
 mod authority;
 pub mod error;
+pub mod eval;
 pub mod index;
 pub mod journal;
 pub mod limits;

@@ -45,6 +45,26 @@ fn to_py(e: &dyn CoreError) -> PyErr {
     err
 }
 
+/// JSONL text as given, or a list of JSON-able values, one per line.
+fn jsonl_of<'py>(py: Python<'py>, records: &Bound<'py, PyAny>) -> PyResult<String> {
+    if let Ok(text) = records.extract::<String>() {
+        return Ok(text);
+    }
+    let json = py.import("json")?;
+    let mut lines = Vec::new();
+    for item in records.try_iter()? {
+        lines.push(json.call_method1("dumps", (item?,))?.extract::<String>()?);
+    }
+    Ok(lines.join("\n"))
+}
+
+/// A core result as plain Python values (dicts, lists, numbers, strings).
+fn to_python<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
 /// One person's Steward home.
 #[pyclass(name = "Steward", module = "steward._steward", frozen)]
 struct PySteward {
@@ -145,25 +165,33 @@ impl PySteward {
         py: Python<'py>,
         records: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let json = py.import("json")?;
-        let text: String = if let Ok(text) = records.extract::<String>() {
-            text
-        } else {
-            let mut lines = Vec::new();
-            for item in records.try_iter()? {
-                lines.push(json.call_method1("dumps", (item?,))?.extract::<String>()?);
-            }
-            lines.join("\n")
-        };
+        let text = jsonl_of(py, records)?;
         let replay = py
             .detach(|| {
                 steward_core::replay::parse_jsonl(&text)
                     .and_then(|records| self.inner.replay_policy(&records))
             })
             .map_err(|e| to_py(&e))?;
-        let out = serde_json::to_string(&replay)
-            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
-        json.call_method1("loads", (out,))
+        to_python(py, &replay)
+    }
+
+    /// Scores labeled queries with the real search: `cases` is JSONL text or a list of dicts
+    /// with `request` (a search, as the API takes it), `expected` (Message-IDs), optional
+    /// `kind` and `k`. Returns a dict: `overall` and `by_kind` (recall, mrr, ndcg, cases) and
+    /// `cases` (one dict per case).
+    fn eval_retrieval<'py>(
+        &self,
+        py: Python<'py>,
+        cases: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let text = jsonl_of(py, cases)?;
+        let eval = py
+            .detach(|| {
+                steward_core::eval::parse_cases(&text)
+                    .and_then(|cases| self.inner.eval_retrieval(&cases))
+            })
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &eval)
     }
 
     /// Live and soft-deleted message counts and the failed-file count.

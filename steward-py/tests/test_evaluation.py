@@ -1,4 +1,4 @@
-"""Policy replay from Python: recorded calls decided by the core, nothing executed."""
+"""Replay and evaluation from Python: policy replay and retrieval scoring, both done by the core."""
 
 import json
 
@@ -37,3 +37,25 @@ def test_bad_records_raise_typed_errors(tmp_path):
     assert e.value.code == "REPLAY_BAD_RECORD"
     with pytest.raises(TypeError):
         s.replay_policy(42)
+
+
+def test_retrieval_evaluation_scores_labeled_queries(tmp_path):
+    cur = tmp_path / "Maildir" / "cur"
+    cur.mkdir(parents=True)
+    (cur / "1:2,S").write_bytes(
+        b"From: a@example.org\nSubject: Train tickets to Milan\nMessage-ID: <trip@x>\n\nPlatform 7.\n")
+    (cur / "2:2,S").write_bytes(
+        b"From: b@example.org\nSubject: Dinner on Friday\nMessage-ID: <dinner@x>\n\nAt eight.\n")
+    s = steward.Steward(tmp_path / "home")
+    s.index_maildir(tmp_path / "Maildir", account="py")
+    result = s.eval_retrieval([
+        {"kind": "exact", "request": {"text": "train milan"}, "expected": ["trip@x"]},
+        {"kind": "miss", "request": {"text": "board minutes"}, "expected": ["<dinner@x>"], "k": 3},
+    ])
+    assert result["by_kind"]["exact"]["mrr"] == 1.0
+    assert result["by_kind"]["miss"]["recall"] == 0.0
+    assert result["overall"]["cases"] == 2
+    assert [c["k"] for c in result["cases"]] == [10, 3]
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.eval_retrieval([{"request": {"text": "x"}, "expected": []}])
+    assert e.value.code == "EVAL_BAD_CASE"
