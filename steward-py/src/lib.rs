@@ -27,6 +27,19 @@ create_exception!(
     StewardError,
     "A dependency is unavailable; retry later."
 );
+create_exception!(_steward, DeniedError, StewardError, "Policy or authority refused it.");
+create_exception!(
+    _steward,
+    ConflictError,
+    StewardError,
+    "It conflicts with the current state (already resolved, key reused, stale version)."
+);
+create_exception!(
+    _steward,
+    CorruptError,
+    StewardError,
+    "A store is damaged; it is left as it is for restore from backup."
+);
 
 /// Maps a core error to its Python class, with `.code` and `.kind` set. The only mapping.
 fn to_py(e: &dyn CoreError) -> PyErr {
@@ -35,6 +48,9 @@ fn to_py(e: &dyn CoreError) -> PyErr {
         ErrorKind::InvalidInput => InvalidInputError::new_err(message),
         ErrorKind::NotFound => NotFoundError::new_err(message),
         ErrorKind::Unavailable => UnavailableError::new_err(message),
+        ErrorKind::Denied => DeniedError::new_err(message),
+        ErrorKind::Conflict => ConflictError::new_err(message),
+        ErrorKind::Corrupt => CorruptError::new_err(message),
         _ => StewardError::new_err(message),
     };
     Python::attach(|py| {
@@ -194,6 +210,76 @@ impl PySteward {
         to_python(py, &eval)
     }
 
+    /// Approval requests, newest first (at most 100 per page), as dicts.
+    #[pyo3(signature = (pending_only=false, chat=None, offset=0, limit=50))]
+    fn approvals<'py>(
+        &self,
+        py: Python<'py>,
+        pending_only: bool,
+        chat: Option<String>,
+        offset: usize,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let page = py
+            .detach(|| {
+                self.inner
+                    .approvals()
+                    .and_then(|a| a.list(pending_only, chat.as_deref(), offset, limit))
+            })
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &page)
+    }
+
+    /// One approval request, as a dict.
+    fn approval<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Bound<'py, PyAny>> {
+        let a =
+            py.detach(|| self.inner.approvals().and_then(|a| a.get(id))).map_err(|e| to_py(&e))?;
+        to_python(py, &a)
+    }
+
+    /// Journaled operations, newest first (at most 100 per page), optionally in one state.
+    #[pyo3(signature = (state=None, offset=0, limit=50))]
+    fn write_operations<'py>(
+        &self,
+        py: Python<'py>,
+        state: Option<String>,
+        offset: usize,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let state = state
+            .map(|s| s.parse::<steward_core::journal::OpState>())
+            .transpose()
+            .map_err(|e| to_py(&e))?;
+        let ops = py
+            .detach(|| self.inner.list_write_operations(state, offset, limit))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &ops)
+    }
+
+    /// One journaled operation with its complete input and evidence.
+    fn write_operation<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Bound<'py, PyAny>> {
+        let op = py.detach(|| self.inner.read_write_operation(id)).map_err(|e| to_py(&e))?;
+        to_python(py, &op)
+    }
+
+    /// The redacted audit trail, newest first: `query` is a dict of filters (actor, event_type,
+    /// risk, chat, tool, after, before, text, offset, limit).
+    #[pyo3(signature = (query=None))]
+    fn audit<'py>(
+        &self,
+        py: Python<'py>,
+        query: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let text = match query {
+            Some(q) => py.import("json")?.call_method1("dumps", (q,))?.extract::<String>()?,
+            None => "{}".to_owned(),
+        };
+        let q = steward_core::audit::AuditQuery::from_json(&text).map_err(|e| to_py(&e))?;
+        let rows =
+            py.detach(|| self.inner.audit().and_then(|a| a.query(&q))).map_err(|e| to_py(&e))?;
+        to_python(py, &rows)
+    }
+
     /// Live and soft-deleted message counts and the failed-file count.
     fn mirror_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = py.detach(|| self.inner.mirror().stats()).map_err(|e| to_py(&e))?;
@@ -220,5 +306,8 @@ fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("UnavailableError", py.get_type::<UnavailableError>())?;
+    m.add("DeniedError", py.get_type::<DeniedError>())?;
+    m.add("ConflictError", py.get_type::<ConflictError>())?;
+    m.add("CorruptError", py.get_type::<CorruptError>())?;
     Ok(())
 }

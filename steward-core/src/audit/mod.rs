@@ -149,6 +149,9 @@ pub enum AuditError {
     /// A risk filter other than low, medium, high.
     #[error("unknown risk {0:?}: expected low, medium or high")]
     BadRisk(String),
+    /// A query that is not an [`AuditQuery`] (unknown field, wrong type).
+    #[error("bad audit query: {0}")]
+    BadQuery(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -159,15 +162,23 @@ impl StewardError for AuditError {
         match self {
             Self::OutOfRange(_) => "LIMIT_OUT_OF_RANGE",
             Self::BadRisk(_) => "AUDIT_BAD_RISK",
+            Self::BadQuery(_) => "AUDIT_BAD_QUERY",
             Self::Store(e) => e.code(),
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::OutOfRange(_) | Self::BadRisk(_) => ErrorKind::InvalidInput,
+            Self::OutOfRange(_) | Self::BadRisk(_) | Self::BadQuery(_) => ErrorKind::InvalidInput,
             Self::Store(e) => e.kind(),
         }
+    }
+}
+
+impl AuditQuery {
+    /// A query from its JSON form (what frontends receive).
+    pub fn from_json(text: &str) -> Result<Self, AuditError> {
+        serde_json::from_str(text).map_err(|e| AuditError::BadQuery(e.to_string()))
     }
 }
 

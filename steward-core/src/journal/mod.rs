@@ -76,6 +76,15 @@ const STATES: [OpState; 8] = [
     OpState::RetryExhausted,
 ];
 
+impl std::str::FromStr for OpState {
+    type Err = JournalError;
+
+    /// Parses a stored name; anything else is `JOURNAL_INVALID`.
+    fn from_str(s: &str) -> Result<Self, JournalError> {
+        Self::parse(s).ok_or_else(|| JournalError::Invalid(format!("unknown state {s:?}")))
+    }
+}
+
 impl OpState {
     /// The stored name.
     pub fn as_str(self) -> &'static str {

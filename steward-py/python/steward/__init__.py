@@ -4,6 +4,9 @@ Everything here is implemented in Rust (``steward._steward``); this package only
 """
 
 from steward._steward import (
+    ConflictError,
+    CorruptError,
+    DeniedError,
     InvalidInputError,
     NotFoundError,
     Steward,
@@ -13,6 +16,9 @@ from steward._steward import (
 )
 
 __all__ = [
+    "ConflictError",
+    "CorruptError",
+    "DeniedError",
     "InvalidInputError",
     "NotFoundError",
     "Steward",
