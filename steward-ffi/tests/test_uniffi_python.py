@@ -1,0 +1,44 @@
+"""The UniFFI library through UniFFI's generated Python bindings (the same library the Swift
+launcher links): open a home, mirror a Maildir, read counts, typed errors across the boundary.
+
+Run by scripts/test after `uniffi-bindgen generate --library … --language python`, with the
+generated module and the library on PYTHONPATH (STEWARD_FFI_PYTHON)."""
+
+import pathlib
+
+import pytest
+
+import steward_ffi as ffi
+
+
+def write_maildir(root: pathlib.Path) -> pathlib.Path:
+    cur = root / "Maildir" / "cur"
+    cur.mkdir(parents=True)
+    (cur / "1:2,S").write_bytes(b"From: a@example.org\nSubject: one\nMessage-ID: <1@x>\n\nhello\n")
+    (cur / "2:2,").write_bytes(
+        b"From: b@example.org\nSubject: Re: one\nMessage-ID: <2@x>\nIn-Reply-To: <1@x>\n\nhi\n")
+    (cur / "3:2,").write_bytes(b"")
+    return root / "Maildir"
+
+
+def test_open_index_and_count(tmp_path):
+    assert ffi.steward_version() == "0.1.0"
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    first = s.index_maildir(str(write_maildir(tmp_path)), "ffi")
+    assert (first.added, first.error_count, first.threads) == (2, 1, 1)
+    again = s.index_maildir(str(tmp_path / "Maildir"), "ffi")
+    assert (again.added, again.updated) == (0, 0)
+    stats = s.mirror_stats()
+    assert (stats.messages_live, stats.messages_deleted, stats.error_count) == (2, 0, 1)
+
+
+def test_errors_cross_as_kind_code_and_message(tmp_path):
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.index_maildir(str(tmp_path / "missing"), None)
+    assert (e.value.kind, e.value.code) == ("not_found", "MAIL_SOURCE_NOT_FOUND")
+    assert "missing" in e.value.message
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        ffi.Steward.open(str(tmp_path / "file"))
+    assert e.value.kind in ("invalid_input", "unavailable")
