@@ -7,10 +7,12 @@
 
 uniffi::setup_scaffolding!();
 
+mod authority;
 mod error;
 mod mirror;
 mod steward;
 
+pub use authority::{ApprovalCard, Human, OperationSummary};
 pub use error::FfiError;
 pub use mirror::{MirrorStats, SyncSummary};
 pub use steward::Steward;

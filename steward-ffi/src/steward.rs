@@ -10,7 +10,7 @@ use crate::{FfiError, MirrorStats, SyncSummary};
 /// One person's Steward home.
 #[derive(uniffi::Object)]
 pub struct Steward {
-    inner: steward_core::Steward,
+    inner: Arc<steward_core::Steward>,
 }
 
 #[uniffi::export]
@@ -18,7 +18,7 @@ impl Steward {
     /// Opens (creating if needed) the home at `home`.
     #[uniffi::constructor]
     pub fn open(home: String) -> Result<Arc<Self>, FfiError> {
-        Ok(Arc::new(Self { inner: steward_core::Steward::builder().home(home).open()? }))
+        Ok(Arc::new(Self { inner: Arc::new(steward_core::Steward::builder().home(home).open()?) }))
     }
 
     /// Mirrors a Maildir.
@@ -55,6 +55,15 @@ impl Steward {
 }
 
 impl Steward {
+    pub(crate) fn inner(&self) -> &steward_core::Steward {
+        &self.inner
+    }
+
+    /// A shared handle, for objects that outlive a call (a person's authority).
+    pub(crate) fn handle(&self) -> Arc<steward_core::Steward> {
+        Arc::clone(&self.inner)
+    }
+
     fn sync(
         &self,
         source: &dyn MailSource,

@@ -42,3 +42,40 @@ def test_errors_cross_as_kind_code_and_message(tmp_path):
     with pytest.raises(ffi.FfiError.Steward) as e:
         ffi.Steward.open(str(tmp_path / "file"))
     assert e.value.kind in ("invalid_input", "unavailable")
+
+
+STEWARD = pathlib.Path(__file__).resolve().parents[2] / "target" / "debug" / "steward"
+
+
+def test_a_person_resolves_a_pending_send_and_the_journal_is_readable(tmp_path):
+    import os
+    import subprocess
+
+    home = tmp_path / "home"
+    body = tmp_path / "body.txt"
+    body.write_text("See you at nine.\n")
+    env = dict(os.environ, STEWARD_SMTP_HOST="127.0.0.1", STEWARD_SMTP_PORT="9",
+               STEWARD_SMTP_SECURITY="plain", STEWARD_MAIL_FROM="ada@example.org",
+               STEWARD_MAIL_ACCOUNT="me")
+    # Without --yes the command leaves a pending request (nothing is sent).
+    subprocess.run([STEWARD, "--home", home, "mail", "send", "--to", "bob@example.org",
+                    "--subject", "Nine", "--body-file", body, "--as", "ada"],
+                   check=True, capture_output=True, env=env)
+    s = ffi.Steward.open(str(home))
+    [card] = s.approvals(True, 0, 10)
+    assert (card.tool, card.level, card.status) == ("mail.send", "confirm", "requested")
+    assert '"subject":"Nine"' in card.input_json
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.human("agent:helper")
+    assert e.value.code == "APPROVAL_BAD_PERSON"
+    ada = s.human("ada")
+    denied = ada.deny(card.id, "not now")
+    assert denied.status == "denied"
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        ada.approve(card.id, None, None)
+    assert (e.value.kind, e.value.code) == ("conflict", "APPROVAL_ALREADY_RESOLVED")
+    assert s.approvals(True, 0, 10) == []
+    assert s.write_operations(None, 0, 10) == []
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.write_operations("sent", 0, 10)
+    assert e.value.code == "JOURNAL_INVALID"

@@ -91,7 +91,8 @@ pub enum ApprovalStatus {
 }
 
 impl ApprovalStatus {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The stored name (`requested`, `approved`, …).
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Requested => "requested",
             Self::Approved => "approved",

@@ -1,0 +1,166 @@
+//! Approvals and the write journal across the FFI: cards and operation summaries as records,
+//! and the person's authority as an object the launcher mints explicitly.
+
+use std::sync::Arc;
+
+use steward_core::{
+    StewardError,
+    approval::{Approval, Resolution, canonical_json},
+    journal::{OpState, Operation},
+    time::now_secs,
+};
+
+use crate::{FfiError, Steward};
+
+/// An approval request as a card shows it.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct ApprovalCard {
+    /// Its id.
+    pub id: i64,
+    /// The tool that would run.
+    pub tool: String,
+    /// The exact input that would run, as canonical JSON.
+    pub input_json: String,
+    /// A person-readable summary.
+    pub summary: String,
+    /// `confirm` or `secure`.
+    pub level: String,
+    /// `requested`, `approved`, `edited`, `denied`, `revision_requested`, `expired`, `cancelled`.
+    pub status: String,
+    /// The agent identity that asked.
+    pub requested_by: String,
+    /// The chat it came from.
+    pub chat: Option<String>,
+    /// Unix seconds.
+    pub expires_at: i64,
+}
+
+impl From<Approval> for ApprovalCard {
+    fn from(a: Approval) -> Self {
+        let input = a.effective_input.as_ref().unwrap_or(&a.normalized_input);
+        Self {
+            id: a.id,
+            tool: a.tool,
+            input_json: canonical_json(input),
+            summary: a.summary,
+            level: a.level.as_str().to_owned(),
+            status: a.status.as_str().to_owned(),
+            requested_by: a.requested_by,
+            chat: a.chat,
+            expires_at: a.expires_at,
+        }
+    }
+}
+
+/// A journaled operation, summarized.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct OperationSummary {
+    /// Its id.
+    pub id: i64,
+    /// `mail.send`, `mail.reply`, `mail.send_later`.
+    pub kind: String,
+    /// Its state.
+    pub state: String,
+    /// Backend attempts (0 or 1).
+    pub attempts: i64,
+    /// Confirmation checks so far.
+    pub confirmation_attempts: i64,
+    /// The backend's error, if any.
+    pub error: Option<String>,
+}
+
+impl From<Operation> for OperationSummary {
+    fn from(o: Operation) -> Self {
+        Self {
+            id: o.id,
+            kind: o.kind,
+            state: o.state.as_str().to_owned(),
+            attempts: o.attempts,
+            confirmation_attempts: o.confirmation_attempts,
+            error: o.error,
+        }
+    }
+}
+
+fn ffi(e: &(impl StewardError + ?Sized)) -> FfiError {
+    FfiError::from_core(e)
+}
+
+#[uniffi::export]
+impl Steward {
+    /// Approval requests, newest first (at most 100 per page).
+    pub fn approvals(
+        &self,
+        pending_only: bool,
+        offset: u32,
+        limit: u32,
+    ) -> Result<Vec<ApprovalCard>, FfiError> {
+        let a = self.inner().approvals().map_err(|e| ffi(&e))?;
+        let page =
+            a.list(pending_only, None, offset as usize, limit as usize).map_err(|e| ffi(&e))?;
+        Ok(page.into_iter().map(Into::into).collect())
+    }
+
+    /// Journaled operations, newest first (at most 100 per page), optionally in one state.
+    pub fn write_operations(
+        &self,
+        state: Option<String>,
+        offset: u32,
+        limit: u32,
+    ) -> Result<Vec<OperationSummary>, FfiError> {
+        let state = state.map(|s| s.parse::<OpState>()).transpose().map_err(|e| ffi(&e))?;
+        let ops = self
+            .inner()
+            .list_write_operations(state, offset as usize, limit as usize)
+            .map_err(|e| ffi(&e))?;
+        Ok(ops.into_iter().map(Into::into).collect())
+    }
+
+    /// The authority of the person using this launcher. Only a human frontend calls this, and
+    /// only explicitly; agent identities (`agent:…`) are refused.
+    pub fn human(&self, person: String) -> Result<Arc<Human>, FfiError> {
+        let who = self.inner().human(&person).map_err(|e| ffi(&e))?;
+        Ok(Arc::new(Human { steward: self.handle(), who }))
+    }
+}
+
+/// A person's authority: resolves approval requests.
+#[derive(uniffi::Object)]
+pub struct Human {
+    steward: Arc<steward_core::Steward>,
+    who: steward_core::approval::HumanAuthority,
+}
+
+#[uniffi::export]
+impl Human {
+    /// Approves request `id` as proposed (`pin` for a secure request).
+    pub fn approve(
+        &self,
+        id: i64,
+        note: Option<String>,
+        pin: Option<String>,
+    ) -> Result<ApprovalCard, FfiError> {
+        self.resolve(id, &Resolution::Approve, note, pin)
+    }
+
+    /// Denies request `id`.
+    pub fn deny(&self, id: i64, note: Option<String>) -> Result<ApprovalCard, FfiError> {
+        self.resolve(id, &Resolution::Deny, note, None)
+    }
+}
+
+impl Human {
+    fn resolve(
+        &self,
+        id: i64,
+        resolution: &Resolution,
+        note: Option<String>,
+        pin: Option<String>,
+    ) -> Result<ApprovalCard, FfiError> {
+        let a = self.steward.approvals().map_err(|e| ffi(&e))?;
+        let card = a
+            .resolve(id, resolution, note.as_deref(), &self.who, pin.as_deref(), None, now_secs())
+            .map_err(|e| ffi(&e))?;
+        Ok(card.into())
+    }
+}
