@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     Steward,
     error::{ErrorKind, StewardError},
+    jsonl::{LineError, parse_lines},
     mirror::normalize_message_id,
     search::{SearchError, SearchRequest},
 };
@@ -120,20 +121,10 @@ impl StewardError for EvalError {
 
 /// Parses JSONL cases (blank lines skipped).
 pub fn parse_cases(text: &str) -> Result<Vec<RetrievalCase>, EvalError> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        if out.len() == MAX_EVAL_CASES {
-            return Err(EvalError::TooMany(out.len() + 1));
-        }
-        out.push(
-            serde_json::from_str(line)
-                .map_err(|e| EvalError::BadCase { index: i + 1, message: e.to_string() })?,
-        );
-    }
-    Ok(out)
+    parse_lines(text, MAX_EVAL_CASES).map_err(|e| match e {
+        LineError::Bad { line, message } => EvalError::BadCase { index: line, message },
+        LineError::TooMany(n) => EvalError::TooMany(n),
+    })
 }
 
 /// Scores one ranked list against the relevant set (binary relevance).

@@ -17,6 +17,7 @@ pub mod error;
 pub mod eval;
 pub mod index;
 pub mod journal;
+mod jsonl;
 pub mod limits;
 pub mod mirror;
 pub mod outbox;

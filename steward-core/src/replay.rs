@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::{
     Steward,
     error::{ErrorKind, StewardError},
+    jsonl::{LineError, parse_lines},
     policy::{Decision, DecisionContext, Level, PolicyError, decide},
 };
 
@@ -109,19 +110,10 @@ impl StewardError for ReplayError {
 
 /// Parses a JSONL log (blank lines skipped) into records.
 pub fn parse_jsonl(text: &str) -> Result<Vec<ReplayRecord>, ReplayError> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        if out.len() == MAX_REPLAY_RECORDS {
-            return Err(ReplayError::TooMany(out.len() + 1));
-        }
-        let record: ReplayRecord = serde_json::from_str(line)
-            .map_err(|e| ReplayError::BadRecord { line: i + 1, message: e.to_string() })?;
-        out.push(record);
-    }
-    Ok(out)
+    parse_lines(text, MAX_REPLAY_RECORDS).map_err(|e| match e {
+        LineError::Bad { line, message } => ReplayError::BadRecord { line, message },
+        LineError::TooMany(n) => ReplayError::TooMany(n),
+    })
 }
 
 fn words(d: &Decision) -> (&'static str, Option<&'static str>) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use steward_core::{
     StewardError,
     approval::{Approval, Resolution, canonical_json},
-    journal::{OpState, Operation},
+    journal::{OpState, OperationSummary as CoreSummary},
     time::now_secs,
 };
 
@@ -37,11 +37,11 @@ pub struct ApprovalCard {
 
 impl From<Approval> for ApprovalCard {
     fn from(a: Approval) -> Self {
-        let input = a.effective_input.as_ref().unwrap_or(&a.normalized_input);
+        let input_json = canonical_json(a.input_to_run());
         Self {
             id: a.id,
             tool: a.tool,
-            input_json: canonical_json(input),
+            input_json,
             summary: a.summary,
             level: a.level.as_str().to_owned(),
             status: a.status.as_str().to_owned(),
@@ -69,8 +69,8 @@ pub struct OperationSummary {
     pub error: Option<String>,
 }
 
-impl From<Operation> for OperationSummary {
-    fn from(o: Operation) -> Self {
+impl From<CoreSummary> for OperationSummary {
+    fn from(o: CoreSummary) -> Self {
         Self {
             id: o.id,
             kind: o.kind,

@@ -208,7 +208,8 @@ fn a_thousand_crashes_never_send_twice_or_lose_a_send() {
     let mut ops = Vec::new();
     let mut offset = 0;
     loop {
-        let page = s.list_write_operations(None, offset, 100).unwrap();
+        // Full operations (inputs included), not the summaries.
+        let page = s.journal().unwrap().list(None, offset, 100).unwrap();
         if page.is_empty() {
             break;
         }

@@ -208,17 +208,13 @@ impl SmtpConfig {
         };
         let env = |k: &str| vars(k).filter(|v| !v.trim().is_empty());
         let m = file.mail;
-        let need = |v: Option<String>, what: &str, var: &str| {
+        let need = |v: Option<String>, key: &str, var: &str| {
             v.ok_or_else(|| {
-                ConfigError(format!(
-                    "no {what}: set `{}` under [mail] in {} or {var}",
-                    what.replace(' ', "_"),
-                    path.display()
-                ))
+                ConfigError(format!("no {key}: set it under [mail] in {} or {var}", path.display()))
             })
         };
         let host =
-            need(env("STEWARD_SMTP_HOST").or(m.smtp_host), "smtp host", "STEWARD_SMTP_HOST")?;
+            need(env("STEWARD_SMTP_HOST").or(m.smtp_host), "smtp_host", "STEWARD_SMTP_HOST")?;
         let security = match env("STEWARD_SMTP_SECURITY").or(m.smtp_security) {
             Some(s) => Security::parse(&s).ok_or_else(|| {
                 ConfigError(format!("smtp security {s:?}: use tls, starttls or plain"))

@@ -176,6 +176,14 @@ pub struct Approval {
     pub expires_at: i64,
 }
 
+impl Approval {
+    /// The input that runs if the request is (or was) approved: the person's edit when there is
+    /// one, else the normalized proposal. What every card, prompt and executor shows.
+    pub fn input_to_run(&self) -> &Value {
+        self.effective_input.as_ref().unwrap_or(&self.normalized_input)
+    }
+}
+
 /// Errors of approvals.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -117,7 +117,7 @@ pub fn parse_intent(utterance: &str, lang: SpokenLanguage) -> Option<SpokenInten
 
 /// The prompt read to the person: the exact tool and canonical input, never model text.
 pub fn prompt(a: &Approval, lang: SpokenLanguage) -> String {
-    let input = canonical_json(a.effective_input.as_ref().unwrap_or(&a.normalized_input));
+    let input = canonical_json(a.input_to_run());
     match lang {
         SpokenLanguage::En => format!(
             "Approval request {}: {}. Tool {}, input {}. Say approve, reject or repeat.",

@@ -211,6 +211,55 @@ pub struct Operation {
     pub updated_at: i64,
 }
 
+/// An operation without its input, expected outcome, backend result or evidence: what a list
+/// shows (read the operation for the rest).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OperationSummary {
+    /// Its id.
+    pub id: i64,
+    /// The kind.
+    pub kind: String,
+    /// The idempotency key.
+    pub idempotency_key: String,
+    /// The state.
+    pub state: OpState,
+    /// The approval.
+    pub approval_id: Option<i64>,
+    /// Backend attempts (0 or 1).
+    pub attempts: i64,
+    /// Confirmation checks so far.
+    pub confirmation_attempts: i64,
+    /// When a scheduled send is due.
+    pub scheduled_for: Option<i64>,
+    /// When the backend was (about to be) called.
+    pub attempted_at: Option<i64>,
+    /// The backend's error.
+    pub error: Option<String>,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub updated_at: i64,
+}
+
+impl From<&Operation> for OperationSummary {
+    fn from(o: &Operation) -> Self {
+        Self {
+            id: o.id,
+            kind: o.kind.clone(),
+            idempotency_key: o.idempotency_key.clone(),
+            state: o.state,
+            approval_id: o.approval_id,
+            attempts: o.attempts,
+            confirmation_attempts: o.confirmation_attempts,
+            scheduled_for: o.scheduled_for,
+            attempted_at: o.attempted_at,
+            error: o.error.clone(),
+            created_at: o.created_at,
+            updated_at: o.updated_at,
+        }
+    }
+}
+
 /// What a transition records besides the state.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpUpdate {
@@ -287,6 +336,14 @@ const COLUMNS: &str =
     "id, kind, idempotency_key, input, input_sha256, expected, approval_id, state,
     attempts, confirmation_attempts, scheduled_for, attempted_at, backend_result, error, evidence,
     created_at, updated_at";
+
+/// A page size must be 1..=[`MAX_OPS_PAGE`].
+fn check_page(limit: usize) -> Result<(), JournalError> {
+    if limit == 0 || limit > MAX_OPS_PAGE {
+        return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
+    }
+    Ok(())
+}
 
 fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| StoreError::query(ctx, e)
@@ -510,9 +567,7 @@ impl Journal {
         stale_before: i64,
         limit: usize,
     ) -> Result<Vec<Operation>, JournalError> {
-        if limit == 0 || limit > MAX_OPS_PAGE {
-            return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
-        }
+        check_page(limit)?;
         Ok(self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM operations
@@ -550,9 +605,7 @@ impl Journal {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<Operation>, JournalError> {
-        if limit == 0 || limit > MAX_OPS_PAGE {
-            return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
-        }
+        check_page(limit)?;
         Ok(self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM operations WHERE (?1 IS NULL OR state = ?1)
@@ -627,9 +680,7 @@ impl Journal {
     /// row, so only a still-due `scheduled` row becomes `started` (attempt + 1) and two
     /// schedulers never claim the same one. The caller then calls the backend for each.
     pub fn claim_due(&self, now: i64, limit: usize) -> Result<Vec<Operation>, JournalError> {
-        if limit == 0 || limit > MAX_OPS_PAGE {
-            return Err(JournalError::Invalid(format!("limit must be 1..={MAX_OPS_PAGE}")));
-        }
+        check_page(limit)?;
         let ids: Vec<i64> = self.db.write(|tx| {
             let ids: Vec<i64> = tx
                 .prepare_cached(

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     Steward,
     error::{ErrorKind, StewardError},
-    journal::{JournalError, NewOperation, OpState, OpUpdate, Operation},
+    journal::{JournalError, NewOperation, OpState, OpUpdate, Operation, OperationSummary},
     mirror::hex,
     paths::{MAX_ATTACHMENT_BYTES, PathError},
     policy::catalog::{MAX_ATTACHMENTS, MAX_RECIPIENTS, MailReplyInput, MailSendInput},
@@ -910,14 +910,15 @@ impl Steward {
         })
     }
 
-    /// Bounded summaries of journaled operations, newest first, optionally in one state.
+    /// Bounded summaries of journaled operations (no inputs or evidence), newest first,
+    /// optionally in one state; [`Steward::read_write_operation`] has the rest.
     pub fn list_write_operations(
         &self,
         state: Option<OpState>,
         offset: usize,
         limit: usize,
-    ) -> Result<Vec<Operation>, OutboxError> {
-        Ok(self.journal()?.list(state, offset, limit)?)
+    ) -> Result<Vec<OperationSummary>, OutboxError> {
+        Ok(self.journal()?.list(state, offset, limit)?.iter().map(Into::into).collect())
     }
 
     /// One operation with its complete input and evidence.

@@ -13,7 +13,7 @@ use steward_core::{
     time::{now_secs as now, parse_date},
 };
 
-use super::{Failure, open, usage};
+use super::{Failure, json_line, open, usage};
 
 /// The person acting (`--as`).
 #[derive(Debug, ClapArgs)]
@@ -172,12 +172,8 @@ pub(super) struct AuditArgs {
     json: bool,
 }
 
-fn json_line(v: &impl serde::Serialize) {
-    out!("{}", serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned()));
-}
-
 fn card(a: &Approval) {
-    let input = a.effective_input.as_ref().unwrap_or(&a.normalized_input);
+    let input = a.input_to_run();
     out!(
         "#{} {:?} {} {} ({}) by {}{}",
         a.id,

@@ -14,7 +14,7 @@ use steward_core::{
 use super::{
     Failure,
     authority::{Person, read_secret},
-    open, usage,
+    json_line, open, usage,
 };
 
 /// Who a request made at the command line comes from, in the approval record.
@@ -83,7 +83,7 @@ fn sender_for(steward: &Steward) -> Result<SmtpSender, Failure> {
 
 fn print_outcome(outcome: &SendRequestOutcome, json: bool) {
     if json {
-        out!("{}", serde_json::to_string(outcome).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(outcome);
         return;
     }
     match outcome {

@@ -36,6 +36,11 @@ mod authority;
 mod mail;
 mod ops;
 
+/// Prints `v` as one line of JSON.
+fn json_line(v: &impl serde::Serialize) {
+    out!("{}", serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned()));
+}
+
 /// Steward: a local-first personal agent. This command mirrors and inspects local mail.
 #[derive(Debug, Parser)]
 #[command(name = "steward", version, about)]
@@ -346,7 +351,7 @@ fn sync_with_progress(
 
 fn print_summary(s: &SyncSummary, json: bool) {
     if json {
-        out!("{}", serde_json::to_string(s).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(s);
         return;
     }
     out!(
@@ -422,7 +427,7 @@ fn stats(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let steward = open(home)?;
     let s = steward.mirror().stats()?;
     if json {
-        out!("{}", serde_json::to_string(&s).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(&s);
         return Ok(());
     }
     out!("tables:");
@@ -521,7 +526,7 @@ fn search(home: Option<PathBuf>, a: &SearchArgs) -> Result<(), Failure> {
     let steward = open(home)?;
     let page = steward.search(&request)?;
     if a.json {
-        out!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(&page);
         return Ok(());
     }
     if a.compact {
@@ -566,7 +571,7 @@ fn read(
     let steward = open(home)?;
     let m = steward.mirror().read_message(id, BodyWindow { offset, max_chars: chars })?;
     if json {
-        out!("{}", serde_json::to_string(&m).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(&m);
         return Ok(());
     }
     let list = |v: &[steward_core::mirror::Address]| {
@@ -612,7 +617,7 @@ fn thread(
     let steward = open(home)?;
     let page = steward.mirror().read_thread(id, offset, limit)?;
     if json {
-        out!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(&page);
         return Ok(());
     }
     out!("thread {} \"{}\" ({} messages)", page.thread_id, page.subject, page.message_count);
@@ -636,7 +641,7 @@ fn rebuild(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let steward = open(home)?;
     let report = steward.rebuild_indexes()?;
     if json {
-        out!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(&report);
     } else {
         out!(
             "text index (BM25 + substring): {} messages in {:.2} s",

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use steward_connectors::mail::smtp::{SmtpConfig, SmtpSender};
 use steward_core::{
-    journal::{MAX_OPS_PAGE, OpState, Operation},
+    journal::{OpState, OperationSummary},
     time::now_secs,
 };
 
-use super::{Failure, open, usage};
+use super::{Failure, json_line, open};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum OpsCmd {
@@ -52,7 +52,7 @@ pub(super) enum OpsCmd {
     },
 }
 
-fn line(op: &Operation) {
+fn line(op: &OperationSummary) {
     out!(
         "#{} {} {} attempts {} checks {} key {}{}",
         op.id,
@@ -67,7 +67,7 @@ fn line(op: &Operation) {
 
 fn json_or<T: serde::Serialize>(v: &T, json: bool, text: impl FnOnce(&T) -> String) {
     if json {
-        out!("{}", serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned()));
+        json_line(v);
     } else {
         out!("{}", text(v));
     }
@@ -75,7 +75,6 @@ fn json_or<T: serde::Serialize>(v: &T, json: bool, text: impl FnOnce(&T) -> Stri
 
 pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
     let steward = open(home)?;
-    let journal = steward.journal()?;
     match cmd {
         OpsCmd::Confirm { json } => {
             let r = steward.confirm_pass(now_secs())?;
@@ -97,15 +96,10 @@ pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
             });
         }
         OpsCmd::List { state, offset, limit, json } => {
-            if limit == 0 || limit > MAX_OPS_PAGE {
-                return Err(usage(format!("--limit must be 1..={MAX_OPS_PAGE}")));
-            }
-            let state = state
-                .map(|s| OpState::parse(&s).ok_or_else(|| usage(format!("unknown state {s:?}"))))
-                .transpose()?;
-            let page = journal.list(state, offset, limit)?;
+            let state = state.map(|s| s.parse::<OpState>()).transpose()?;
+            let page = steward.list_write_operations(state, offset, limit)?;
             if json {
-                out!("{}", serde_json::to_string(&page).unwrap_or_else(|_| "[]".to_owned()));
+                json_line(&page);
             } else if page.is_empty() {
                 out!("no operations");
             } else {
@@ -113,11 +107,11 @@ pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
             }
         }
         OpsCmd::Show { id, json } => {
-            let op = journal.get(id)?;
+            let op = steward.read_write_operation(id)?;
             if json {
-                out!("{}", serde_json::to_string(&op).unwrap_or_else(|_| "{}".to_owned()));
+                json_line(&op);
             } else {
-                line(&op);
+                line(&(&op).into());
                 out!("  input: {}", steward_core::approval::canonical_json(&op.input));
                 out!("  expected: {}", op.expected);
                 if let Some(e) = &op.evidence {
