@@ -8,7 +8,10 @@ use serde_json::{Value, json};
 
 use crate::{
     Steward,
-    approval::{HumanAuthority, MAX_INPUT_BYTES, canonical_json},
+    approval::{
+        Approval, ApprovalDetail, ApprovalError, ApprovalHistoryEntry, ApprovalQuery,
+        DecisionInput, DecisionKind, HumanAuthority, MAX_INPUT_BYTES, canonical_json,
+    },
     audit::{AuditEvent, Risk},
     policy::{Decision, DecisionContext, PolicyChange, PolicyError, PolicyVersion, decide},
     time::now_secs as now,
@@ -141,5 +144,127 @@ impl Steward {
                 at: v.at,
             });
         }
+    }
+}
+
+/// A tool as a policy screen lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct ToolSummary {
+    /// `namespace.verb`.
+    pub name: String,
+    /// What it does to the world.
+    pub effect: crate::policy::Effect,
+    /// The level it runs at unless a person sets another.
+    pub default_level: crate::policy::Level,
+    /// What it does.
+    pub description: String,
+}
+
+/// The policy in force, the tools it governs and (on request) earlier versions.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct PolicyOverview {
+    /// The version in force.
+    pub current: PolicyVersion,
+    /// The registered tools.
+    pub tools: Vec<ToolSummary>,
+    /// Earlier versions, newest first.
+    pub history: Vec<PolicyVersion>,
+}
+
+/// A person's change of one tool's rule (`PUT /policy/{tool}`, `steward policy set`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRuleInput {
+    /// L0-L3 (or auto, logged, confirm, secure; floors still apply), or `allow`, `deny`,
+    /// `default` for an exact rule.
+    pub level: String,
+    /// The reason shown to the agent for `deny`.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Refuse if the policy is no longer at this version.
+    #[serde(default)]
+    pub expect_version: Option<u64>,
+}
+
+impl Steward {
+    /// The policy in force with the registered tools and up to `history` earlier versions
+    /// (0..=[`crate::policy::MAX_POLICY_HISTORY`]).
+    pub fn policy_overview(&self, history: usize) -> Result<PolicyOverview, PolicyError> {
+        let max = crate::policy::MAX_POLICY_HISTORY;
+        if history > max {
+            return Err(PolicyError::OutOfRange { what: "history", value: history, max });
+        }
+        let store = self.policy_store()?;
+        let current = store.current()?;
+        let history = if history == 0 {
+            Vec::new()
+        } else {
+            store.history(history + 1)?.into_iter().skip(1).collect()
+        };
+        let tools = self
+            .tools()
+            .iter()
+            .map(|t| ToolSummary {
+                name: t.name.clone(),
+                effect: t.effect,
+                default_level: t.default_level,
+                description: t.description.clone(),
+            })
+            .collect();
+        Ok(PolicyOverview { current, tools, history })
+    }
+
+    /// A person sets one tool's rule (see [`Steward::set_policy`]).
+    pub fn set_tool_rule(
+        &self,
+        who: &HumanAuthority,
+        tool: &str,
+        input: &ToolRuleInput,
+    ) -> Result<PolicyVersion, PolicyError> {
+        let change = PolicyChange::setting(tool, &input.level, input.reason.as_deref())?;
+        self.set_policy(who, &change, input.expect_version)
+    }
+
+    /// A page of approval requests, newest first. Pending requests whose time ran out are
+    /// expired first, so a list never shows a request that can no longer be approved.
+    pub fn list_approvals(&self, q: &ApprovalQuery) -> Result<Vec<Approval>, ApprovalError> {
+        let status = q.status_filter()?;
+        let approvals = self.approvals()?;
+        approvals.expire_due(now())?;
+        let limit = q.limit.unwrap_or(crate::approval::DEFAULT_APPROVAL_PAGE);
+        approvals.list_in(status, q.chat.as_deref(), q.offset, limit)
+    }
+
+    /// One request with its recorded transitions (expired first when its time ran out).
+    pub fn approval_detail(&self, id: i64) -> Result<ApprovalDetail, ApprovalError> {
+        let approvals = self.approvals()?;
+        approvals.expire_due(now())?;
+        let approval = approvals.get(id)?;
+        let events = approvals
+            .events(id)?
+            .into_iter()
+            .map(|(event, actor, at)| ApprovalHistoryEntry { event, actor, at })
+            .collect();
+        Ok(ApprovalDetail { approval, events })
+    }
+
+    /// A person decides a request (see [`crate::approval::Approvals::resolve`]).
+    pub fn decide_approval(
+        &self,
+        id: i64,
+        kind: DecisionKind,
+        input: &DecisionInput,
+        who: &HumanAuthority,
+    ) -> Result<Approval, ApprovalError> {
+        let resolution = input.resolution(kind)?;
+        self.approvals()?.resolve(
+            id,
+            &resolution,
+            input.note.as_deref(),
+            who,
+            input.pin.as_deref(),
+            None,
+            now(),
+        )
     }
 }

@@ -10,6 +10,7 @@
 //! bound is a named constant in [`limits`], gathered in [`Limits`] and passed at open time.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod access;
 pub mod approval;
 pub mod audit;
 mod authority;
@@ -29,7 +30,7 @@ mod steward;
 pub mod store;
 pub mod time;
 
-pub use authority::{POLICY_SET_TOOL, ToolCall};
+pub use authority::{POLICY_SET_TOOL, PolicyOverview, ToolCall, ToolRuleInput, ToolSummary};
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;
 pub use steward::{OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home};

@@ -18,7 +18,7 @@ fn demo_then_index_then_stats() {
     let out = steward()
         .arg("--home")
         .arg(&home)
-        .args(["demo", "--messages", "150", "--json"])
+        .args(["demo", "--messages", "150", "--json", "--no-serve"])
         .output()
         .unwrap();
     let demo = json(&out);
@@ -112,7 +112,7 @@ fn read_and_thread_commands() {
         &steward()
             .arg("--home")
             .arg(&home)
-            .args(["demo", "--messages", "80", "--json"])
+            .args(["demo", "--messages", "80", "--json", "--no-serve"])
             .output()
             .unwrap(),
     );
@@ -155,7 +155,7 @@ fn search_command_flags_formats_and_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     let run = |args: &[&str]| steward().arg("--home").arg(&home).args(args).output().unwrap();
-    json(&run(&["demo", "--messages", "300", "--json"]));
+    json(&run(&["demo", "--messages", "300", "--json", "--no-serve"]));
     // Free text: a page with provenance, snippets and paging.
     let page = json(&run(&["search", "invoice", "--limit", "3", "--json"]));
     let msgs = page["messages"].as_array().unwrap();
@@ -340,8 +340,8 @@ fn approvals_policy_and_audit_commands() {
         .output()
         .unwrap();
     let p = json(&show);
-    assert_eq!(p["version"], 1);
-    assert_eq!(p["policy"]["overrides"]["mail.send"], "secure");
+    assert_eq!(p["current"]["version"], 1);
+    assert_eq!(p["current"]["policy"]["overrides"]["mail.send"], "secure");
     assert!(p["tools"].as_array().unwrap().iter().any(|t| t["name"] == "policy.set"));
 
     // Audit: the change and every resolution are there, filters work, bad filters are typed.

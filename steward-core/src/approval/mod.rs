@@ -71,7 +71,7 @@ impl HumanAuthority {
 pub const AGENT_PREFIX: &str = "agent:";
 
 /// The state of a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalStatus {
     /// Waiting for a person.
@@ -104,7 +104,8 @@ impl ApprovalStatus {
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Option<Self> {
+    /// The state named `s` (`requested`, `approved`, …).
+    pub fn parse(s: &str) -> Option<Self> {
         [
             Self::Requested,
             Self::Approved,
@@ -138,7 +139,7 @@ pub enum Resolution {
 }
 
 /// One approval request, as the card shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Approval {
     /// Its id.
     pub id: i64,
@@ -181,6 +182,105 @@ impl Approval {
     /// one, else the normalized proposal. What every card, prompt and executor shows.
     pub fn input_to_run(&self) -> &Value {
         self.effective_input.as_ref().unwrap_or(&self.normalized_input)
+    }
+}
+
+/// Which requests to list ([`crate::Steward::list_approvals`]): a query string's shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalQuery {
+    /// Only this state: `pending` (= `requested`), `requested`, `approved`, `edited`,
+    /// `denied`, `revision_requested`, `expired`, `cancelled`; absent or `all`: every state.
+    pub status: Option<String>,
+    /// Only this chat.
+    pub chat: Option<String>,
+    /// Requests to skip.
+    pub offset: usize,
+    /// Requests to return (1..=100; absent: 20).
+    pub limit: Option<usize>,
+}
+
+/// Requests per page when the query does not say.
+pub const DEFAULT_APPROVAL_PAGE: usize = 20;
+
+impl ApprovalQuery {
+    /// The state filter, checked.
+    pub fn status_filter(&self) -> Result<Option<ApprovalStatus>, ApprovalError> {
+        match self.status.as_deref().map(str::trim) {
+            None | Some("all" | "") => Ok(None),
+            Some("pending") => Ok(Some(ApprovalStatus::Requested)),
+            Some(s) => ApprovalStatus::parse(s).map(Some).ok_or_else(|| {
+                ApprovalError::Invalid(format!(
+                    "unknown status {s:?}: expected pending, all, requested, approved, edited, denied, revision_requested, expired or cancelled"
+                ))
+            }),
+        }
+    }
+}
+
+/// One recorded transition of a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ApprovalHistoryEntry {
+    /// `requested`, `approved`, `pin_failed`, …
+    pub event: String,
+    /// Who.
+    pub actor: String,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+/// A request with its recorded transitions.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ApprovalDetail {
+    /// The request.
+    pub approval: Approval,
+    /// Its transitions, oldest first.
+    pub events: Vec<ApprovalHistoryEntry>,
+}
+
+/// A person's decision as a frontend receives it (a request body, a command's flags).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct DecisionInput {
+    /// A note for the record; for a revision, what the agent should change (required there).
+    pub note: Option<String>,
+    /// Approve only: run this input instead of the proposal (a JSON object).
+    pub edit: Option<Value>,
+    /// The person's PIN, for secure (L3) requests.
+    pub pin: Option<String>,
+}
+
+/// What a person does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionKind {
+    /// Approve (with an edit when the input carries one).
+    Approve,
+    /// Deny.
+    Deny,
+    /// Send back with the note as feedback.
+    Revise,
+}
+
+impl DecisionInput {
+    /// The resolution this input asks for, checked: an edit only with approve, a revision
+    /// only with a note.
+    pub fn resolution(&self, kind: DecisionKind) -> Result<Resolution, ApprovalError> {
+        match (kind, &self.edit) {
+            (DecisionKind::Approve, Some(edit)) => Ok(Resolution::Edit(edit.clone())),
+            (DecisionKind::Approve, None) => Ok(Resolution::Approve),
+            (_, Some(_)) => {
+                Err(ApprovalError::Invalid("an edit only goes with approve".to_owned()))
+            }
+            (DecisionKind::Deny, None) => Ok(Resolution::Deny),
+            (DecisionKind::Revise, None) => {
+                if self.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
+                    return Err(ApprovalError::Invalid(
+                        "a revision needs a note with what to change".to_owned(),
+                    ));
+                }
+                Ok(Resolution::Revise)
+            }
+        }
     }
 }
 

@@ -83,7 +83,7 @@ pub const MAX_EVENT_PAGE: usize = 500;
 pub const MAX_WAIT_SECS: u64 = 60;
 
 /// One transition or refused attempt, in order (the subscription feed).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct ApprovalEvent {
     /// Position in the feed (strictly increasing).
     pub seq: i64,
@@ -100,7 +100,7 @@ pub struct ApprovalEvent {
 
 /// What a new subscriber starts from: the pending requests now and the feed position they
 /// reflect. Events after `cursor` are the updates.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct ApprovalSnapshot {
     /// Pending requests, newest first (one page).
     pub pending: Vec<Approval>,
@@ -389,12 +389,23 @@ impl Approvals {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<Approval>, ApprovalError> {
+        self.list_in(pending_only.then_some(ApprovalStatus::Requested), chat, offset, limit)
+    }
+
+    /// A page of requests in one state (or every state), newest first.
+    pub fn list_in(
+        &self,
+        status: Option<ApprovalStatus>,
+        chat: Option<&str>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Approval>, ApprovalError> {
         if limit == 0 || limit > MAX_APPROVAL_PAGE {
             return Err(ApprovalError::Invalid(format!("limit must be 1..={MAX_APPROVAL_PAGE}")));
         }
         let sql = format!(
             "SELECT {COLUMNS} FROM approvals
-             WHERE (?1 = 0 OR status = 'requested') AND (?2 IS NULL OR chat = ?2)
+             WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR chat = ?2)
              ORDER BY id DESC LIMIT ?3 OFFSET ?4"
         );
         Ok(self.db.read(|c| {
@@ -402,7 +413,7 @@ impl Approvals {
                 .and_then(|mut s| {
                     s.query_map(
                         params![
-                            pending_only,
+                            status.map(ApprovalStatus::as_str),
                             chat,
                             i64::try_from(limit).unwrap_or(i64::MAX),
                             i64::try_from(offset).unwrap_or(i64::MAX)

@@ -91,7 +91,7 @@ pub struct AuditEvent<'a> {
 }
 
 /// A stored, redacted event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AuditRecord {
     /// Its id.
     pub id: i64,
@@ -114,7 +114,7 @@ pub struct AuditRecord {
 }
 
 /// Filters of [`AuditLog::query`]; all optional, combined with AND.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditQuery {
     /// Actor.

@@ -44,7 +44,7 @@ const SCHEMA: Schema = Schema {
 };
 
 /// Where an operation is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OpState {
     /// Waiting for its time (scheduled send).
@@ -173,7 +173,7 @@ pub struct NewOperation {
 }
 
 /// A journaled operation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Operation {
     /// Its id.
     pub id: i64,
@@ -213,7 +213,7 @@ pub struct Operation {
 
 /// An operation without its input, expected outcome, backend result or evidence: what a list
 /// shows (read the operation for the rest).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct OperationSummary {
     /// Its id.
     pub id: i64,

@@ -7,7 +7,17 @@ use crate::error::{ErrorKind, StewardError};
 /// What a mailbox is for. Derived from its name (English and Italian), Maildir++ naming, or a
 /// source's SPECIAL-USE hint.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum MailboxRole {
@@ -98,7 +108,16 @@ pub struct SourceFile {
 
 /// Message flags, as the source records them.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 pub struct Flags {
     /// Read.
@@ -136,7 +155,9 @@ impl Flags {
 }
 
 /// A mailbox address with its display name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Address {
     /// The display name, decoded (RFC 2047), if any.
     pub name: Option<String>,
@@ -146,7 +167,17 @@ pub struct Address {
 
 /// How much of a message body the mirror holds. A partial body with usable text stays searchable;
 /// individual reads say which state they serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum BodyState {
     /// The whole message was on disk.

@@ -89,7 +89,7 @@ impl BodyWindow {
 }
 
 /// An attachment's metadata; the bytes stay in the blob store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AttachmentInfo {
     /// Position in the message.
     pub position: i64,
@@ -104,7 +104,7 @@ pub struct AttachmentInfo {
 }
 
 /// One window of a body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BodyText {
     /// The text of this window.
     pub text: String,
@@ -119,7 +119,7 @@ pub struct BodyText {
 }
 
 /// A message as read by a person or a model.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MessageRead {
     /// The mirror's id.
     pub id: i64,
@@ -154,7 +154,7 @@ pub struct MessageRead {
 }
 
 /// One message in a thread page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ThreadEntry {
     /// The mirror's id (read it with `read_message`).
     pub id: i64,
@@ -173,7 +173,7 @@ pub struct ThreadEntry {
 }
 
 /// A page of a thread, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ThreadPage {
     /// The thread.
     pub thread_id: i64,

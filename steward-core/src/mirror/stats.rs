@@ -6,7 +6,9 @@ use super::{Mirror, MirrorError};
 use crate::store::StoreError;
 
 /// A file that could not be ingested.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct FileErrorRecord {
     /// The file.
     pub path: String,
@@ -17,7 +19,7 @@ pub struct FileErrorRecord {
 }
 
 /// Counts per table, per mailbox role and per body state, plus the per-file error list.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct MirrorStats {
     /// Rows per table.
     pub tables: BTreeMap<String, u64>,

@@ -131,6 +131,16 @@ pub enum PolicyError {
     /// The change would not change anything.
     #[error("the policy already says that")]
     NoChange,
+    /// A page or history length out of range.
+    #[error("{what} {value} is out of range (0..={max})")]
+    OutOfRange {
+        /// What.
+        what: &'static str,
+        /// The value given.
+        value: usize,
+        /// The largest accepted.
+        max: usize,
+    },
     /// The approved proposal was applied already (an approval applies once).
     #[error("approval {0} was already applied to the policy")]
     AlreadyApplied(i64),
@@ -160,6 +170,7 @@ impl StewardError for PolicyError {
             Self::BadPrefix(_) => "POLICY_BAD_PREFIX",
             Self::VersionConflict { .. } => "POLICY_VERSION_CONFLICT",
             Self::NoChange => "POLICY_NO_CHANGE",
+            Self::OutOfRange { .. } => "POLICY_OUT_OF_RANGE",
             Self::AlreadyApplied(_) => "POLICY_APPROVAL_ALREADY_APPLIED",
             Self::Corrupt { .. } => "POLICY_CORRUPT",
             Self::Approval(e) => e.code(),
@@ -179,7 +190,8 @@ impl StewardError for PolicyError {
             | Self::BadSchema { .. }
             | Self::BadLevel(_)
             | Self::BadPrefix(_)
-            | Self::NoChange => ErrorKind::InvalidInput,
+            | Self::NoChange
+            | Self::OutOfRange { .. } => ErrorKind::InvalidInput,
         }
     }
 }
@@ -235,7 +247,7 @@ pub enum Rule {
 }
 
 /// The person's policy. Changing it is itself an L2 action (the store versions and audits it).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Policy {
     /// Exact rules by tool name.
     pub rules: BTreeMap<String, Rule>,

@@ -13,7 +13,7 @@ pub const MAX_SCHEMA_DEPTH: usize = 16;
 pub const MAX_TOOL_NAME: usize = 64;
 
 /// What running a tool does to the world.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Effect {
     /// Reads local state only.

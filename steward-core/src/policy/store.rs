@@ -17,7 +17,7 @@ use crate::{
 pub const MAX_POLICY_HISTORY: usize = 100;
 
 /// One stored version of the policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PolicyVersion {
     /// 0 for the built-in default, then 1, 2, …
     pub version: u64,

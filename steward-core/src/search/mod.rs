@@ -26,12 +26,14 @@
 //! page needs.
 
 pub(crate) mod engine;
+mod params;
 mod request;
 mod snippet;
 
 pub use engine::{
     BROWSE_WINDOW, FILTERED_CANDIDATES, LEXICAL_CANDIDATES, RRF_K, VECTOR_CANDIDATES,
 };
+pub use params::SearchParams;
 pub use request::{
     DEFAULT_LIMIT, MAX_API_LIMIT, MAX_MODEL_LIMIT, MAX_QUERY_CHARS, MailboxScope, SearchRequest,
     Sort,
@@ -106,6 +108,9 @@ pub enum SearchError {
     /// An index could not be read.
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// A date that is neither `YYYY-MM-DD` nor RFC 3339.
+    #[error(transparent)]
+    InvalidDate(#[from] crate::time::InvalidDate),
     /// The mirror could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -123,6 +128,7 @@ impl StewardError for SearchError {
             Self::AccountNotFound(_) => "ACCOUNT_NOT_FOUND",
             Self::MailboxNotFound(_) => "MAILBOX_NOT_FOUND",
             Self::Index(e) => e.code(),
+            Self::InvalidDate(e) => e.code(),
             Self::Store(e) => e.code(),
         }
     }
@@ -134,7 +140,8 @@ impl StewardError for SearchError {
             | Self::EmptyRange(_)
             | Self::TooLong { .. }
             | Self::InvalidSort(_)
-            | Self::InvalidRole(_) => ErrorKind::InvalidInput,
+            | Self::InvalidRole(_)
+            | Self::InvalidDate(_) => ErrorKind::InvalidInput,
             Self::AccountNotFound(_) | Self::MailboxNotFound(_) => ErrorKind::NotFound,
             Self::Index(e) => e.kind(),
             Self::Store(e) => e.kind(),
@@ -143,7 +150,7 @@ impl StewardError for SearchError {
 }
 
 /// Whether semantic retrieval took part.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Semantic {
     /// Query embedded and KNN candidates fused.
@@ -159,7 +166,7 @@ pub enum Semantic {
 
 /// Where a result came from: its 1-based rank in each signal that found it and, for text
 /// searches, the fused RRF score.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default, schemars::JsonSchema)]
 pub struct Provenance {
     /// Rank among BM25 candidates.
     pub lexical: Option<u32>,
@@ -173,7 +180,7 @@ pub struct Provenance {
 }
 
 /// A sender as a result shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Sender {
     /// The display name, if any.
     pub name: Option<String>,
@@ -182,7 +189,7 @@ pub struct Sender {
 }
 
 /// One result: enough to choose what to read, never the whole body.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MessageSummary {
     /// The mirror's id (read it with `read_message`).
     pub id: i64,
@@ -211,7 +218,7 @@ pub struct MessageSummary {
 }
 
 /// Paging information of a [`SearchPage`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PageInfo {
     /// The offset asked for.
     pub offset: usize,
@@ -225,7 +232,7 @@ pub struct PageInfo {
 }
 
 /// One page of results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SearchPage {
     /// The results, best first.
     pub messages: Vec<MessageSummary>,

@@ -7,9 +7,10 @@ use clap::{Args as ClapArgs, Subcommand};
 use serde_json::Value;
 use steward_core::{
     Steward,
-    approval::{Approval, ApprovalStatus, MAX_APPROVAL_PAGE, Resolution},
+    ToolRuleInput,
+    approval::{Approval, ApprovalQuery, ApprovalStatus, DecisionInput, DecisionKind},
     audit::{AuditQuery, MAX_AUDIT_PAGE},
-    policy::{MAX_POLICY_HISTORY, PolicyChange},
+    policy::PolicyChange,
     time::{now_secs as now, parse_date},
 };
 
@@ -213,14 +214,15 @@ fn read_edit(path: &PathBuf) -> Result<Value, Failure> {
 
 pub(super) fn approvals(home: Option<PathBuf>, cmd: ApprovalsCmd) -> Result<(), Failure> {
     let steward = open(home)?;
-    let approvals = steward.approvals()?;
-    approvals.expire_due(now())?;
     match cmd {
         ApprovalsCmd::List { pending, chat, offset, limit, json } => {
-            if limit == 0 || limit > MAX_APPROVAL_PAGE {
-                return Err(usage(format!("--limit must be 1..={MAX_APPROVAL_PAGE}")));
-            }
-            let page = approvals.list(pending, chat.as_deref(), offset, limit)?;
+            let q = ApprovalQuery {
+                status: pending.then(|| "pending".to_owned()),
+                chat,
+                offset,
+                limit: Some(limit),
+            };
+            let page = steward.list_approvals(&q)?;
             if json {
                 json_line(&page);
             } else if page.is_empty() {
@@ -230,65 +232,37 @@ pub(super) fn approvals(home: Option<PathBuf>, cmd: ApprovalsCmd) -> Result<(), 
             }
         }
         ApprovalsCmd::Show { id, json } => {
-            let a = approvals.get(id)?;
-            let events = approvals.events(id)?;
+            let d = steward.approval_detail(id)?;
             if json {
-                let events: Vec<Value> = events
-                    .iter()
-                    .map(|(e, actor, at)| serde_json::json!({"event": e, "actor": actor, "at": at}))
-                    .collect();
-                json_line(&serde_json::json!({"approval": a, "events": events}));
+                json_line(&d);
             } else {
-                card(&a);
-                for (e, actor, at) in events {
-                    out!("  {at} {e} by {actor}");
+                card(&d.approval);
+                for e in d.events {
+                    out!("  {} {} by {}", e.at, e.event, e.actor);
                 }
             }
         }
-        ApprovalsCmd::Approve(a) => resolve(&steward, a, Kind::Approve)?,
-        ApprovalsCmd::Deny(a) => resolve(&steward, a, Kind::Deny)?,
-        ApprovalsCmd::Revise(a) => resolve(&steward, a, Kind::Revise)?,
+        ApprovalsCmd::Approve(a) => resolve(&steward, a, DecisionKind::Approve)?,
+        ApprovalsCmd::Deny(a) => resolve(&steward, a, DecisionKind::Deny)?,
+        ApprovalsCmd::Revise(a) => resolve(&steward, a, DecisionKind::Revise)?,
         ApprovalsCmd::SetPin(p) => {
             let who = steward.human(&p.name())?;
             let pin = read_secret("New PIN: ")?;
-            approvals.set_pin(&who, &pin, now())?;
+            steward.approvals()?.set_pin(&who, &pin, now())?;
             out!("PIN set for {}", who.person());
         }
     }
     Ok(())
 }
 
-enum Kind {
-    Approve,
-    Deny,
-    Revise,
-}
-
-fn resolve(steward: &Steward, a: ResolveArgs, kind: Kind) -> Result<(), Failure> {
+fn resolve(steward: &Steward, a: ResolveArgs, kind: DecisionKind) -> Result<(), Failure> {
     let who = steward.human(&a.person.name())?;
-    let resolution = match (kind, &a.edit) {
-        (Kind::Approve, Some(path)) => Resolution::Edit(read_edit(path)?),
-        (Kind::Approve, None) => Resolution::Approve,
-        (_, Some(_)) => return Err(usage("--edit only goes with approve".to_owned())),
-        (Kind::Deny, None) => Resolution::Deny,
-        (Kind::Revise, None) => {
-            if a.note.as_deref().is_none_or(|n| n.trim().is_empty()) {
-                return Err(usage("revise needs --note with what to change".to_owned()));
-            }
-            Resolution::Revise
-        }
+    let input = DecisionInput {
+        note: a.note,
+        edit: a.edit.as_ref().map(read_edit).transpose()?,
+        pin: if a.pin { Some(read_secret("PIN: ")?) } else { None },
     };
-    let pin = if a.pin { Some(read_secret("PIN: ")?) } else { None };
-    let approvals = steward.approvals()?;
-    let done = approvals.resolve(
-        a.id,
-        &resolution,
-        a.note.as_deref(),
-        &who,
-        pin.as_deref(),
-        None,
-        now(),
-    )?;
+    let done = steward.decide_approval(a.id, kind, &input, &who)?;
     if a.json {
         json_line(&done);
     } else {
@@ -318,33 +292,12 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
     let steward = open(home)?;
     match cmd {
         PolicyCmd::Show { history, json } => {
-            let current = steward.policy()?;
-            let older = match history {
-                Some(n) if n == 0 || n > MAX_POLICY_HISTORY => {
-                    return Err(usage(format!("--history must be 1..={MAX_POLICY_HISTORY}")));
-                }
-                Some(n) => steward.policy_store()?.history(n + 1)?.into_iter().skip(1).collect(),
-                None => Vec::new(),
-            };
-            let tools: Vec<Value> = steward
-                .tools()
-                .iter()
-                .map(|t| {
-                    serde_json::json!({
-                        "name": t.name, "effect": t.effect, "default_level": t.default_level,
-                        "description": t.description,
-                    })
-                })
-                .collect();
+            let o = steward.policy_overview(history.unwrap_or(0))?;
             if json {
-                json_line(&serde_json::json!({
-                    "version": current.version, "policy": current.policy,
-                    "changed_by": current.changed_by, "at": current.at,
-                    "tools": tools, "history": older,
-                }));
+                json_line(&o);
             } else {
-                print_version(&current, false);
-                let p = &current.policy;
+                print_version(&o.current, false);
+                let p = &o.current.policy;
                 for (tool, rule) in &p.rules {
                     out!("  rule {tool}: {}", serde_json::to_string(rule).unwrap_or_default());
                 }
@@ -357,7 +310,7 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
                 for tool in &p.allow_reads {
                     out!("  allowed read {tool}");
                 }
-                for t in steward.tools().iter() {
+                for t in &o.tools {
                     out!(
                         "  tool {} ({}, default {})",
                         t.name,
@@ -365,7 +318,7 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
                         t.default_level.as_str()
                     );
                 }
-                for v in &older {
+                for v in &o.history {
                     out!(
                         "  was version {} by {}: {}",
                         v.version,
@@ -376,9 +329,9 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
             }
         }
         PolicyCmd::Set { tool, level, reason, expect_version, person, json } => {
-            let change = PolicyChange::setting(&tool, &level, reason.as_deref())?;
             let who = steward.human(&person.name())?;
-            print_version(&steward.set_policy(&who, &change, expect_version)?, json);
+            let input = ToolRuleInput { level, reason, expect_version };
+            print_version(&steward.set_tool_rule(&who, &tool, &input)?, json);
         }
         PolicyCmd::DenyNamespace { prefix, undo, person, json } => {
             let change = if undo {

@@ -14,8 +14,7 @@ use steward_connectors::mail::{
 use steward_core::{
     ErrorKind, Limits, Steward, StewardError,
     mirror::{BodyWindow, MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
-    search::{MailboxScope, SearchRequest, Sort},
-    time::parse_date,
+    search::{SearchParams, SearchRequest},
 };
 
 /// Writes one line of the command's output. A closed pipe (`steward search … | head`) ends the
@@ -35,6 +34,7 @@ macro_rules! out {
 mod authority;
 mod mail;
 mod ops;
+mod serve;
 
 /// Prints `v` as one line of JSON.
 fn json_line(v: &impl serde::Serialize) {
@@ -117,7 +117,7 @@ enum Command {
     },
     /// The redacted audit trail, newest first, with filters.
     Audit(Box<authority::AuditArgs>),
-    /// Generate a realistic demo mailbox, mirror it, and show what to try next.
+    /// Generate a realistic demo mailbox, mirror it, then serve it over HTTP (Ctrl-C stops).
     Demo {
         /// Messages to generate.
         #[arg(long, default_value_t = 2_000)]
@@ -125,7 +125,15 @@ enum Command {
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
+        /// Stop after mirroring instead of serving.
+        #[arg(long)]
+        no_serve: bool,
+        #[command(flatten)]
+        serve: serve::ServeArgs,
     },
+    /// Serve the HTTP + WebSocket API (loopback by default; every route but /health needs the
+    /// token).
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, ClapArgs)]
@@ -263,7 +271,10 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
         Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
         Command::Stats { json } => stats(args.home, json),
-        Command::Demo { messages, json } => demo(args.home, messages, json),
+        Command::Demo { messages, json, no_serve, serve } => {
+            demo(args.home, messages, json, (!no_serve).then_some(&serve))
+        }
+        Command::Serve(a) => open(args.home).and_then(|s| serve::serve(s, &a)),
         Command::Search(a) => search(args.home, &a),
         Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
         Command::Thread { id, offset, limit, json } => thread(args.home, id, offset, limit, json),
@@ -450,7 +461,12 @@ fn stats(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failure> {
+fn demo(
+    home: Option<PathBuf>,
+    messages: usize,
+    json: bool,
+    serve_with: Option<&serve::ServeArgs>,
+) -> Result<(), Failure> {
     if messages == 0 || messages > 1_000_000 {
         return Err(usage("--messages must be between 1 and 1000000".to_owned()));
     }
@@ -490,12 +506,14 @@ fn demo(home: Option<PathBuf>, messages: usize, json: bool) -> Result<(), Failur
         out!("  steward --home {home} index mail --maildir /path/to/your/Maildir");
         out!("  steward --home {home} index mail --emlx ~/Library/Mail/V10");
     }
-    Ok(())
+    match serve_with {
+        Some(a) => serve::serve(steward, a),
+        None => Ok(()),
+    }
 }
 
 fn search_request(a: &SearchArgs) -> Result<SearchRequest, Failure> {
-    let date = |d: &Option<String>| d.as_deref().map(parse_date).transpose();
-    Ok(SearchRequest {
+    Ok(SearchParams {
         text: a.text.clone(),
         from: a.from.clone(),
         to: a.to.clone(),
@@ -503,22 +521,20 @@ fn search_request(a: &SearchArgs) -> Result<SearchRequest, Failure> {
         subject_contains: a.subject_contains.clone(),
         body_contains: a.body_contains.clone(),
         account: a.account.clone(),
-        mailbox: match (&a.mailbox, &a.role) {
-            (Some(name), _) => MailboxScope::Name(name.clone()),
-            (None, Some(role)) => MailboxScope::role(role)?,
-            (None, None) => MailboxScope::Any,
-        },
-        after: date(&a.after)?,
-        before: date(&a.before)?,
+        mailbox: a.mailbox.clone(),
+        role: a.role.clone(),
+        after: a.after.clone(),
+        before: a.before.clone(),
         unread: a.unread.then_some(true),
         flagged: a.flagged.then_some(true),
         has_attachments: a.has_attachment.then_some(true),
-        per_message: a.per_message,
-        sort: Sort::parse(&a.sort)?,
-        limit: a.limit,
-        offset: a.offset,
-        ..SearchRequest::default()
-    })
+        per_message: Some(a.per_message),
+        sort: Some(a.sort.clone()),
+        limit: Some(a.limit),
+        offset: Some(a.offset),
+        ..SearchParams::default()
+    }
+    .into_request()?)
 }
 
 fn search(home: Option<PathBuf>, a: &SearchArgs) -> Result<(), Failure> {

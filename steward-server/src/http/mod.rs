@@ -1,0 +1,201 @@
+//! The HTTP + WebSocket API over steward-core.
+//!
+//! [`app`] builds the whole server from one route table ([`routes`]): each resource's module
+//! lists its routes with the schemars types of their query, body and response, the same table
+//! becomes the `Router` and the OpenAPI document ([`openapi::document`]), so the document cannot
+//! drift from the routes. A handler extracts, calls the core on the blocking pool, and maps; if
+//! it needed more, the core would grow it.
+//!
+//! Layers, outside in: Host/Origin checks on every route ([`auth`]), then the bearer token on
+//! every route but `GET /health`.
+
+mod approvals;
+pub mod auth;
+mod error;
+mod mail;
+pub mod openapi;
+mod ops;
+mod policy;
+mod serve;
+mod system;
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    http::{Method, StatusCode},
+    middleware::from_fn_with_state,
+    routing::MethodRouter,
+};
+pub use error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody, status_of};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+pub use serve::{DEFAULT_PORT, ServeConfig, ServeError, serve, shutdown_signal};
+use steward_core::{
+    Steward, StewardError,
+    access::{AccessToken, OriginPolicy},
+};
+
+/// What every handler can reach: the core handle and the access rules.
+#[derive(Debug)]
+pub struct App {
+    steward: Arc<Steward>,
+    token: AccessToken,
+    origins: OriginPolicy,
+    person: String,
+}
+
+/// The router's state: a cheap handle on the [`App`].
+#[derive(Debug, Clone)]
+pub struct AppState(pub Arc<App>);
+
+impl std::ops::Deref for AppState {
+    type Target = App;
+
+    fn deref(&self) -> &App {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// State for `steward`, accepting `token` for `person` and the hosts and origins of
+    /// `origins` besides loopback.
+    pub fn new(
+        steward: Arc<Steward>,
+        token: AccessToken,
+        origins: OriginPolicy,
+        person: impl Into<String>,
+    ) -> Self {
+        Self(Arc::new(App { steward, token, origins, person: person.into() }))
+    }
+
+    /// The core handle.
+    pub fn steward(&self) -> &Arc<Steward> {
+        &self.steward
+    }
+
+    /// Runs a core call on the blocking pool (SQLite and tantivy block) and maps its error.
+    pub(crate) async fn call<T, E>(
+        &self,
+        f: impl FnOnce(&Steward) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        E: StewardError + Send + 'static,
+    {
+        let steward = Arc::clone(&self.steward);
+        match tokio::task::spawn_blocking(move || f(&steward)).await {
+            Ok(result) => result.map_err(ApiError::from),
+            Err(e) => {
+                tracing::error!(error = %e, "a core call panicked or was cancelled");
+                Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "INTERNAL",
+                    "internal error; the server log has the details",
+                ))
+            }
+        }
+    }
+}
+
+/// A schema of `T` registered in the generator (a `$ref` into the document's components).
+pub(crate) type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+/// The schema function of `T`.
+pub(crate) fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
+
+/// One route: its handler and its description.
+pub struct Route {
+    /// The method.
+    pub method: Method,
+    /// The path, with `{name}` parameters (the same syntax in axum and OpenAPI).
+    pub path: &'static str,
+    /// One line for the document.
+    pub summary: &'static str,
+    /// The query parameters' type, if any.
+    pub(crate) query: Option<SchemaFn>,
+    /// The JSON body's type, if any.
+    pub(crate) body: Option<SchemaFn>,
+    /// The 200 response's type.
+    pub(crate) response: SchemaFn,
+    /// Whether it is reachable without a token (only `GET /health`).
+    pub public: bool,
+    pub(crate) handler: MethodRouter<AppState>,
+}
+
+impl Route {
+    pub(crate) fn new(
+        method: Method,
+        path: &'static str,
+        summary: &'static str,
+        response: SchemaFn,
+        handler: MethodRouter<AppState>,
+    ) -> Self {
+        Self { method, path, summary, query: None, body: None, response, public: false, handler }
+    }
+
+    pub(crate) fn query(mut self, q: SchemaFn) -> Self {
+        self.query = Some(q);
+        self
+    }
+
+    pub(crate) fn body(mut self, b: SchemaFn) -> Self {
+        self.body = Some(b);
+        self
+    }
+
+    fn public(mut self) -> Self {
+        self.public = true;
+        self
+    }
+}
+
+/// Every route of the API, grouped by resource.
+pub fn routes() -> Vec<Route> {
+    let mut all = vec![
+        Route::new(
+            Method::GET,
+            "/health",
+            "Liveness; the only route without a token",
+            schema::<system::Health>,
+            axum::routing::get(system::health),
+        )
+        .public(),
+    ];
+    all.extend(mail::routes());
+    all.extend(approvals::routes());
+    all.extend(policy::routes());
+    all.extend(ops::routes());
+    all.extend(system::routes());
+    all.push(Route::new(
+        Method::GET,
+        "/openapi.json",
+        "This document",
+        schema::<serde_json::Value>,
+        axum::routing::get(openapi::serve_document),
+    ));
+    all
+}
+
+/// The whole server as a router.
+pub fn app(state: AppState) -> Router {
+    let (public, private): (Vec<_>, Vec<_>) = routes().into_iter().partition(|r| r.public);
+    let mut guarded = Router::new();
+    for r in private {
+        guarded = guarded.route(r.path, r.handler);
+    }
+    let guarded = guarded.route_layer(from_fn_with_state(state.clone(), auth::require_token));
+    let mut open = Router::new();
+    for r in public {
+        open = open.route(r.path, r.handler);
+    }
+    open.merge(guarded)
+        .fallback(not_found)
+        .layer(from_fn_with_state(state.clone(), auth::check_origin))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "NO_SUCH_ROUTE", "no such route")
+}

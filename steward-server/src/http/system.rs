@@ -1,0 +1,72 @@
+//! Health, counts and the audit trail.
+
+use axum::{Json, extract::State, http::Method, routing::get};
+use serde::Serialize;
+use steward_core::{
+    audit::{AuditQuery, AuditRecord},
+    mirror::MirrorStats,
+};
+
+use super::{ApiError, ApiQuery, AppState, Route, schema};
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        Route::new(
+            Method::GET,
+            "/stats",
+            "Counts of the mirror: messages, mailboxes, body states, failed files",
+            schema::<MirrorStats>,
+            get(stats),
+        ),
+        Route::new(
+            Method::GET,
+            "/audit",
+            "The redacted audit trail, newest first, filtered",
+            schema::<AuditPage>,
+            get(audit),
+        )
+        .query(schema::<AuditQuery>),
+    ]
+}
+
+/// `GET /health`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(super) struct Health {
+    /// Always `ok` when the server answers.
+    status: &'static str,
+    /// The server's version.
+    version: &'static str,
+}
+
+pub(super) async fn health() -> Json<Health> {
+    Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
+}
+
+async fn stats(State(state): State<AppState>) -> Result<Json<MirrorStats>, ApiError> {
+    state.call(|s| s.mirror().stats()).await.map(Json)
+}
+
+/// A page of the audit trail.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(super) struct AuditPage {
+    /// The events, newest first.
+    events: Vec<AuditRecord>,
+    /// Audit writes that failed since this process started (the trail is best-effort).
+    write_failures: u64,
+}
+
+async fn audit(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
+) -> Result<Json<AuditPage>, ApiError> {
+    state
+        .call(move |s| {
+            let log = s.audit()?;
+            Ok::<_, steward_core::audit::AuditError>(AuditPage {
+                events: log.query(&q)?,
+                write_failures: log.failures(),
+            })
+        })
+        .await
+        .map(Json)
+}
