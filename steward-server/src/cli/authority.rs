@@ -6,8 +6,7 @@ use std::{io::IsTerminal, path::PathBuf};
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::Value;
 use steward_core::{
-    Steward,
-    ToolRuleInput,
+    Steward, ToolRuleInput,
     approval::{Approval, ApprovalQuery, ApprovalStatus, DecisionInput, DecisionKind},
     audit::{AuditQuery, MAX_AUDIT_PAGE},
     policy::PolicyChange,

@@ -1,0 +1,504 @@
+//! The HTTP API through `oneshot` (no socket), plus one real socket: every route's happy path
+//! and typed errors, pagination bounds, and the security rules for every route of the table.
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    body::Body,
+    http::{Method, Request, StatusCode, header},
+};
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use steward_connectors::mail::{
+    MaildirSource,
+    demo::{DemoOptions, generate_maildir},
+};
+use steward_core::{
+    Steward,
+    access::{AccessToken, OriginPolicy},
+    approval::NewApproval,
+    mirror::SyncOptions,
+    policy::Level,
+};
+use steward_server::http::{AppState, ServeConfig, ServeError, app, openapi, routes, serve};
+use tower::ServiceExt as _;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-test";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    steward: Arc<Steward>,
+    app: Router,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let maildir = dir.path().join("maildir");
+    generate_maildir(&maildir, &DemoOptions::new(120)).unwrap();
+    let steward = Arc::new(Steward::builder().home(dir.path().join("home")).open().unwrap());
+    let opts = SyncOptions { account: Some("demo".to_owned()), cancel: None };
+    steward.mirror().sync(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap();
+    let origins = OriginPolicy::new(&[], &["https://phone.example:4318".to_owned()]).unwrap();
+    let state =
+        AppState::new(Arc::clone(&steward), AccessToken::new(TOKEN).unwrap(), origins, "ada");
+    Fixture { _dir: dir, steward, app: app(state) }
+}
+
+/// One request; returns the status and the JSON body (Null when it is not JSON).
+async fn call(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+    extra: &[(&str, &str)],
+) -> (StatusCode, Value) {
+    let mut b = Request::builder().method(method).uri(uri);
+    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        b = b.header(header::HOST, "127.0.0.1:4317");
+    }
+    if let Some(t) = token {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    for (k, v) in extra {
+        b = b.header(*k, *v);
+    }
+    let req = match body {
+        Some(v) => b
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(v.to_string()))
+            .unwrap(),
+        None => b.body(Body::empty()).unwrap(),
+    };
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+async fn get(app: &Router, uri: &str) -> (StatusCode, Value) {
+    call(app, Method::GET, uri, Some(TOKEN), None, &[]).await
+}
+
+async fn post(app: &Router, uri: &str, body: Value) -> (StatusCode, Value) {
+    call(app, Method::POST, uri, Some(TOKEN), Some(body), &[]).await
+}
+
+fn code(v: &Value) -> &str {
+    v["code"].as_str().unwrap_or("")
+}
+
+/// A concrete URI for a route of the table.
+fn concrete(path: &str) -> String {
+    path.replace("{id}", "1").replace("{tool}", "mail.send")
+}
+
+#[tokio::test]
+async fn every_route_but_health_needs_the_token_in_the_header() {
+    let f = fixture();
+    let table = routes();
+    assert!(table.len() >= 15, "the table lists every route");
+    let public: Vec<_> = table.iter().filter(|r| r.public).map(|r| r.path).collect();
+    assert_eq!(public, ["/health"]);
+    for r in table.iter().filter(|r| !r.public) {
+        let uri = concrete(r.path);
+        let body = (r.method != Method::GET).then(|| json!({}));
+        let m = || r.method.clone();
+        let (s, v) = call(&f.app, m(), &uri, None, body.clone(), &[]).await;
+        assert_eq!(
+            (s, code(&v)),
+            (StatusCode::UNAUTHORIZED, "TOKEN_MISSING"),
+            "{} {uri}",
+            r.method
+        );
+        let (s, v) =
+            call(&f.app, m(), &uri, Some("x".repeat(40).as_str()), body.clone(), &[]).await;
+        assert_eq!(
+            (s, code(&v)),
+            (StatusCode::UNAUTHORIZED, "TOKEN_INVALID"),
+            "{} {uri}",
+            r.method
+        );
+        // The right token, but in the URL: refused, with or without a header.
+        let in_query = format!("{uri}?token={TOKEN}");
+        let (s, v) = call(&f.app, m(), &in_query, None, body.clone(), &[]).await;
+        assert_eq!(
+            (s, code(&v)),
+            (StatusCode::UNAUTHORIZED, "TOKEN_IN_QUERY"),
+            "{} {uri}",
+            r.method
+        );
+        let (s, _) = call(
+            &f.app,
+            m(),
+            &format!("{uri}?access_token={TOKEN}"),
+            Some(TOKEN),
+            body.clone(),
+            &[],
+        )
+        .await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{} {uri}", r.method);
+        // A foreign Host is refused before anything else (DNS rebinding).
+        let (s, v) =
+            call(&f.app, m(), &uri, Some(TOKEN), body.clone(), &[("host", "evil.example:4317")])
+                .await;
+        assert_eq!((s, code(&v)), (StatusCode::MISDIRECTED_REQUEST, "HOST_NOT_ALLOWED"));
+        if r.method != Method::GET {
+            for origin in ["null", "https://evil.example", "http://127.0.0.1:9999"] {
+                let (s, v) =
+                    call(&f.app, m(), &uri, Some(TOKEN), body.clone(), &[("origin", origin)]).await;
+                assert_eq!(
+                    (s, code(&v)),
+                    (StatusCode::FORBIDDEN, "ORIGIN_NOT_ALLOWED"),
+                    "{origin}"
+                );
+            }
+        }
+    }
+    let (s, v) = call(&f.app, Method::GET, "/health", None, None, &[]).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let (s, _) =
+        call(&f.app, Method::GET, "/health", None, None, &[("host", "evil.example")]).await;
+    assert_eq!(s, StatusCode::MISDIRECTED_REQUEST);
+    let (s, v) = get(&f.app, "/no/such/route").await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "NO_SUCH_ROUTE"));
+    // Nothing above changed anything: no approval was decided, the policy is at version 0.
+    assert_eq!(f.steward.policy().unwrap().version, 0);
+}
+
+#[tokio::test]
+async fn search_read_and_thread() {
+    let f = fixture();
+    let (s, page) = get(&f.app, "/search?role=inbox&limit=5").await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    let hits = page["messages"].as_array().unwrap();
+    assert_eq!(hits.len(), 5);
+    assert_eq!(page["page"]["next_offset"], 5);
+    let (_, next) = get(&f.app, "/search?role=inbox&limit=5&offset=5").await;
+    assert_ne!(next["messages"][0]["id"], hits[0]["id"], "the second page is another page");
+    let (s, text) = get(&f.app, "/search?text=invoice&limit=3").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(text["messages"].as_array().is_some_and(|m| !m.is_empty()));
+
+    for (uri, status, want) in [
+        ("/search?limit=0", 400, "LIMIT_OUT_OF_RANGE"),
+        ("/search?limit=101", 400, "LIMIT_OUT_OF_RANGE"),
+        ("/search?limit=-1", 400, "BAD_QUERY"),
+        ("/search?colour=red", 400, "BAD_QUERY"),
+        ("/search?role=spam!", 400, "INVALID_ROLE"),
+        ("/search?after=yesterday", 400, "INVALID_DATE"),
+        ("/search?sort=random", 400, "INVALID_SORT"),
+        ("/search?from=ab", 400, "SUBSTRING_TOO_SHORT"),
+        ("/search?account=nobody", 404, "ACCOUNT_NOT_FOUND"),
+    ] {
+        let (s, v) = get(&f.app, uri).await;
+        assert_eq!((s.as_u16(), code(&v)), (status, want), "{uri}: {v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+
+    let id = hits[0]["id"].as_i64().unwrap();
+    let thread = hits[0]["thread_id"].as_i64().unwrap();
+    let (s, m) = get(&f.app, &format!("/messages/{id}?chars=50")).await;
+    assert_eq!(s, StatusCode::OK, "{m}");
+    assert_eq!(m["id"], id);
+    assert!(m["body"]["text"].as_str().unwrap().chars().count() <= 50);
+    let (s, t) = get(&f.app, &format!("/threads/{thread}?limit=1")).await;
+    assert_eq!(s, StatusCode::OK, "{t}");
+    assert_eq!(t["thread_id"], thread);
+    assert_eq!(t["messages"].as_array().unwrap().len(), 1);
+    for (uri, status, want) in [
+        ("/messages/999999".to_owned(), 404, "MESSAGE_NOT_FOUND"),
+        ("/messages/abc".to_owned(), 400, "BAD_PATH"),
+        (format!("/messages/{id}?chars=0"), 400, "LIMIT_OUT_OF_RANGE"),
+        (format!("/messages/{id}?chars=12001"), 400, "LIMIT_OUT_OF_RANGE"),
+        ("/threads/999999".to_owned(), 404, "THREAD_NOT_FOUND"),
+        (format!("/threads/{thread}?limit=101"), 400, "LIMIT_OUT_OF_RANGE"),
+    ] {
+        let (s, v) = get(&f.app, &uri).await;
+        assert_eq!((s.as_u16(), code(&v)), (status, want), "{uri}: {v}");
+    }
+    let (s, stats) = get(&f.app, "/stats").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(stats["messages_live"].as_i64().unwrap() >= 120, "{stats}");
+}
+
+fn request_approval(steward: &Steward, level: Level) -> i64 {
+    let now = steward_core::time::now_secs();
+    let n = NewApproval {
+        chat: Some("web".into()),
+        requested_by: "agent:assistant".into(),
+        tool: "mail.send".into(),
+        input: json!({"to": ["sister@example.org"], "subject": "Arriving", "body": "At 18:40"}),
+        summary: "Tell my sister when I arrive".into(),
+        level,
+        timeout_secs: None,
+    };
+    steward.approvals().unwrap().request(&n, None, now).unwrap().id
+}
+
+#[tokio::test]
+async fn approvals_are_decided_by_the_person_once() {
+    let f = fixture();
+    let a = request_approval(&f.steward, Level::Confirm);
+    let b = request_approval(&f.steward, Level::Confirm);
+    let c = request_approval(&f.steward, Level::Secure);
+
+    let (s, list) = get(&f.app, "/approvals?status=pending").await;
+    assert_eq!(s, StatusCode::OK);
+    let ids: Vec<i64> =
+        list.as_array().unwrap().iter().map(|x| x["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, [c, b, a], "newest first");
+    let (_, one) = get(&f.app, "/approvals?status=pending&limit=1&offset=1").await;
+    assert_eq!(one[0]["id"], b);
+    for (uri, want) in [
+        ("/approvals?status=bogus", "APPROVAL_INVALID"),
+        ("/approvals?limit=0", "APPROVAL_INVALID"),
+        ("/approvals?limit=101", "APPROVAL_INVALID"),
+    ] {
+        let (s, v) = get(&f.app, uri).await;
+        assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, want), "{uri}: {v}");
+    }
+
+    // Malformed bodies are typed and change nothing.
+    let (s, v) = call(
+        &f.app,
+        Method::POST,
+        &format!("/approvals/{a}/approve"),
+        Some(TOKEN),
+        None,
+        &[("content-type", "application/json")],
+    )
+    .await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "BAD_JSON"), "{v}");
+    let (s, v) = post(&f.app, &format!("/approvals/{a}/approve"), json!({"sudo": true})).await;
+    assert_eq!((s.as_u16(), code(&v)), (422, "BAD_JSON"), "{v}");
+    let (s, v) = post(&f.app, &format!("/approvals/{a}/deny"), json!({"edit": {"to": []}})).await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "APPROVAL_INVALID"), "{v}");
+    let (s, v) = post(&f.app, &format!("/approvals/{a}/revise"), json!({})).await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "APPROVAL_INVALID"), "{v}");
+    let (s, v) = post(&f.app, "/approvals/999999/approve", json!({})).await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "APPROVAL_NOT_FOUND"), "{v}");
+    let (_, still) = get(&f.app, &format!("/approvals/{a}")).await;
+    assert_eq!(still["approval"]["status"], "requested");
+
+    // The person denies one; a second decision conflicts.
+    let (s, v) = post(&f.app, &format!("/approvals/{a}/deny"), json!({"note": "not now"})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!((v["status"].as_str(), v["decided_by"].as_str()), (Some("denied"), Some("ada")));
+    let (s, v) = post(&f.app, &format!("/approvals/{a}/approve"), json!({})).await;
+    assert_eq!((s, code(&v)), (StatusCode::CONFLICT, "APPROVAL_ALREADY_RESOLVED"), "{v}");
+    // Revise with a note; approve with an edit runs the edit.
+    let (s, v) =
+        post(&f.app, &format!("/approvals/{b}/revise"), json!({"note": "say 19:00"})).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("revision_requested")), "{v}");
+    // A secure request needs the person's PIN: without it, or with a wrong one, it is refused
+    // and stays pending; with it, approved.
+    let (s, v) = post(&f.app, &format!("/approvals/{c}/approve"), json!({})).await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "APPROVAL_NO_PIN"), "{v}");
+    let ada = f.steward.human("ada").unwrap();
+    f.steward.approvals().unwrap().set_pin(&ada, "482916", steward_core::time::now_secs()).unwrap();
+    for body in [json!({}), json!({"pin": "000000"})] {
+        let (s, v) = post(&f.app, &format!("/approvals/{c}/approve"), body).await;
+        assert_eq!((s, code(&v)), (StatusCode::FORBIDDEN, "APPROVAL_PIN_REQUIRED"), "{v}");
+    }
+    let (_, d) = get(&f.app, &format!("/approvals/{c}")).await;
+    assert_eq!(d["approval"]["status"], "requested");
+    let (s, v) = post(&f.app, &format!("/approvals/{c}/approve"), json!({"pin": "482916"})).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("approved")), "{v}");
+
+    let (s, d) = get(&f.app, &format!("/approvals/{a}")).await;
+    assert_eq!(s, StatusCode::OK);
+    let events: Vec<&str> =
+        d["events"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["requested", "denied"]);
+    let (_, denied) = get(&f.app, "/approvals?status=denied").await;
+    assert_eq!(denied.as_array().unwrap().len(), 1);
+    // Nothing was journaled by deciding.
+    let (_, ops) = get(&f.app, "/ops").await;
+    assert_eq!(ops, json!([]));
+}
+
+#[tokio::test]
+async fn policy_ops_and_audit() {
+    let f = fixture();
+    let (s, p) = get(&f.app, "/policy").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(p["current"]["version"], 0);
+    assert!(p["tools"].as_array().unwrap().iter().any(|t| t["name"] == "mail.send"));
+    let put = |body: Value| {
+        let app = f.app.clone();
+        async move { call(&app, Method::PUT, "/policy/mail.send", Some(TOKEN), Some(body), &[]).await }
+    };
+    let (s, v) = put(json!({"level": "secure"})).await;
+    assert_eq!((s, v["version"].as_u64()), (StatusCode::OK, Some(1)), "{v}");
+    assert_eq!(v["changed_by"], "ada");
+    let (s, v) = put(json!({"level": "secure"})).await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "POLICY_NO_CHANGE"));
+    let (s, v) = put(json!({"level": "confirm", "expect_version": 0})).await;
+    assert_eq!((s, code(&v)), (StatusCode::CONFLICT, "POLICY_VERSION_CONFLICT"));
+    let (s, v) = put(json!({"level": "L9"})).await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "POLICY_BAD_LEVEL"));
+    let (s, v) = call(
+        &f.app,
+        Method::PUT,
+        "/policy/NotATool",
+        Some(TOKEN),
+        Some(json!({"level": "L2"})),
+        &[],
+    )
+    .await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "POLICY_BAD_TOOL_NAME"), "{v}");
+    // A same-origin browser and a configured origin may change state.
+    let (s, _) = call(
+        &f.app,
+        Method::PUT,
+        "/policy/mail.send",
+        Some(TOKEN),
+        Some(json!({"level": "confirm"})),
+        &[("origin", "http://127.0.0.1:4317")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = call(
+        &f.app,
+        Method::PUT,
+        "/policy/mail.send",
+        Some(TOKEN),
+        Some(json!({"level": "secure"})),
+        &[("origin", "https://phone.example:4318")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, h) = get(&f.app, "/policy?history=2").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (h["current"]["version"].as_u64(), h["history"].as_array().map(Vec::len)),
+        (Some(3), Some(2))
+    );
+    let (s, v) = get(&f.app, "/policy?history=101").await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "POLICY_OUT_OF_RANGE"));
+
+    let (s, ops) = get(&f.app, "/ops?state=confirmed&limit=100").await;
+    assert_eq!((s, ops), (StatusCode::OK, json!([])));
+    for (uri, status, want) in [
+        ("/ops?state=bogus", 400, "JOURNAL_INVALID"),
+        ("/ops?limit=0", 400, "JOURNAL_INVALID"),
+        ("/ops?limit=101", 400, "JOURNAL_INVALID"),
+        ("/ops/42", 404, "JOURNAL_NOT_FOUND"),
+    ] {
+        let (s, v) = get(&f.app, uri).await;
+        assert_eq!((s.as_u16(), code(&v)), (status, want), "{uri}: {v}");
+    }
+
+    let (s, a) = get(&f.app, "/audit?event_type=policy.changed&limit=2").await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let events = a["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e["actor"] == "ada"));
+    for (uri, want) in
+        [("/audit?risk=extreme", "AUDIT_BAD_RISK"), ("/audit?limit=201", "LIMIT_OUT_OF_RANGE")]
+    {
+        let (s, v) = get(&f.app, uri).await;
+        assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, want), "{uri}: {v}");
+    }
+}
+
+#[test]
+fn openapi_document_covers_every_route_and_is_pinned() {
+    let doc = openapi::document();
+    for r in routes() {
+        let op = &doc["paths"][r.path][r.method.as_str().to_ascii_lowercase()];
+        assert!(op.is_object(), "{} {} missing from the document", r.method, r.path);
+        assert_eq!(op["security"] == json!([]), r.public, "{}", r.path);
+    }
+    // Every $ref resolves.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").expect("a component ref");
+        assert!(
+            doc["components"]["schemas"][name].is_object()
+                || doc["components"]["schemas"][name].is_boolean(),
+            "{r}"
+        );
+    }
+    let pinned =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/openapi.json");
+    let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(pinned.parent().unwrap()).unwrap();
+        std::fs::write(&pinned, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&pinned).unwrap_or_default();
+    assert!(
+        committed == text,
+        "the API changed: review it and run UPDATE_SNAPSHOTS=1 cargo test -p steward-server --test http"
+    );
+}
+
+#[tokio::test]
+async fn a_real_socket_loopback_by_default_and_graceful_shutdown() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    assert!(ServeConfig::default().listen.ip().is_loopback());
+    let f = fixture();
+    let steward = Arc::clone(&f.steward);
+    let state = move || {
+        AppState::new(
+            Arc::clone(&steward),
+            AccessToken::new(TOKEN).unwrap(),
+            OriginPolicy::loopback(),
+            "ada",
+        )
+    };
+    let public = ServeConfig { listen: "0.0.0.0:0".parse().unwrap(), tls: None };
+    let e = serve(state(), &public, |_| {}, async {}).await.unwrap_err();
+    assert!(matches!(e, ServeError::TlsRequired(_)), "{e}");
+
+    let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        serve(
+            state(),
+            &config,
+            |a| {
+                let _ = addr_tx.send(a);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await
+    });
+    let addr = addr_rx.await.unwrap();
+    assert!(addr.ip().is_loopback());
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET /stats HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("messages_live"));
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "stopped listening");
+}
