@@ -197,6 +197,7 @@ pub struct ApprovalQuery {
     /// Requests to skip.
     pub offset: usize,
     /// Requests to return (1..=100; absent: 20).
+    #[schemars(range(min = 1, max = 100))]
     pub limit: Option<usize>,
 }
 

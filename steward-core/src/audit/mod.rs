@@ -136,6 +136,7 @@ pub struct AuditQuery {
     /// Rows to skip.
     pub offset: usize,
     /// Rows to return (1..=[`MAX_AUDIT_PAGE`]; 0 means 50).
+    #[schemars(range(max = 200))]
     pub limit: usize,
 }
 

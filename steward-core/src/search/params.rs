@@ -53,6 +53,7 @@ pub struct SearchParams {
     /// Browse order without text: date (newest first), date-asc or size.
     pub sort: Option<String>,
     /// Results per page (1..=100, default 8).
+    #[schemars(range(min = 1, max = 100))]
     pub limit: Option<usize>,
     /// Results to skip.
     pub offset: Option<usize>,

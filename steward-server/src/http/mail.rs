@@ -48,6 +48,7 @@ pub(super) struct BodyQuery {
     /// First character of the window (the previous read's `next_offset`).
     offset: usize,
     /// Characters in the window (1..=12000; absent: 6000).
+    #[schemars(range(min = 1, max = 12_000))]
     chars: Option<usize>,
 }
 
@@ -57,7 +58,8 @@ pub(super) struct BodyQuery {
 pub(super) struct PageQuery {
     /// Items to skip.
     offset: usize,
-    /// Items to return (absent: the resource's default page).
+    /// Items to return (1..=100; absent: 20).
+    #[schemars(range(min = 1, max = 100))]
     limit: Option<usize>,
 }
 

@@ -35,6 +35,7 @@ pub(super) struct OpsQuery {
     /// Operations to skip.
     offset: usize,
     /// Operations to return (1..=100; absent: 20).
+    #[schemars(range(min = 1, max = 100))]
     limit: Option<usize>,
 }
 

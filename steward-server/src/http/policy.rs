@@ -37,6 +37,7 @@ pub(super) fn routes() -> Vec<Route> {
 #[serde(default, deny_unknown_fields)]
 pub(super) struct HistoryQuery {
     /// Earlier versions to include (0..=100).
+    #[schemars(range(max = 100))]
     history: usize,
 }
 
