@@ -24,6 +24,7 @@ pub mod mirror;
 pub mod outbox;
 pub mod paths;
 pub mod policy;
+pub mod protocol;
 pub mod replay;
 pub mod search;
 mod steward;

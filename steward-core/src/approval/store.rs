@@ -714,12 +714,17 @@ impl Approvals {
         cv.notify_all();
     }
 
-    /// Starts a subscription: the pending requests (of `chat`, or all) and the feed position.
-    pub fn subscribe(&self, chat: Option<&str>) -> Result<ApprovalSnapshot, ApprovalError> {
-        let cursor: i64 = self.db.read(|c| {
+    /// The position of the newest event in the feed (0 when there is none).
+    pub fn feed_position(&self) -> Result<i64, ApprovalError> {
+        Ok(self.db.read(|c| {
             c.query_row("SELECT coalesce(max(seq), 0) FROM approval_events", [], |r| r.get(0))
                 .map_err(q("feed position"))
-        })?;
+        })?)
+    }
+
+    /// Starts a subscription: the pending requests (of `chat`, or all) and the feed position.
+    pub fn subscribe(&self, chat: Option<&str>) -> Result<ApprovalSnapshot, ApprovalError> {
+        let cursor = self.feed_position()?;
         let pending = self.list(true, chat, 0, MAX_APPROVAL_PAGE)?;
         Ok(ApprovalSnapshot { pending, cursor })
     }

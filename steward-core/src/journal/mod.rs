@@ -172,6 +172,21 @@ pub struct NewOperation {
     pub scheduled_for: Option<i64>,
 }
 
+/// One recorded transition of an operation (the journal's feed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct OperationEvent {
+    /// Position in the feed (strictly increasing).
+    pub seq: i64,
+    /// The operation.
+    pub operation_id: i64,
+    /// The state it left (absent when it was recorded).
+    pub from: Option<String>,
+    /// The state it entered.
+    pub to: String,
+    /// Unix seconds.
+    pub at: i64,
+}
+
 /// A journaled operation.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Operation {
@@ -623,6 +638,42 @@ impl Journal {
                 .collect::<Result<Vec<_>, _>>()
             })
             .map_err(q("list operations"))
+        })?)
+    }
+
+    /// The journal's transition feed after `after`, oldest first (1..=[`MAX_OPS_PAGE`] rows).
+    pub fn events_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<OperationEvent>, JournalError> {
+        check_page(limit)?;
+        Ok(self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT seq, operation_id, from_state, to_state, at FROM operation_events
+                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![after, i64::try_from(limit).unwrap_or(1)], |r| {
+                    Ok(OperationEvent {
+                        seq: r.get(0)?,
+                        operation_id: r.get(1)?,
+                        from: r.get(2)?,
+                        to: r.get(3)?,
+                        at: r.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("operation feed"))
+        })?)
+    }
+
+    /// The position of the newest transition (0 when there is none).
+    pub fn feed_position(&self) -> Result<i64, JournalError> {
+        Ok(self.db.read(|c| {
+            c.query_row("SELECT coalesce(max(seq), 0) FROM operation_events", [], |r| r.get(0))
+                .map_err(q("operation feed position"))
         })?)
     }
 

@@ -34,7 +34,8 @@ impl Schema {
         self.migrations.last().map_or(0, |m| m.version)
     }
 
-    /// Brings `conn` from its current `user_version` to [`Self::latest`].
+    /// Brings `conn` from its current `user_version` to [`Self::latest`]. Safe when several
+    /// connections open the same new store at once.
     pub(crate) fn migrate(&self, path: &Path, conn: &mut Connection) -> StoreResult<()> {
         let found: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -52,7 +53,16 @@ impl Schema {
                 version: m.version,
                 source: Box::new(e),
             };
-            let tx = conn.transaction().map_err(fail)?;
+            // IMMEDIATE takes the write lock before reading the version, so two processes (or
+            // two threads) opening the same new store apply each step once: the second waits,
+            // then sees the step done and skips it.
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(fail)?;
+            let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(fail)?;
+            if now >= m.version {
+                continue;
+            }
             tx.execute_batch(m.sql).map_err(fail)?;
             tx.pragma_update(None, "user_version", m.version).map_err(fail)?;
             tx.commit().map_err(fail)?;

@@ -12,6 +12,7 @@
 mod approvals;
 pub mod auth;
 mod error;
+pub mod live;
 mod mail;
 pub mod openapi;
 mod ops;
@@ -42,6 +43,7 @@ pub struct App {
     token: AccessToken,
     origins: OriginPolicy,
     person: String,
+    live: live::Live,
 }
 
 /// The router's state: a cheap handle on the [`App`].
@@ -65,12 +67,24 @@ impl AppState {
         origins: OriginPolicy,
         person: impl Into<String>,
     ) -> Self {
-        Self(Arc::new(App { steward, token, origins, person: person.into() }))
+        Self(Arc::new(App {
+            steward,
+            token,
+            origins,
+            person: person.into(),
+            live: live::Live::default(),
+        }))
     }
 
     /// The core handle.
     pub fn steward(&self) -> &Arc<Steward> {
         &self.steward
+    }
+
+    /// Stops the background work and closes live sessions; [`serve`] calls it when its
+    /// shutdown signal fires, so in-flight requests finish and nothing keeps the server up.
+    pub fn stop(&self) {
+        self.live.stop();
     }
 
     /// Runs a core call on the blocking pool (SQLite and tantivy block) and maps its error.
@@ -168,6 +182,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(policy::routes());
     all.extend(ops::routes());
     all.extend(system::routes());
+    all.extend(live::routes());
     all.push(Route::new(
         Method::GET,
         "/openapi.json",

@@ -96,7 +96,15 @@ pub async fn serve(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(ServeError::Io)?;
     ready(addr);
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await.map_err(ServeError::Io)
+    let router = app(state.clone());
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Live sessions and the feed pump end here; requests in flight finish.
+            state.stop();
+        })
+        .await
+        .map_err(ServeError::Io)
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -1,0 +1,283 @@
+//! `GET /ws` over real sockets: snapshot first, every event once and in order, resume after a
+//! reconnect without loss or duplicates, many clients at once, authentication and origin
+//! checks on the handshake, and a graceful shutdown that closes live sessions.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde_json::{Value, json};
+use steward_core::{
+    Steward,
+    access::{AccessToken, OriginPolicy},
+    approval::{DecisionInput, DecisionKind, NewApproval},
+    policy::Level,
+};
+use steward_server::http::{AppState, ServeConfig, serve};
+use tokio::{net::TcpStream, sync::oneshot, task::JoinHandle};
+use tokio_tungstenite::{
+    MaybeTlsStream, WebSocketStream, connect_async,
+    tungstenite::{Message, client::IntoClientRequest as _, http::HeaderValue},
+};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef-live";
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+struct Server {
+    _dir: tempfile::TempDir,
+    steward: Arc<Steward>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), steward_server::http::ServeError>>,
+}
+
+async fn start() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let steward = Arc::new(Steward::builder().home(dir.path().join("home")).open().unwrap());
+    let state = AppState::new(
+        Arc::clone(&steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::loopback(),
+        "ada",
+    );
+    let (addr_tx, addr_rx) = oneshot::channel();
+    let (stop, stop_rx) = oneshot::channel::<()>();
+    let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
+    let task = tokio::spawn(async move {
+        serve(
+            state,
+            &config,
+            |a| {
+                let _ = addr_tx.send(a);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await
+    });
+    let addr = addr_rx.await.unwrap();
+    Server { _dir: dir, steward, addr, stop: Some(stop), task }
+}
+
+async fn connect(addr: SocketAddr, query: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
+    let mut req = format!("ws://{addr}/ws{query}").into_client_request().unwrap();
+    for (k, v) in headers {
+        let name =
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap();
+        req.headers_mut().insert(name, HeaderValue::from_str(v).unwrap());
+    }
+    match connect_async(req).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn open(addr: SocketAddr, query: &str) -> Ws {
+    connect(addr, query, &[("authorization", &format!("Bearer {TOKEN}"))]).await.unwrap()
+}
+
+/// The next JSON message that is not a heartbeat.
+async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("the session is open")
+            .unwrap();
+        if let Message::Text(t) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["type"] != "heartbeat" {
+                return v;
+            }
+        }
+    }
+}
+
+/// Asserts nothing but heartbeats arrives for `ms`.
+async fn quiet(ws: &mut Ws, ms: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    while let Ok(m) = tokio::time::timeout_at(deadline, ws.next()).await {
+        if let Some(Ok(Message::Text(t))) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            assert_eq!(v["type"], "heartbeat", "unexpected {v}");
+        }
+    }
+}
+
+fn request(steward: &Steward, n: usize) -> i64 {
+    let a = NewApproval {
+        chat: Some("web".into()),
+        requested_by: "agent:assistant".into(),
+        tool: "mail.send".into(),
+        input: json!({"to": ["sister@example.org"], "subject": format!("note {n}"), "body": "hi"}),
+        summary: format!("note {n}"),
+        level: Level::Confirm,
+        timeout_secs: None,
+    };
+    steward.approvals().unwrap().request(&a, None, steward_core::time::now_secs()).unwrap().id
+}
+
+fn deny(steward: &Steward, id: i64) {
+    let who = steward.human("ada").unwrap();
+    steward.decide_approval(id, DecisionKind::Deny, &DecisionInput::default(), &who).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
+    let s = start().await;
+    let first = request(&s.steward, 0);
+    let mut ws = open(s.addr, "").await;
+    let snap = next(&mut ws).await;
+    assert_eq!(snap["type"], "snapshot", "{snap}");
+    assert_eq!(snap["pending_approvals"][0]["id"], first);
+
+    let st = Arc::clone(&s.steward);
+    tokio::task::spawn_blocking(move || deny(&st, first)).await.unwrap();
+    let e = next(&mut ws).await;
+    assert_eq!(
+        (e["type"].as_str(), e["approval_id"].as_i64(), e["event"].as_str()),
+        (Some("approval"), Some(first), Some("denied")),
+        "{e}"
+    );
+    assert_eq!(e["actor"], "ada");
+    let resume_from = e["cursor"].as_str().unwrap().to_owned();
+    quiet(&mut ws, 500).await;
+    drop(ws);
+
+    // While disconnected: three more transitions.
+    let st = Arc::clone(&s.steward);
+    let (a, b) = tokio::task::spawn_blocking(move || {
+        let a = request(&st, 1);
+        let b = request(&st, 2);
+        deny(&st, a);
+        (a, b)
+    })
+    .await
+    .unwrap();
+    let mut ws = open(s.addr, &format!("?after={resume_from}")).await;
+    let got: Vec<(i64, String)> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let e = next(&mut ws).await;
+            v.push((e["approval_id"].as_i64().unwrap(), e["event"].as_str().unwrap().to_owned()));
+        }
+        v
+    };
+    assert_eq!(got, [(a, "requested".into()), (b, "requested".into()), (a, "denied".into())]);
+    quiet(&mut ws, 600).await;
+    // And live again after the replay, from both feeds: an approval and a journal transition.
+    let st = Arc::clone(&s.steward);
+    let op = tokio::task::spawn_blocking(move || {
+        deny(&st, b);
+        let op = steward_core::journal::NewOperation {
+            kind: "mail.send".into(),
+            idempotency_key: "live-test".into(),
+            input: json!({"to": ["sister@example.org"]}),
+            expected: json!({}),
+            approval_id: None,
+            scheduled_for: Some(steward_core::time::now_secs() + 3_600),
+        };
+        st.journal().unwrap().record(&op, steward_core::time::now_secs()).unwrap().id
+    })
+    .await
+    .unwrap();
+    let e = next(&mut ws).await;
+    assert_eq!((e["approval_id"].as_i64(), e["event"].as_str()), (Some(b), Some("denied")));
+    let e = next(&mut ws).await;
+    assert_eq!(
+        (e["type"].as_str(), e["operation_id"].as_i64(), e["to"].as_str()),
+        (Some("operation"), Some(op), Some("scheduled")),
+        "{e}"
+    );
+    assert!(e["cursor"].as_str().unwrap().ends_with("-j1"), "{e}");
+    quiet(&mut ws, 400).await;
+    drop(ws);
+    drop(s.stop);
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_clients_each_receive_every_event_once_in_order() {
+    const CLIENTS: usize = 50;
+    const EVENTS: usize = 40;
+    let s = start().await;
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut ws = open(s.addr, "").await;
+        assert_eq!(next(&mut ws).await["type"], "snapshot");
+        clients.push(ws);
+    }
+    let st = Arc::clone(&s.steward);
+    let ids = tokio::task::spawn_blocking(move || {
+        (0..EVENTS).map(|n| request(&st, n)).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let readers: Vec<_> = clients
+        .into_iter()
+        .map(|mut ws| {
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                for _ in 0..EVENTS {
+                    seen.push(next(&mut ws).await["approval_id"].as_i64().unwrap());
+                }
+                quiet(&mut ws, 300).await;
+                seen
+            })
+        })
+        .collect();
+    for r in readers {
+        assert_eq!(r.await.unwrap(), ids, "every event, once, in order");
+    }
+    drop(s.stop);
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshake_checks_and_graceful_shutdown() {
+    let s = start().await;
+    assert_eq!(connect(s.addr, "", &[]).await.err(), Some(401));
+    assert_eq!(
+        connect(s.addr, "", &[("authorization", "Bearer nope-nope-nope-nope-nope-nope-nope")])
+            .await
+            .err(),
+        Some(401)
+    );
+    assert_eq!(connect(s.addr, &format!("?token={TOKEN}"), &[]).await.err(), Some(401));
+    let auth = format!("Bearer {TOKEN}");
+    for origin in ["null", "https://evil.example"] {
+        assert_eq!(
+            connect(s.addr, "", &[("authorization", &auth), ("origin", origin)]).await.err(),
+            Some(403),
+            "{origin}"
+        );
+    }
+    assert_eq!(
+        connect(s.addr, "?after=not-a-cursor", &[("authorization", &auth)]).await.err(),
+        Some(400)
+    );
+    let same = format!("http://{}", s.addr);
+    let mut ws = connect(s.addr, "", &[("authorization", &auth), ("origin", &same)]).await.unwrap();
+    assert_eq!(next(&mut ws).await["type"], "snapshot");
+    // A client's message is ignored, not echoed or fatal.
+    ws.send(Message::Text("hello".into())).await.unwrap();
+    quiet(&mut ws, 300).await;
+
+    // Stopping the server closes the session (1001) and serve returns.
+    s.stop.unwrap().send(()).unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(f))) => return f.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => {}
+                _ => return None,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(closed, Some(1001));
+    tokio::time::timeout(Duration::from_secs(10), s.task).await.unwrap().unwrap().unwrap();
+}
