@@ -138,6 +138,7 @@ impl StewardBuilder {
         Ok(Steward {
             tools,
             policy: std::sync::OnceLock::new(),
+            access: std::sync::OnceLock::new(),
             journal: std::sync::OnceLock::new(),
             home,
             limits: self.limits,
@@ -217,6 +218,8 @@ pub struct Steward {
     journal: std::sync::OnceLock<crate::journal::Journal>,
     /// The versioned policy in `steward.db`, opened on first use.
     policy: std::sync::OnceLock<PolicyStore>,
+    /// Network access state in `steward.db` (idempotent responses, devices), on first use.
+    access: std::sync::OnceLock<crate::access::AccessStore>,
     /// The built-in catalog plus the builder's tools.
     tools: ToolRegistry,
     embedder: Option<Arc<dyn Embedder>>,
@@ -379,6 +382,15 @@ impl Steward {
         }
         let opened = PolicyStore::open(&self.home, &self.limits)?;
         Ok(self.policy.get_or_init(|| opened))
+    }
+
+    /// Network access state (`steward.db`): idempotent responses, paired devices, pairing codes.
+    pub fn access(&self) -> Result<&crate::access::AccessStore, crate::access::AccessError> {
+        if let Some(a) = self.access.get() {
+            return Ok(a);
+        }
+        let opened = crate::access::AccessStore::open(&self.home, &self.limits)?;
+        Ok(self.access.get_or_init(|| opened))
     }
 
     /// The write journal (`ops.db`), audited.

@@ -89,6 +89,14 @@ fn code(v: &Value) -> &str {
     v["code"].as_str().unwrap_or("")
 }
 
+/// Like [`call`], returning the raw response headers too.
+async fn call_raw(app: &Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let (parts, body) = res.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    (parts.status, parts.headers, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
 /// A concrete URI for a route of the table.
 fn concrete(path: &str) -> String {
     path.replace("{id}", "1").replace("{tool}", "mail.send")
@@ -99,8 +107,9 @@ async fn every_route_but_health_needs_the_token_in_the_header() {
     let f = fixture();
     let table = routes();
     assert!(table.len() >= 15, "the table lists every route");
-    let public: Vec<_> = table.iter().filter(|r| r.public).map(|r| r.path).collect();
-    assert_eq!(public, ["/health"]);
+    let public: Vec<_> =
+        table.iter().filter(|r| r.public).map(|r| format!("{} {}", r.method, r.path)).collect();
+    assert_eq!(public, ["GET /health", "GET /pair", "POST /pair"]);
     for r in table.iter().filter(|r| !r.public) {
         let uri = concrete(r.path);
         let body = (r.method != Method::GET).then(|| json!({}));
@@ -501,4 +510,196 @@ async fn a_real_socket_loopback_by_default_and_graceful_shutdown() {
         .unwrap()
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "stopped listening");
+}
+
+#[tokio::test]
+async fn pairing_gives_a_device_token_and_a_cookie_that_can_be_revoked() {
+    let f = fixture();
+    // A code from an authenticated session; the pairing itself is public.
+    let (s, code) = post(&f.app, "/pairing-codes", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{code}");
+    let code = code["code"].as_str().unwrap().to_owned();
+    let pair = |body: Value, origin: Option<&str>| {
+        let mut b = Request::builder()
+            .method(Method::POST)
+            .uri("/pair")
+            .header(header::HOST, "127.0.0.1:4317")
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(o) = origin {
+            b = b.header(header::ORIGIN, o);
+        }
+        b.body(Body::from(body.to_string())).unwrap()
+    };
+    // A cross-site page cannot pair itself.
+    let (s, _, v) =
+        call_raw(&f.app, pair(json!({"code": code, "name": "evil"}), Some("https://evil.example")))
+            .await;
+    assert_eq!((s, code_of(&v)), (StatusCode::FORBIDDEN, "ORIGIN_NOT_ALLOWED"));
+    let (s, headers, v) = call_raw(
+        &f.app,
+        pair(
+            json!({"code": code.to_lowercase(), "name": "Ada's phone"}),
+            Some("http://127.0.0.1:4317"),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let token = v["token"].as_str().unwrap().to_owned();
+    let device = v["device"]["id"].as_i64().unwrap();
+    let cookie = headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.starts_with(&format!("steward_device={token};"))
+            && cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    // The code worked once.
+    let (s, _, v) = call_raw(&f.app, pair(json!({"code": code, "name": "again"}), None)).await;
+    assert_eq!((s, code_of(&v)), (StatusCode::FORBIDDEN, "PAIRING_CODE_INVALID"));
+    let (s, _, v) = call_raw(&f.app, pair(json!({"code": "x"}), None)).await;
+    assert_eq!((s.as_u16(), code_of(&v)), (422, "BAD_JSON"));
+
+    // The device token works as a bearer token and as the cookie; it acts for the person.
+    let (s, _) = call(&f.app, Method::GET, "/stats", Some(&token), None, &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    let with_cookie = |uri: &str| {
+        Request::builder()
+            .uri(uri)
+            .header(header::HOST, "localhost:4317")
+            .header(header::COOKIE, format!("theme=dark; steward_device={token}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (s, _, _) = call_raw(&f.app, with_cookie("/stats")).await;
+    assert_eq!(s, StatusCode::OK);
+    let id = request_approval(&f.steward, Level::Confirm);
+    let (s, v) = call(
+        &f.app,
+        Method::POST,
+        &format!("/approvals/{id}/deny"),
+        Some(&token),
+        Some(json!({})),
+        &[],
+    )
+    .await;
+    assert_eq!((s, v["decided_by"].as_str()), (StatusCode::OK, Some("ada")), "{v}");
+    let (_, devices) = get(&f.app, "/devices").await;
+    assert_eq!(devices[0]["name"], "Ada's phone");
+
+    // Revoked: at once, for the header and the cookie.
+    let (s, v) = post(&f.app, &format!("/devices/{device}/revoke"), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["revoked_at"].is_i64());
+    let (s, v) = call(&f.app, Method::GET, "/stats", Some(&token), None, &[]).await;
+    assert_eq!((s, code_of(&v)), (StatusCode::UNAUTHORIZED, "TOKEN_INVALID"));
+    let (s, _, _) = call_raw(&f.app, with_cookie("/stats")).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, v) = post(&f.app, "/devices/999/revoke", json!({})).await;
+    assert_eq!((s, code_of(&v)), (StatusCode::NOT_FOUND, "DEVICE_NOT_FOUND"));
+
+    // The pairing page is public, and its headers forbid sniffing and framing.
+    let (s, headers, _) = call_raw(
+        &f.app,
+        Request::builder()
+            .uri("/pair")
+            .header(header::HOST, "localhost")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    assert!(
+        headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+}
+
+fn code_of(v: &Value) -> &str {
+    v["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn an_idempotency_key_gives_one_effect_also_across_a_restart() {
+    let f = fixture();
+    let put = |app: Router, key: &'static str, body: Value| async move {
+        call(
+            &app,
+            Method::PUT,
+            "/policy/mail.send",
+            Some(TOKEN),
+            Some(body),
+            &[("idempotency-key", key)],
+        )
+        .await
+    };
+    let (s, first) = put(f.app.clone(), "k-1", json!({"level": "secure"})).await;
+    assert_eq!((s, first["version"].as_u64()), (StatusCode::OK, Some(1)));
+    // Again: the first response, no second change (without the key it would be POLICY_NO_CHANGE).
+    let (s, again) = put(f.app.clone(), "k-1", json!({"level": "secure"})).await;
+    assert_eq!((s, &again), (StatusCode::OK, &first));
+    // The same key with another body: 422, nothing changed.
+    let (s, v) = put(f.app.clone(), "k-1", json!({"level": "confirm"})).await;
+    assert_eq!((s.as_u16(), code(&v)), (422, "IDEMPOTENCY_KEY_REUSED"));
+    assert_eq!(f.steward.policy().unwrap().version, 1);
+    // A typed error is remembered too: the retry gets it again, not a second attempt.
+    let (s, e1) = put(f.app.clone(), "k-2", json!({"level": "L9"})).await;
+    let (s2, e2) = put(f.app.clone(), "k-2", json!({"level": "L9"})).await;
+    assert_eq!(
+        (s, s2, code(&e1)),
+        (StatusCode::BAD_REQUEST, StatusCode::BAD_REQUEST, "POLICY_BAD_LEVEL")
+    );
+    assert_eq!(e1, e2);
+    // A decision, replayed after a restart: a new server over the same home.
+    let id = request_approval(&f.steward, Level::Confirm);
+    let deny = |app: Router| async move {
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("/approvals/{id}/deny"))
+            .header(header::HOST, "127.0.0.1")
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("idempotency-key", "deny-once")
+            .body(Body::from("{}"))
+            .unwrap();
+        call_raw(&app, req).await
+    };
+    let (s, h, v) = deny(f.app.clone()).await;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("denied")));
+    assert!(h.get("idempotent-replayed").is_none());
+    let home = f.steward.home().to_owned();
+    drop(f.app);
+    let steward = Arc::new(Steward::builder().home(&home).open().unwrap());
+    let state = AppState::new(
+        Arc::clone(&steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::loopback(),
+        "ada",
+    );
+    let (s, h, replayed) = deny(app(state)).await;
+    assert_eq!(
+        (s, &replayed),
+        (StatusCode::OK, &v),
+        "the first response, not APPROVAL_ALREADY_RESOLVED"
+    );
+    assert_eq!(h["idempotent-replayed"], "true");
+    let events = steward.approval_detail(id).unwrap().events;
+    assert_eq!(events.iter().filter(|e| e.event == "denied").count(), 1);
+    let (s, v) = call(
+        &app(AppState::new(
+            steward,
+            AccessToken::new(TOKEN).unwrap(),
+            OriginPolicy::loopback(),
+            "ada",
+        )),
+        Method::POST,
+        "/pairing-codes",
+        Some(TOKEN),
+        Some(json!({})),
+        &[("idempotency-key", "bad key")],
+    )
+    .await;
+    assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "IDEMPOTENCY_KEY_INVALID"));
 }

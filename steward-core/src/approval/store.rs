@@ -21,7 +21,7 @@ pub const MAX_PIN_FAILURES: i64 = 5;
 /// The PIN failure window, seconds.
 pub const PIN_WINDOW_SECS: i64 = 900;
 
-/// The migrations of `steward.db` (approvals, PIN, policy versions).
+/// The migrations of `steward.db` (approvals, PIN, policy versions, network access).
 pub(crate) const SCHEMA: Schema = Schema {
     name: "steward",
     migrations: &[
@@ -39,6 +39,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             version: 3,
             name: "policy",
             sql: include_str!("../../migrations/steward/003_policy.sql"),
+        },
+        Migration {
+            version: 4,
+            name: "access",
+            sql: include_str!("../../migrations/steward/004_access.sql"),
         },
     ],
 };

@@ -67,7 +67,7 @@ async fn decide(
 ) -> Result<Json<Approval>, ApiError> {
     state
         .call(move |s| {
-            let who = s.human(&person.0)?;
+            let who = s.human(&person.name)?;
             s.decide_approval(id, kind, &input, &who)
         })
         .await

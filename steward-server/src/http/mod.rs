@@ -11,7 +11,9 @@
 
 mod approvals;
 pub mod auth;
+mod devices;
 mod error;
+pub mod idempotency;
 pub mod live;
 mod mail;
 pub mod openapi;
@@ -133,8 +135,10 @@ pub struct Route {
     pub(crate) body: Option<SchemaFn>,
     /// The 200 response's type.
     pub(crate) response: SchemaFn,
-    /// Whether it is reachable without a token (only `GET /health`).
+    /// Whether it is reachable without a token (`/health`, `/pair`).
     pub public: bool,
+    /// The 200 response's media type.
+    pub(crate) content_type: &'static str,
     pub(crate) handler: MethodRouter<AppState>,
 }
 
@@ -146,7 +150,17 @@ impl Route {
         response: SchemaFn,
         handler: MethodRouter<AppState>,
     ) -> Self {
-        Self { method, path, summary, query: None, body: None, response, public: false, handler }
+        Self {
+            method,
+            path,
+            summary,
+            query: None,
+            body: None,
+            response,
+            public: false,
+            content_type: "application/json",
+            handler,
+        }
     }
 
     pub(crate) fn query(mut self, q: SchemaFn) -> Self {
@@ -159,8 +173,13 @@ impl Route {
         self
     }
 
-    fn public(mut self) -> Self {
+    pub(crate) fn public(mut self) -> Self {
         self.public = true;
+        self
+    }
+
+    pub(crate) fn html(mut self) -> Self {
+        self.content_type = "text/html";
         self
     }
 }
@@ -177,6 +196,7 @@ pub fn routes() -> Vec<Route> {
         )
         .public(),
     ];
+    all.extend(devices::routes());
     all.extend(mail::routes());
     all.extend(approvals::routes());
     all.extend(policy::routes());
@@ -200,7 +220,10 @@ pub fn app(state: AppState) -> Router {
     for r in private {
         guarded = guarded.route(r.path, r.handler);
     }
-    let guarded = guarded.route_layer(from_fn_with_state(state.clone(), auth::require_token));
+    // route_layer: the last added runs first, so the token is checked before idempotency.
+    let guarded = guarded
+        .route_layer(from_fn_with_state(state.clone(), idempotency::idempotency))
+        .route_layer(from_fn_with_state(state.clone(), auth::require_token));
     let mut open = Router::new();
     for r in public {
         open = open.route(r.path, r.handler);

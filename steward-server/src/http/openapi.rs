@@ -52,7 +52,7 @@ pub fn document() -> Value {
         }
         let ok = (r.response)(&mut writes).to_value();
         let mut responses = json!({
-            "200": {"description": "OK", "content": {"application/json": {"schema": ok}}},
+            "200": {"description": "OK", "content": {r.content_type: {"schema": ok}}},
             "default": {
                 "description": "An error: the core's code and a message",
                 "content": {"application/json": {"schema": error.clone().to_value()}},

@@ -57,7 +57,7 @@ async fn set(
     state
         .call(move |s| {
             let who = s
-                .human(&person.0)
+                .human(&person.name)
                 .map_err(|e| steward_core::policy::PolicyError::Approval(Box::new(e)))?;
             s.set_tool_rule(&who, &tool, &input)
         })

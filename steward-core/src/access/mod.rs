@@ -10,7 +10,16 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{ErrorKind, StewardError};
+use crate::{ErrorKind, StewardError, store::StoreError};
+
+mod store;
+
+pub use store::{
+    AccessStore, Device, IDEMPOTENCY_TTL_SECS, IN_FLIGHT_UNKNOWN_SECS, IdempotentStart,
+    MAX_DEVICE_NAME, MAX_DEVICES, MAX_IDEMPOTENCY_KEY, MAX_LIVE_PAIRING_CODES,
+    MAX_PAIRING_FAILURES, MAX_REMEMBERED_RESPONSE, PAIRING_CODE_CHARS, PAIRING_CODE_TTL_SECS,
+    Pairing, PairingCode,
+};
 
 /// The owner's token, in the home directory (mode 0600).
 pub const TOKEN_FILE: &str = "auth-token";
@@ -50,6 +59,47 @@ pub enum AccessError {
     /// More entries than [`MAX_ALLOWED_ENTRIES`].
     #[error("at most {MAX_ALLOWED_ENTRIES} allowed hosts or origins")]
     TooManyEntries,
+    /// An `Idempotency-Key` that is empty, too long or not printable ASCII.
+    #[error("an Idempotency-Key must be 1..={MAX_IDEMPOTENCY_KEY} printable ASCII characters")]
+    BadIdempotencyKey,
+    /// The key was used before with a different request.
+    #[error("this Idempotency-Key was used with a different request")]
+    IdempotencyKeyReused,
+    /// The key's first request has not answered yet.
+    #[error("a request with this Idempotency-Key is still running; retry in a moment")]
+    IdempotencyInFlight,
+    /// The key's first request never answered (the server stopped mid-way); it is not run
+    /// again.
+    #[error(
+        "the first request with this Idempotency-Key never answered; check its effect before retrying with a new key"
+    )]
+    IdempotencyOutcomeUnknown,
+    /// A pairing code that is wrong, used or expired.
+    #[error("the pairing code is wrong, already used or expired")]
+    BadPairingCode,
+    /// Too many wrong pairing codes recently.
+    #[error(
+        "too many wrong pairing codes; pairing is paused for up to {PAIRING_CODE_TTL_SECS} seconds"
+    )]
+    PairingLocked,
+    /// Too many live pairing codes.
+    #[error("at most {MAX_LIVE_PAIRING_CODES} unused pairing codes at once")]
+    TooManyPairingCodes,
+    /// Too many paired devices.
+    #[error("at most {MAX_DEVICES} paired devices; revoke one first")]
+    TooManyDevices,
+    /// A device name that is empty, too long or has control characters.
+    #[error("a device name must be 1..={MAX_DEVICE_NAME} characters without control characters")]
+    BadDeviceName,
+    /// No device has this id.
+    #[error("device {0} not found")]
+    DeviceNotFound(i64),
+    /// The operating system gave no randomness.
+    #[error("the operating system has no source of randomness")]
+    NoEntropy,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 impl StewardError for AccessError {
@@ -60,14 +110,38 @@ impl StewardError for AccessError {
             Self::BadToken => "ACCESS_TOKEN_INVALID",
             Self::BadEntry(_) => "ACCESS_BAD_ENTRY",
             Self::TooManyEntries => "ACCESS_TOO_MANY_ENTRIES",
+            Self::BadIdempotencyKey => "IDEMPOTENCY_KEY_INVALID",
+            Self::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            Self::IdempotencyInFlight => "IDEMPOTENCY_IN_FLIGHT",
+            Self::IdempotencyOutcomeUnknown => "IDEMPOTENCY_OUTCOME_UNKNOWN",
+            Self::BadPairingCode => "PAIRING_CODE_INVALID",
+            Self::PairingLocked => "PAIRING_LOCKED",
+            Self::TooManyPairingCodes => "PAIRING_TOO_MANY_CODES",
+            Self::TooManyDevices => "DEVICE_LIMIT",
+            Self::BadDeviceName => "DEVICE_NAME_INVALID",
+            Self::DeviceNotFound(_) => "DEVICE_NOT_FOUND",
+            Self::NoEntropy => "ACCESS_NO_ENTROPY",
+            Self::Store(e) => e.code(),
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Io { .. } => ErrorKind::Unavailable,
-            Self::Exposed(_) => ErrorKind::Denied,
-            Self::BadToken | Self::BadEntry(_) | Self::TooManyEntries => ErrorKind::InvalidInput,
+            Self::Exposed(_) | Self::BadPairingCode | Self::PairingLocked => ErrorKind::Denied,
+            Self::BadToken
+            | Self::BadEntry(_)
+            | Self::TooManyEntries
+            | Self::BadIdempotencyKey
+            | Self::BadDeviceName => ErrorKind::InvalidInput,
+            Self::IdempotencyKeyReused
+            | Self::IdempotencyInFlight
+            | Self::IdempotencyOutcomeUnknown
+            | Self::TooManyPairingCodes
+            | Self::TooManyDevices => ErrorKind::Conflict,
+            Self::DeviceNotFound(_) => ErrorKind::NotFound,
+            Self::NoEntropy => ErrorKind::Unavailable,
+            Self::Store(e) => e.kind(),
         }
     }
 }
@@ -242,6 +316,18 @@ impl OriginPolicy {
         }
         authority == host.trim().to_ascii_lowercase() || self.origins.contains(&origin)
     }
+}
+
+/// What makes a request this request, for idempotency: method, path with query, body.
+pub fn request_fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(method.as_bytes());
+    h.update(b"\n");
+    h.update(path_and_query.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `host:port` → `host`, `[::1]:4317` → `[::1]`.
