@@ -12,6 +12,7 @@
 
 pub mod access;
 pub mod approval;
+pub mod attachments;
 pub mod audit;
 mod authority;
 pub mod error;
@@ -27,6 +28,7 @@ pub mod policy;
 pub mod protocol;
 pub mod replay;
 pub mod search;
+pub mod status;
 mod steward;
 pub mod store;
 pub mod time;

@@ -148,6 +148,7 @@ impl StewardBuilder {
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
             embedder: self.embedder,
+            attachments: crate::attachments::Registry::default(),
         })
     }
 }
@@ -222,6 +223,8 @@ pub struct Steward {
     access: std::sync::OnceLock<crate::access::AccessStore>,
     /// The built-in catalog plus the builder's tools.
     tools: ToolRegistry,
+    /// Download tokens for mirrored attachments (in memory).
+    attachments: crate::attachments::Registry,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -404,6 +407,15 @@ impl Steward {
             Err(e) => tracing::warn!(error = %e, "audit trail unavailable; journal not audited"),
         }
         Ok(self.journal.get_or_init(|| opened))
+    }
+
+    pub(crate) fn attachment_registry(&self) -> &crate::attachments::Registry {
+        &self.attachments
+    }
+
+    /// Whether an embedder was configured (semantic search takes part).
+    pub fn has_embedder(&self) -> bool {
+        self.embedder.is_some()
     }
 
     /// The registered tools: the built-in catalog and the builder's.

@@ -38,7 +38,7 @@ fn fixture() -> Fixture {
     generate_maildir(&maildir, &DemoOptions::new(120)).unwrap();
     let steward = Arc::new(Steward::builder().home(dir.path().join("home")).open().unwrap());
     let opts = SyncOptions { account: Some("demo".to_owned()), cancel: None };
-    steward.mirror().sync(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap();
+    steward.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap();
     let origins = OriginPolicy::new(&[], &["https://phone.example:4318".to_owned()]).unwrap();
     let state =
         AppState::new(Arc::clone(&steward), AccessToken::new(TOKEN).unwrap(), origins, "ada");
@@ -702,4 +702,79 @@ async fn an_idempotency_key_gives_one_effect_also_across_a_restart() {
     )
     .await;
     assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, "IDEMPOTENCY_KEY_INVALID"));
+}
+
+#[tokio::test]
+async fn attachments_only_through_registered_tokens() {
+    let f = fixture();
+    let (_, page) = get(&f.app, "/search?has_attachments=true&limit=1").await;
+    let id = page["messages"][0]["id"].as_i64().expect("the demo mailbox has attachments");
+    let (_, m) = get(&f.app, &format!("/messages/{id}")).await;
+    let att = &m["attachments"][0];
+    let position = att["position"].as_i64().unwrap();
+    let (s, g) =
+        post(&f.app, "/attachments", json!({"message_id": id, "position": position})).await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    let token = g["token"].as_str().unwrap();
+    assert_eq!(token.len(), 32);
+    let req = |uri: String| {
+        Request::builder()
+            .uri(uri)
+            .header(header::HOST, "127.0.0.1:4317")
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let res = f.app.clone().oneshot(req(format!("/attachments/{token}"))).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let h = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(bytes.len() as i64, att["size"].as_i64().unwrap());
+    assert_eq!(h[header::CONTENT_TYPE], att["mime_type"].as_str().unwrap());
+    assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    assert!(h[header::CONTENT_DISPOSITION].to_str().unwrap().starts_with("attachment; filename="));
+    assert!(h[header::CONTENT_SECURITY_POLICY].to_str().unwrap().starts_with("sandbox"));
+    // Anything but a registered token is a 404: paths, blob hashes, guesses.
+    let sha = att["sha256"].as_str().unwrap();
+    for bad in [
+        "0123456789abcdef0123456789abcdef".to_owned(),
+        sha.to_owned(),
+        "..%2F..%2Fsteward.db".to_owned(),
+        "%2Fetc%2Fpasswd".to_owned(),
+    ] {
+        let (s, v) = get(&f.app, &format!("/attachments/{bad}")).await;
+        assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "ATTACHMENT_TOKEN_UNKNOWN"), "{bad}");
+    }
+    let (s, v) = get(&f.app, "/attachments/blobs/x").await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "NO_SUCH_ROUTE"));
+    let (s, v) = post(&f.app, "/attachments", json!({"message_id": id, "position": 99})).await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "ATTACHMENT_NOT_FOUND"));
+    let (s, v) = post(&f.app, "/attachments", json!({"path": "/etc/passwd"})).await;
+    assert_eq!((s.as_u16(), code(&v)), (422, "BAD_JSON"));
+}
+
+#[tokio::test]
+async fn system_status_observes_without_starting_work() {
+    let f = fixture();
+    let before: Vec<_> =
+        std::fs::read_dir(f.steward.home()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let (s, st) = get(&f.app, "/system/status").await;
+    assert_eq!(s, StatusCode::OK, "{st}");
+    let item = |name: &str| {
+        st["items"].as_array().unwrap().iter().find(|i| i["name"] == name).cloned().unwrap()
+    };
+    assert_eq!(item("store.mirror")["status"], "ok");
+    assert_eq!(
+        item("ingest")["status"],
+        "warning",
+        "the demo mailbox has malformed files on purpose"
+    );
+    assert_eq!(item("index.lexical")["status"], "ok");
+    assert_eq!(item("watches")["status"], "unknown");
+    assert_eq!(item("store.ops")["status"], "unknown", "ops.db is not created by looking");
+    assert!(["ok", "warning", "error"].contains(&item("disk")["status"].as_str().unwrap()));
+    assert_eq!(st["status"], "warning");
+    let after: Vec<_> =
+        std::fs::read_dir(f.steward.home()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(before, after, "no store was created");
 }

@@ -641,6 +641,16 @@ impl Journal {
         })?)
     }
 
+    /// How many operations are in `state`.
+    pub fn count_in(&self, state: OpState) -> Result<i64, JournalError> {
+        Ok(self.db.read(|c| {
+            c.query_row("SELECT count(*) FROM operations WHERE state = ?1", [state.as_str()], |r| {
+                r.get(0)
+            })
+            .map_err(q("count operations"))
+        })?)
+    }
+
     /// The journal's transition feed after `after`, oldest first (1..=[`MAX_OPS_PAGE`] rows).
     pub fn events_after(
         &self,

@@ -62,6 +62,19 @@ impl Mirror {
         })
     }
 
+    /// The newest sync run: (started_at, finished_at, errors), for status screens.
+    pub fn last_run(&self) -> Result<Option<(i64, Option<i64>, i64)>, StoreError> {
+        self.db.read(|c| {
+            c.query_row(
+                "SELECT started_at, finished_at, errors FROM sync_runs ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| StoreError::query("last run", e))
+        })
+    }
+
     /// The first sync run after run `run_id`, finished or not: its id and when it started (Unix
     /// seconds) — everything written since is at or after that time. `None` when no run follows
     /// `run_id` (an index claiming a run this mirror never had).

@@ -10,6 +10,7 @@
 //! every route but `GET /health`.
 
 mod approvals;
+pub mod attachments;
 pub mod auth;
 mod devices;
 mod error;
@@ -89,7 +90,23 @@ impl AppState {
         self.live.stop();
     }
 
-    /// Runs a core call on the blocking pool (SQLite and tantivy block) and maps its error.
+    /// Runs a core call on the blocking pool (SQLite and tantivy block).
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Steward) -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let steward = Arc::clone(&self.steward);
+        tokio::task::spawn_blocking(move || f(&steward)).await.map_err(|e| {
+            tracing::error!(error = %e, "a core call panicked or was cancelled");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "INTERNAL",
+                "internal error; the server log has the details",
+            )
+        })
+    }
+
+    /// Runs a fallible core call on the blocking pool and maps its error.
     pub(crate) async fn call<T, E>(
         &self,
         f: impl FnOnce(&Steward) -> Result<T, E> + Send + 'static,
@@ -98,18 +115,7 @@ impl AppState {
         T: Send + 'static,
         E: StewardError + Send + 'static,
     {
-        let steward = Arc::clone(&self.steward);
-        match tokio::task::spawn_blocking(move || f(&steward)).await {
-            Ok(result) => result.map_err(ApiError::from),
-            Err(e) => {
-                tracing::error!(error = %e, "a core call panicked or was cancelled");
-                Err(ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "INTERNAL",
-                    "internal error; the server log has the details",
-                ))
-            }
-        }
+        self.run(f).await?.map_err(ApiError::from)
     }
 }
 
@@ -182,6 +188,11 @@ impl Route {
         self.content_type = "text/html";
         self
     }
+
+    pub(crate) fn binary(mut self) -> Self {
+        self.content_type = "application/octet-stream";
+        self
+    }
 }
 
 /// Every route of the API, grouped by resource.
@@ -198,6 +209,7 @@ pub fn routes() -> Vec<Route> {
     ];
     all.extend(devices::routes());
     all.extend(mail::routes());
+    all.extend(attachments::routes());
     all.extend(approvals::routes());
     all.extend(policy::routes());
     all.extend(ops::routes());

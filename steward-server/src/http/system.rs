@@ -5,6 +5,7 @@ use serde::Serialize;
 use steward_core::{
     audit::{AuditQuery, AuditRecord},
     mirror::MirrorStats,
+    status::SystemStatus,
 };
 
 use super::{ApiError, ApiQuery, AppState, Route, schema};
@@ -17,6 +18,13 @@ pub(super) fn routes() -> Vec<Route> {
             "Counts of the mirror: messages, mailboxes, body states, failed files",
             schema::<MirrorStats>,
             get(stats),
+        ),
+        Route::new(
+            Method::GET,
+            "/system/status",
+            "Stores, disk, index, embedder, ingest, watches, audit and journal: ok, warning, error or unknown (observational)",
+            schema::<SystemStatus>,
+            get(status),
         ),
         Route::new(
             Method::GET,
@@ -44,6 +52,10 @@ pub(super) async fn health() -> Json<Health> {
 
 async fn stats(State(state): State<AppState>) -> Result<Json<MirrorStats>, ApiError> {
     state.call(|s| s.mirror().stats()).await.map(Json)
+}
+
+async fn status(State(state): State<AppState>) -> Result<Json<SystemStatus>, ApiError> {
+    state.run(|s| s.system_status()).await.map(Json)
 }
 
 /// A page of the audit trail.

@@ -1,0 +1,197 @@
+//! What a status screen shows: each store readable and writable, free disk space, the text
+//! index against the mirror, the embedder, the last ingest, the watch engine, the audit trail
+//! and the journal — each `ok`, `warning`, `error` or `unknown`.
+//!
+//! Observational only: it reads file metadata and a few rows, never opens a store that is not
+//! open yet in a way that would create or migrate it, never starts a sync, a poll or a
+//! request to an endpoint.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::{Steward, time::now_secs};
+
+/// Free space below this is a warning.
+pub const LOW_DISK_WARNING_BYTES: u64 = 1 << 30;
+/// Free space below this is an error (SQLite cannot be relied on to commit).
+pub const LOW_DISK_ERROR_BYTES: u64 = 100 << 20;
+/// An ingest run still unfinished after this long probably died.
+pub const STALE_RUN_SECS: i64 = 3_600;
+
+/// The state of one item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// Nothing to report (not configured, not created yet, cannot be checked here).
+    Unknown,
+    /// Fine.
+    Ok,
+    /// Works, but needs attention.
+    Warning,
+    /// Broken.
+    Error,
+}
+
+/// One checked item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct StatusItem {
+    /// `store.mirror`, `disk`, `index.lexical`, `embedder`, `ingest`, `watches`, `audit`,
+    /// `journal`, …
+    pub name: String,
+    /// Its state.
+    pub status: Health,
+    /// For a person.
+    pub detail: String,
+}
+
+/// The whole status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SystemStatus {
+    /// The worst state among the items.
+    pub status: Health,
+    /// Unix seconds.
+    pub checked_at: i64,
+    /// The items, in a fixed order.
+    pub items: Vec<StatusItem>,
+}
+
+fn item(name: &str, status: Health, detail: impl Into<String>) -> StatusItem {
+    StatusItem { name: name.to_owned(), status, detail: detail.into() }
+}
+
+fn store_item(name: &str, path: &Path, required: bool) -> StatusItem {
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("?");
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if required {
+                item(name, Health::Error, format!("{file} is missing"))
+            } else {
+                item(name, Health::Unknown, format!("{file} not created yet"))
+            }
+        }
+        Err(e) => item(name, Health::Error, format!("{file}: {e}")),
+        Ok(_) => {
+            let readable = std::fs::File::open(path).is_ok();
+            let writable = std::fs::OpenOptions::new().write(true).open(path).is_ok();
+            match (readable, writable) {
+                (true, true) => item(name, Health::Ok, format!("{file} readable and writable")),
+                (true, false) => item(name, Health::Error, format!("{file} is read-only")),
+                _ => item(name, Health::Error, format!("{file} cannot be read")),
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn free_bytes(path: &Path) -> Option<u64> {
+    rustix::fs::statvfs(path).ok().map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+}
+
+#[cfg(not(unix))]
+fn free_bytes(_path: &Path) -> Option<u64> {
+    None
+}
+
+fn when(secs: i64) -> String {
+    crate::time::CivilTime::from_unix(secs).rfc3339()
+}
+
+impl Steward {
+    /// The status of this home, item by item (see the module documentation).
+    pub fn system_status(&self) -> SystemStatus {
+        let home = self.home();
+        let now = now_secs();
+        let mut items = vec![
+            store_item("store.mirror", &home.join("mirror.db"), true),
+            store_item("store.steward", &home.join("steward.db"), false),
+            store_item("store.ops", &home.join("ops.db"), false),
+            store_item("store.audit", &home.join("audit.db"), false),
+        ];
+        items.push(match free_bytes(home) {
+            None => item("disk", Health::Unknown, "free space cannot be read here"),
+            Some(b) => {
+                let status = if b < LOW_DISK_ERROR_BYTES {
+                    Health::Error
+                } else if b < LOW_DISK_WARNING_BYTES {
+                    Health::Warning
+                } else {
+                    Health::Ok
+                };
+                item("disk", status, format!("{} MiB free", b >> 20))
+            }
+        });
+        let last_run = self.mirror().last_finished_run();
+        let meta = std::fs::read_to_string(self.lexical_index_dir().join("meta.json")).ok();
+        let watermark: Option<i64> = meta
+            .as_deref()
+            .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+            .and_then(|v| v["payload"].as_str().and_then(|p| p.parse().ok()));
+        items.push(match (meta.is_some(), watermark, last_run) {
+            (false, _, _) => item("index.lexical", Health::Unknown, "not built yet"),
+            (_, _, Err(e)) => {
+                item("index.lexical", Health::Error, format!("mirror unreadable: {e}"))
+            }
+            (true, Some(w), Ok(r)) if w == r => {
+                item("index.lexical", Health::Ok, format!("up to date with sync run {r}"))
+            }
+            (true, w, Ok(r)) => item(
+                "index.lexical",
+                Health::Warning,
+                format!(
+                    "at sync run {}, mirror at {r}; the next search or sync catches it up",
+                    w.map_or_else(|| "none".to_owned(), |w| w.to_string())
+                ),
+            ),
+        });
+        items.push(if self.has_embedder() {
+            item("embedder", Health::Unknown, "configured; reachability is checked when used")
+        } else {
+            item("embedder", Health::Unknown, "not configured: lexical search only")
+        });
+        items.push(match self.mirror().last_run() {
+            Err(e) => item("ingest", Health::Error, format!("mirror unreadable: {e}")),
+            Ok(None) => item("ingest", Health::Unknown, "never synced"),
+            Ok(Some((started, None, _))) if now - started > STALE_RUN_SECS => item(
+                "ingest",
+                Health::Warning,
+                format!("the run started {} never finished", when(started)),
+            ),
+            Ok(Some((started, None, _))) => {
+                item("ingest", Health::Ok, format!("a sync is running since {}", when(started)))
+            }
+            Ok(Some((_, Some(done), errors))) if errors > 0 => item(
+                "ingest",
+                Health::Warning,
+                format!("last sync finished {} with {errors} files in error", when(done)),
+            ),
+            Ok(Some((_, Some(done), _))) => {
+                item("ingest", Health::Ok, format!("last sync finished {}", when(done)))
+            }
+        });
+        items.push(item("watches", Health::Unknown, "no watch engine in this build"));
+        let audit = if home.join("audit.db").exists() { Some(self.audit()) } else { None };
+        items.push(match audit {
+            None => item("audit", Health::Unknown, "not created yet"),
+            Some(Err(e)) => item("audit", Health::Error, e.to_string()),
+            Some(Ok(a)) if a.failures() > 0 => item(
+                "audit",
+                Health::Warning,
+                format!("{} audit writes failed since start", a.failures()),
+            ),
+            Some(Ok(_)) => item("audit", Health::Ok, "recording"),
+        });
+        let review = if home.join("ops.db").exists() {
+            self.journal().and_then(|j| j.count_in(crate::journal::OpState::NeedsReview))
+        } else {
+            Ok(0)
+        };
+        items.push(match review {
+            Err(e) => item("journal", Health::Error, e.to_string()),
+            Ok(0) => item("journal", Health::Ok, "nothing needs review"),
+            Ok(n) => item("journal", Health::Warning, format!("{n} sent operations need review")),
+        });
+        let status = items.iter().map(|i| i.status).max().unwrap_or(Health::Unknown);
+        SystemStatus { status, checked_at: now, items }
+    }
+}
