@@ -778,3 +778,91 @@ async fn system_status_observes_without_starting_work() {
         std::fs::read_dir(f.steward.home()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(before, after, "no store was created");
 }
+
+#[tokio::test]
+async fn a_tls_listener_serves_https_and_only_https() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf =
+        CertificateParams::new(vec!["localhost".to_owned()]).unwrap().signed_by(&key, &ca).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, leaf.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+
+    // A bad key file is a typed error, not a plain listener.
+    let bad = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tls: Some((cert_path.clone(), dir.path().join("missing.pem"))),
+    };
+    let state = || {
+        AppState::new(
+            Arc::clone(&f.steward),
+            AccessToken::new(TOKEN).unwrap(),
+            OriginPolicy::loopback(),
+            "ada",
+        )
+    };
+    let e = serve(state(), &bad, |_| {}, async {}).await.unwrap_err();
+    assert!(matches!(e, ServeError::Tls { .. }), "{e}");
+
+    // With a certificate, a non-loopback address is allowed.
+    let config =
+        ServeConfig { listen: "0.0.0.0:0".parse().unwrap(), tls: Some((cert_path, key_path)) };
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let st = state();
+    let server = tokio::spawn(async move {
+        serve(
+            st,
+            &config,
+            |a| {
+                let _ = addr_tx.send(a);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await
+    });
+    let port = addr_rx.await.unwrap().port();
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    roots.add(ca.der().clone()).unwrap();
+    let client = tokio_rustls::rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(format!("GET /stats HTTP/1.1\r\nHost: localhost:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("messages_live"));
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let mut plain = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    plain
+        .write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), plain.read_to_end(&mut answer))
+        .await;
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("\"ok\""),
+        "served plain HTTP on the TLS port"
+    );
+    stop_tx.send(()).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}

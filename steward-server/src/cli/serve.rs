@@ -56,6 +56,7 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
     } else {
         steward.home().join(steward_core::access::TOKEN_FILE).display().to_string()
     };
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
     let code = steward.access()?.new_pairing_code(steward_core::time::now_secs())?;
     let state = AppState::new(Arc::new(steward), token, origins, a.person.name());
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -66,9 +67,9 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
         state,
         &config,
         |addr| {
-            out!("listening on http://{addr}  (send Authorization: Bearer <the token in {token_source}>)");
+            out!("listening on {scheme}://{addr}  (send Authorization: Bearer <the token in {token_source}>)");
             out!(
-                "pair a browser or phone: http://{addr}/pair#{}  (one use, valid {} minutes)",
+                "pair a browser or phone: {scheme}://{addr}/pair#{}  (one use, valid {} minutes)",
                 code.code,
                 steward_core::access::PAIRING_CODE_TTL_SECS / 60
             );

@@ -39,11 +39,17 @@ pub enum ServeError {
         "refusing to listen on {0} without TLS: set STEWARD_TLS_CERT and STEWARD_TLS_KEY, or listen on 127.0.0.1"
     )]
     TlsRequired(SocketAddr),
-    /// TLS listeners are not built into this server yet.
-    #[error(
-        "TLS listeners are not available in this build yet; listen on loopback and put a TLS proxy (tailscale serve, caddy) in front"
-    )]
-    TlsUnavailable,
+    /// The certificate or key could not be loaded.
+    #[error("cannot use the TLS certificate {cert} and key {key}: {source}")]
+    Tls {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -62,7 +68,7 @@ impl StewardError for ServeError {
     fn code(&self) -> &'static str {
         match self {
             Self::TlsRequired(_) => "SERVE_TLS_REQUIRED",
-            Self::TlsUnavailable => "SERVE_TLS_UNAVAILABLE",
+            Self::Tls { .. } => "SERVE_TLS_CONFIG",
             Self::Bind { .. } => "SERVE_BIND_FAILED",
             Self::Io(_) => "SERVE_IO",
         }
@@ -71,7 +77,7 @@ impl StewardError for ServeError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::TlsRequired(_) => ErrorKind::Denied,
-            Self::TlsUnavailable => ErrorKind::InvalidInput,
+            Self::Tls { .. } => ErrorKind::InvalidInput,
             Self::Bind { .. } | Self::Io(_) => ErrorKind::Unavailable,
         }
     }
@@ -85,11 +91,11 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    if let Some((cert, key)) = &config.tls {
+        return serve_tls(state, config.listen, cert, key, ready, shutdown).await;
+    }
     if !config.listen.ip().is_loopback() {
-        return Err(match config.tls {
-            None => ServeError::TlsRequired(config.listen),
-            Some(_) => ServeError::TlsUnavailable,
-        });
+        return Err(ServeError::TlsRequired(config.listen));
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -105,6 +111,40 @@ pub async fn serve(
         })
         .await
         .map_err(ServeError::Io)
+}
+
+/// How long a TLS listener waits for requests in flight after the shutdown signal.
+pub const TLS_DRAIN_SECS: u64 = 30;
+
+async fn serve_tls(
+    state: AppState,
+    listen: SocketAddr,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+        .await
+        .map_err(|source| ServeError::Tls { cert: cert.to_owned(), key: key.to_owned(), source })?;
+    let handle = axum_server::Handle::new();
+    let server = axum_server::bind_rustls(listen, tls).handle(handle.clone());
+    let serving = tokio::spawn(server.serve(app(state.clone()).into_make_service()));
+    let Some(addr) = handle.listening().await else {
+        let source = match serving.await {
+            Ok(Err(e)) => e,
+            _ => std::io::Error::other("the TLS listener stopped before it started"),
+        };
+        return Err(ServeError::Bind { addr: listen, source });
+    };
+    ready(addr);
+    shutdown.await;
+    state.stop();
+    handle.graceful_shutdown(Some(std::time::Duration::from_secs(TLS_DRAIN_SECS)));
+    match serving.await {
+        Ok(r) => r.map_err(ServeError::Io),
+        Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.
