@@ -47,6 +47,15 @@ pub struct App {
     origins: OriginPolicy,
     person: String,
     live: live::Live,
+    /// Bounds the core calls running at once (see [`core_concurrency`]).
+    calls: tokio::sync::Semaphore,
+}
+
+/// Core calls allowed to run at once: twice the available cores. SQLite and tantivy work is
+/// CPU-bound; more threads than that only add context switches, open more reader connections
+/// and grow memory, while the excess waits cheaply on the async side.
+pub fn core_concurrency() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get) * 2
 }
 
 /// The router's state: a cheap handle on the [`App`].
@@ -76,6 +85,7 @@ impl AppState {
             origins,
             person: person.into(),
             live: live::Live::default(),
+            calls: tokio::sync::Semaphore::new(core_concurrency()),
         }))
     }
 
@@ -96,6 +106,8 @@ impl AppState {
         f: impl FnOnce(&Steward) -> T + Send + 'static,
     ) -> Result<T, ApiError> {
         let steward = Arc::clone(&self.steward);
+        // The semaphore is never closed, so acquiring only waits.
+        let _permit = self.calls.acquire().await;
         tokio::task::spawn_blocking(move || f(&steward)).await.map_err(|e| {
             tracing::error!(error = %e, "a core call panicked or was cancelled");
             ApiError::new(
