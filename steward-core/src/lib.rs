@@ -32,6 +32,7 @@ pub mod status;
 mod steward;
 pub mod store;
 pub mod time;
+pub mod watch;
 
 pub use authority::{POLICY_SET_TOOL, PolicyOverview, ToolCall, ToolRuleInput, ToolSummary};
 pub use error::{ErrorKind, StewardError};

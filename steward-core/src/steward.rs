@@ -78,6 +78,7 @@ pub struct StewardBuilder {
     limits: Limits,
     embedder: Option<Arc<dyn Embedder>>,
     tools: Vec<ToolSpec>,
+    watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
 }
 
 impl std::fmt::Debug for StewardBuilder {
@@ -111,6 +112,13 @@ impl StewardBuilder {
     #[must_use]
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
+        self
+    }
+
+    /// Registers a watch source (a connector's adapter: `time`, `train`, …).
+    #[must_use]
+    pub fn watch_adapter(mut self, adapter: Arc<dyn crate::watch::WatchAdapter>) -> Self {
+        self.watch_adapters.push(adapter);
         self
     }
 
@@ -149,6 +157,8 @@ impl StewardBuilder {
             audit: std::sync::OnceLock::new(),
             embedder: self.embedder,
             attachments: crate::attachments::Registry::default(),
+            watch_adapters: self.watch_adapters,
+            watches: std::sync::OnceLock::new(),
         })
     }
 }
@@ -225,6 +235,10 @@ pub struct Steward {
     tools: ToolRegistry,
     /// Download tokens for mirrored attachments (in memory).
     attachments: crate::attachments::Registry,
+    /// The registered watch sources.
+    watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
+    /// `watches.db`, opened on first use.
+    watches: std::sync::OnceLock<crate::watch::Watches>,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -394,6 +408,15 @@ impl Steward {
         }
         let opened = crate::access::AccessStore::open(&self.home, &self.limits)?;
         Ok(self.access.get_or_init(|| opened))
+    }
+
+    /// Durable watches (`watches.db`) over the registered sources.
+    pub fn watches(&self) -> Result<&crate::watch::Watches, crate::watch::WatchError> {
+        if let Some(w) = self.watches.get() {
+            return Ok(w);
+        }
+        let opened = crate::watch::Watches::open(&self.home, &self.limits, &self.watch_adapters)?;
+        Ok(self.watches.get_or_init(|| opened))
     }
 
     /// The write journal (`ops.db`), audited.

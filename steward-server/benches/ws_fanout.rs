@@ -37,13 +37,27 @@ async fn main() {
     let events = env("STEWARD_WS_EVENTS", 1_000);
     let dir = tempfile::tempdir().unwrap();
     let steward = Arc::new(Steward::builder().home(dir.path()).open().unwrap());
-    let state =
-        AppState::new(Arc::clone(&steward), AccessToken::new(TOKEN).unwrap(), OriginPolicy::loopback(), "ada");
+    let state = AppState::new(
+        Arc::clone(&steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::loopback(),
+        "ada",
+    );
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
     let server = tokio::spawn(async move {
-        serve(state, &config, |a| { let _ = addr_tx.send(a); }, async { let _ = stop_rx.await; }).await
+        serve(
+            state,
+            &config,
+            |a| {
+                let _ = addr_tx.send(a);
+            },
+            async {
+                let _ = stop_rx.await;
+            },
+        )
+        .await
     });
     let addr = addr_rx.await.unwrap();
 
@@ -114,11 +128,15 @@ async fn main() {
         let order: Vec<i64> = got.iter().map(|(id, _)| *id).collect();
         assert_eq!(order, ids, "every event, once, in order");
         let made = committed.lock().unwrap();
-        latencies.extend(got.iter().map(|(id, at)| at.saturating_duration_since(made[id]).as_secs_f64() * 1e3));
+        latencies.extend(
+            got.iter().map(|(id, at)| at.saturating_duration_since(made[id]).as_secs_f64() * 1e3),
+        );
     }
     let total = started.elapsed();
     latencies.sort_by(f64::total_cmp);
-    println!("| clients | events | deliveries | produced in | all delivered in | latency p50 | p99 | max |");
+    println!(
+        "| clients | events | deliveries | produced in | all delivered in | latency p50 | p99 | max |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     println!(
         "| {clients} | {events} | {} (all in order, none missing or repeated) | {:.2} s | {:.2} s | {:.0} ms | {:.0} ms | {:.0} ms |",

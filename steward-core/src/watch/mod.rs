@@ -1,0 +1,143 @@
+//! Durable watches (`watches.db`, WAL): a person asks once; every transition of the watched
+//! resource is noticed exactly once, across restarts and flaky sources.
+//!
+//! Owns: definitions (rules, the person's instruction, expiry), the last observed snapshot, the
+//! queue of matched events and rule participation. Never does: talk to a source itself (an
+//! [`WatchAdapter`] does), compose or send a notification (a [`Delivery`] does), or act on
+//! anything (grants are refused until the capability registry lands).
+//!
+//! Lifecycle: `active → stopped | expired | completed`; nothing leaves a final state.
+//!
+//! Poll ([`Watches::poll`]): expire due watches (each expiry is a `watch.expired` event) → each
+//! active watch in creation order: snapshot → the adapter's events plus the rules' temporal
+//! triggers → match (exact type, `where` deep equality on dot paths, `once` against recorded
+//! participation) → one transaction: `INSERT OR IGNORE` each matched event by
+//! `<watch id>:<event key>` with its participation rows, then the new snapshot (and
+//! `completed` when terminal — events first, so a final arrival is never lost). A source failure
+//! records `last_error` and keeps the previous snapshot.
+//!
+//! Missed windows: an absolute `time_reached` fires at the first poll at or after its instant
+//! (also after a restart) while the watch has not expired. A relative `before_time` fires only
+//! inside `[deadline − minutes, deadline − minutes + RELATIVE_GRACE_SECS)` and before the
+//! deadline itself: a window that passed while the host was down is skipped, never sent stale.
+
+mod model;
+mod store;
+
+pub use model::{
+    DomainEvent, SourceError, Trigger, WatchAdapter, WatchDefinition, WatchRule, at_path,
+};
+pub use store::{
+    Delivery, DeliveryError, DeliveryReport, PollReport, QueuedEvent, WatchEventQuery, WatchQuery,
+    WatchSummary, Watches,
+};
+
+use crate::{ErrorKind, StewardError, store::StoreError};
+
+/// Default seconds between polls.
+pub const DEFAULT_POLL_SECS: u64 = 45;
+/// The shortest interval without an adapter's urgency hint.
+pub const MIN_POLL_SECS: u64 = 15;
+/// The shortest interval an adapter's urgency hint can ask for.
+pub const MIN_URGENT_POLL_SECS: u64 = 5;
+/// Rules per watch.
+pub const MAX_RULES: usize = 16;
+/// `where` filters per rule.
+pub const MAX_FILTERS: usize = 8;
+/// Active watches at once.
+pub const MAX_ACTIVE_WATCHES: i64 = 10_000;
+/// Events delivered per batch.
+pub const MAX_DELIVERY_BATCH: usize = 20;
+/// Failed composition attempts after which the event's `fallback_text` is used.
+pub const COMPOSE_ATTEMPTS: i64 = 2;
+/// Failed attempts after which an event is marked failed instead of retried.
+pub const MAX_DELIVERY_ATTEMPTS: i64 = 10;
+/// How late a relative (`before_time`) window may still fire, seconds.
+pub const RELATIVE_GRACE_SECS: i64 = 300;
+/// Longest instruction kept.
+pub const MAX_INSTRUCTION_CHARS: usize = 2_000;
+/// Longest resource reference.
+pub const MAX_REF_CHARS: usize = 1_024;
+/// A page of watches or events.
+pub const MAX_WATCH_PAGE: usize = 100;
+
+/// Errors of watches.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// A definition that cannot be a watch.
+    #[error("invalid watch: {0}")]
+    Invalid(String),
+    /// No adapter for the source.
+    #[error("no watch source named {0:?}")]
+    UnknownSource(String),
+    /// The adapter refused the resource.
+    #[error("the {source_name} source refused the resource: {reason}")]
+    BadResource {
+        /// The source.
+        source_name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The source failed while the watch was being created (nothing was stored).
+    #[error("the {source_name} source is unavailable: {reason}")]
+    SourceUnavailable {
+        /// The source.
+        source_name: String,
+        /// Why.
+        reason: String,
+    },
+    /// Grants or continuations, which need the capability registry.
+    #[error("rule {0}: pre-approved actions are not available yet; watch and notify only")]
+    GrantsUnsupported(String),
+    /// Too many active watches.
+    #[error("at most {MAX_ACTIVE_WATCHES} active watches")]
+    TooMany,
+    /// No watch or event has this id.
+    #[error("{what} {id} not found")]
+    NotFound {
+        /// `watch` or `event`.
+        what: &'static str,
+        /// The id.
+        id: i64,
+    },
+    /// A stored row that no longer parses.
+    #[error("watches.db is damaged: {0}")]
+    Corrupt(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl StewardError for WatchError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) => "WATCH_INVALID",
+            Self::UnknownSource(_) => "WATCH_UNKNOWN_SOURCE",
+            Self::BadResource { .. } => "WATCH_BAD_RESOURCE",
+            Self::SourceUnavailable { .. } => "WATCH_SOURCE_UNAVAILABLE",
+            Self::GrantsUnsupported(_) => "WATCH_GRANTS_UNSUPPORTED",
+            Self::TooMany => "WATCH_LIMIT",
+            Self::NotFound { .. } => "WATCH_NOT_FOUND",
+            Self::Corrupt(_) => "WATCH_CORRUPT",
+            Self::Store(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Invalid(_)
+            | Self::UnknownSource(_)
+            | Self::BadResource { .. }
+            | Self::GrantsUnsupported(_) => ErrorKind::InvalidInput,
+            Self::SourceUnavailable { .. } => ErrorKind::Unavailable,
+            Self::TooMany => ErrorKind::Conflict,
+            Self::NotFound { .. } => ErrorKind::NotFound,
+            Self::Corrupt(_) => ErrorKind::Corrupt,
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

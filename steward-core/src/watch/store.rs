@@ -1,0 +1,834 @@
+//! The engine over `watches.db`.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::Path,
+    sync::{Arc, Mutex},
+};
+
+use rusqlite::{OptionalExtension as _, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{
+    COMPOSE_ATTEMPTS, DEFAULT_POLL_SECS, DomainEvent, MAX_ACTIVE_WATCHES, MAX_DELIVERY_ATTEMPTS,
+    MAX_DELIVERY_BATCH, MAX_FILTERS, MAX_INSTRUCTION_CHARS, MAX_REF_CHARS, MAX_RULES,
+    MAX_WATCH_PAGE, MIN_POLL_SECS, MIN_URGENT_POLL_SECS, RELATIVE_GRACE_SECS, Trigger,
+    WatchAdapter, WatchDefinition, WatchError, WatchRule, at_path,
+};
+use crate::{
+    Limits,
+    approval::canonical_json,
+    store::{Database, Migration, OpenOptions, Schema, StoreError},
+    time::{CivilTime, parse_date},
+};
+
+const SCHEMA: Schema = Schema {
+    name: "watches",
+    migrations: &[Migration {
+        version: 1,
+        name: "watches",
+        sql: include_str!("../../migrations/watches/001_watches.sql"),
+    }],
+};
+
+fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> WatchError {
+    move |e| WatchError::Store(StoreError::query(ctx, e))
+}
+
+/// A watch as a list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct WatchSummary {
+    /// Its id.
+    pub id: i64,
+    /// The adapter.
+    pub source: String,
+    /// What it watches.
+    pub resource_ref: String,
+    /// The rules, relative times frozen.
+    pub rules: Vec<WatchRule>,
+    /// The person's words.
+    pub instruction: String,
+    /// The chat it came from.
+    pub chat: Option<String>,
+    /// `active`, `stopped`, `expired` or `completed`.
+    pub status: String,
+    /// The last observed state.
+    pub snapshot: Value,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub expires_at: i64,
+    /// Unix seconds.
+    pub last_checked_at: Option<i64>,
+    /// The last source failure, kept until a snapshot succeeds.
+    pub last_error: Option<String>,
+}
+
+/// A queued (or delivered) event.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct QueuedEvent {
+    /// Its id.
+    pub id: i64,
+    /// The watch.
+    pub watch_id: i64,
+    /// `<watch id>:<adapter key>`.
+    pub event_key: String,
+    /// The rules it matched.
+    pub matched_rules: Vec<String>,
+    /// The event.
+    pub event: DomainEvent,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    /// The composed text, once made (a retry sends the same text).
+    pub notification: Option<String>,
+    /// Failed attempts.
+    pub attempts: i64,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// Unix seconds.
+    pub delivered_at: Option<i64>,
+    /// The last failure.
+    pub last_error: Option<String>,
+}
+
+/// Which watches to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchQuery {
+    /// Only this state: active, stopped, expired, completed.
+    pub status: Option<String>,
+    /// Watches to skip.
+    pub offset: usize,
+    /// Watches to return (1..=100; absent: 20).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<usize>,
+}
+
+/// Which events to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchEventQuery {
+    /// Only events still to deliver.
+    pub pending: bool,
+    /// Only this watch's.
+    pub watch_id: Option<i64>,
+    /// Events to skip.
+    pub offset: usize,
+    /// Events to return (1..=100; absent: 20).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<usize>,
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct PollReport {
+    /// Another poll was running: this one did nothing.
+    pub skipped: bool,
+    /// Watches that expired.
+    pub expired: usize,
+    /// Watches whose source answered.
+    pub checked: usize,
+    /// Watches whose source failed (previous snapshot kept).
+    pub failed: usize,
+    /// New events queued.
+    pub queued: usize,
+    /// Watches that completed.
+    pub completed: usize,
+    /// Seconds until the next poll should run.
+    pub next_poll_secs: u64,
+}
+
+/// Why a delivery did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryError {
+    /// The channel is busy (a call in progress): the event stays pending, no attempt counted.
+    Busy,
+    /// It failed; the event is retried later.
+    Failed(String),
+}
+
+/// The host's way of telling the person.
+pub trait Delivery {
+    /// Composes the notification (a model may do it); `Err` counts as a failed attempt, and
+    /// after [`COMPOSE_ATTEMPTS`] of them the event's `fallback_text` is used instead.
+    fn compose(&self, event: &QueuedEvent) -> Result<String, String>;
+    /// Sends `text`.
+    fn send(&self, event: &QueuedEvent, text: &str) -> Result<(), DeliveryError>;
+}
+
+/// What one delivery pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct DeliveryReport {
+    /// Sent.
+    pub delivered: usize,
+    /// Left pending because the channel was busy.
+    pub busy: usize,
+    /// Failed this time (retried later).
+    pub failed: usize,
+    /// Given up after [`MAX_DELIVERY_ATTEMPTS`].
+    pub abandoned: usize,
+}
+
+/// The watches of one home.
+pub struct Watches {
+    db: Database,
+    adapters: BTreeMap<String, Arc<dyn WatchAdapter>>,
+    polling: Mutex<()>,
+}
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watches").field("adapters", &self.adapters.keys()).finish_non_exhaustive()
+    }
+}
+
+/// An RFC 3339 instant with an explicit offset (`Z` or `±hh:mm`), as Unix seconds.
+fn instant(text: &str) -> Result<i64, WatchError> {
+    let t = text.trim();
+    let has_offset = t.contains('T')
+        && (t.ends_with('Z') || t.ends_with('z') || {
+            let tail = t.get(t.len().saturating_sub(6)..).unwrap_or("");
+            tail.starts_with(['+', '-']) && tail.get(3..4) == Some(":")
+        });
+    if !has_offset {
+        return Err(WatchError::Invalid(format!(
+            "{text:?} must be an RFC 3339 instant with an explicit offset (2026-12-24T18:00:00+01:00)"
+        )));
+    }
+    parse_date(t).map_err(|e| WatchError::Invalid(e.to_string()))
+}
+
+fn rfc3339(secs: i64) -> String {
+    CivilTime::from_unix(secs).rfc3339()
+}
+
+/// A snapshot timestamp: Unix milliseconds, Unix seconds, or RFC 3339.
+fn timestamp(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64().map(|x| if x > 100_000_000_000 { x / 1000 } else { x }),
+        Value::String(s) => parse_date(s).ok(),
+        _ => None,
+    }
+}
+
+impl Watches {
+    /// Opens (creating) `<home>/watches.db` with these adapters.
+    pub fn open(
+        home: &Path,
+        limits: &Limits,
+        adapters: &[Arc<dyn WatchAdapter>],
+    ) -> Result<Self, WatchError> {
+        let db =
+            Database::open(&home.join("watches.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
+        let adapters = adapters.iter().map(|a| (a.source().to_owned(), Arc::clone(a))).collect();
+        Ok(Self { db, adapters, polling: Mutex::new(()) })
+    }
+
+    /// The sources this engine can watch.
+    pub fn sources(&self) -> Vec<String> {
+        self.adapters.keys().cloned().collect()
+    }
+
+    fn adapter(&self, source: &str) -> Result<&Arc<dyn WatchAdapter>, WatchError> {
+        self.adapters.get(source).ok_or_else(|| WatchError::UnknownSource(source.to_owned()))
+    }
+
+    /// Checks and freezes the rules: unique ids, exactly one of event or trigger, bounded
+    /// filters, relative `after_minutes` turned into an instant now.
+    fn freeze_rules(rules: &[WatchRule], now: i64) -> Result<Vec<WatchRule>, WatchError> {
+        let bad = |m: String| Err(WatchError::Invalid(m));
+        if rules.is_empty() || rules.len() > MAX_RULES {
+            return bad(format!("a watch has 1..={MAX_RULES} rules"));
+        }
+        let mut ids = HashSet::new();
+        let mut out = Vec::with_capacity(rules.len());
+        for r in rules {
+            let id_ok = !r.id.is_empty()
+                && r.id.len() <= 64
+                && r.id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+            if !id_ok {
+                return bad(format!("rule id {:?}: 1..=64 of a-z, 0-9, -, _, .", r.id));
+            }
+            if !ids.insert(r.id.clone()) {
+                return bad(format!("rule id {:?} is used twice", r.id));
+            }
+            if !r.grants.is_empty() || r.continuation.is_some() {
+                return Err(WatchError::GrantsUnsupported(r.id.clone()));
+            }
+            if r.filter.len() > MAX_FILTERS {
+                return bad(format!("rule {}: at most {MAX_FILTERS} where filters", r.id));
+            }
+            let mut r = r.clone();
+            match (&r.event, &r.trigger) {
+                (Some(e), None) if !e.is_empty() && e.len() <= 64 => {}
+                (None, Some(Trigger::BeforeTime { field, minutes })) => {
+                    if field.is_empty() || !(0..=1_440).contains(minutes) {
+                        return bad(format!(
+                            "rule {}: before_time needs a field and 0..=1440 minutes",
+                            r.id
+                        ));
+                    }
+                    if !r.filter.is_empty() {
+                        return bad(format!("rule {}: where filters apply to events only", r.id));
+                    }
+                }
+                (None, Some(Trigger::TimeReached { at, after_minutes })) => {
+                    let when = match (at, after_minutes) {
+                        (Some(a), None) => instant(a)?,
+                        (None, Some(m)) if (1..=525_600).contains(m) => now + m * 60,
+                        _ => {
+                            return bad(format!(
+                                "rule {}: time_reached needs exactly one of at or after_minutes (1..=525600)",
+                                r.id
+                            ));
+                        }
+                    };
+                    r.trigger =
+                        Some(Trigger::TimeReached { at: Some(rfc3339(when)), after_minutes: None });
+                }
+                _ => return bad(format!("rule {}: exactly one of event or trigger", r.id)),
+            }
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// Creates a watch: checks it, captures the initial snapshot (conditions already true are
+    /// not replayed) and stores it. A source that fails now fails the creation.
+    pub fn create(&self, def: &WatchDefinition, now: i64) -> Result<WatchSummary, WatchError> {
+        let adapter = self.adapter(&def.source)?;
+        if def.resource_ref.is_empty() || def.resource_ref.chars().count() > MAX_REF_CHARS {
+            return Err(WatchError::Invalid(format!(
+                "resource_ref must be 1..={MAX_REF_CHARS} characters"
+            )));
+        }
+        if def.instruction.trim().is_empty()
+            || def.instruction.chars().count() > MAX_INSTRUCTION_CHARS
+        {
+            return Err(WatchError::Invalid(format!(
+                "instruction must be 1..={MAX_INSTRUCTION_CHARS} characters"
+            )));
+        }
+        adapter.check_ref(&def.resource_ref).map_err(|reason| WatchError::BadResource {
+            source_name: def.source.clone(),
+            reason,
+        })?;
+        let rules = Self::freeze_rules(&def.rules, now)?;
+        let expires = def.expires_at.as_deref().map(instant).transpose()?;
+        if expires.is_some_and(|e| e <= now) {
+            return Err(WatchError::Invalid("expires_at is in the past".to_owned()));
+        }
+        let snapshot = adapter.snapshot(&def.resource_ref, now).map_err(|e| {
+            WatchError::SourceUnavailable { source_name: def.source.clone(), reason: e.0 }
+        })?;
+        let expires_at = expires.unwrap_or_else(|| adapter.default_expiry(&snapshot, now));
+        let rules_json =
+            serde_json::to_string(&rules).map_err(|e| WatchError::Invalid(e.to_string()))?;
+        let id = self.db.write(|tx| {
+            let active: i64 = tx
+                .query_row("SELECT count(*) FROM watches WHERE status = 'active'", [], |r| r.get(0))
+                .map_err(q("count watches"))?;
+            if active >= MAX_ACTIVE_WATCHES {
+                return Err(WatchError::TooMany);
+            }
+            tx.execute(
+                "INSERT INTO watches (source, resource_ref, rules, instruction, chat, status,
+                    snapshot, created_at, expires_at, last_checked_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'active', ?6, ?7, ?8, ?7)",
+                params![
+                    def.source,
+                    def.resource_ref,
+                    rules_json,
+                    def.instruction.trim(),
+                    def.chat,
+                    canonical_json(&snapshot),
+                    now,
+                    expires_at
+                ],
+            )
+            .map_err(q("create watch"))?;
+            Ok(tx.last_insert_rowid())
+        })?;
+        self.get(id)
+    }
+
+    /// One watch.
+    pub fn get(&self, id: i64) -> Result<WatchSummary, WatchError> {
+        self.db
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {WATCH_COLUMNS} FROM watches WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([id], watch_row).optional())
+                    .map_err(q("get watch"))
+            })?
+            .ok_or(WatchError::NotFound { what: "watch", id })?
+    }
+
+    /// A page of watches, newest first.
+    pub fn list(&self, query: &WatchQuery) -> Result<Vec<WatchSummary>, WatchError> {
+        let limit = page(query.limit)?;
+        if let Some(s) = &query.status
+            && !["active", "stopped", "expired", "completed"].contains(&s.as_str())
+        {
+            return Err(WatchError::Invalid(format!(
+                "unknown status {s:?}: expected active, stopped, expired or completed"
+            )));
+        }
+        let rows = self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {WATCH_COLUMNS} FROM watches WHERE (?1 IS NULL OR status = ?1)
+                 ORDER BY id DESC LIMIT ?2 OFFSET ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(params![query.status, limit, offset(query.offset)], watch_row)?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("list watches"))
+        })?;
+        rows.into_iter().collect()
+    }
+
+    /// Stops a watch. Idempotent, and only ever moves `active → stopped`.
+    pub fn stop(&self, id: i64, now: i64) -> Result<WatchSummary, WatchError> {
+        self.db.write(|tx| {
+            tx.execute(
+                "UPDATE watches SET status = 'stopped', ended_at = ?2 WHERE id = ?1 AND status = 'active'",
+                params![id, now],
+            )
+            .map_err(q("stop watch"))
+        })?;
+        self.get(id)
+    }
+
+    /// Seconds until the next poll should run: the default, or sooner when an active
+    /// watch's adapter says its source is about to change.
+    pub fn next_poll_secs(&self) -> Result<u64, WatchError> {
+        let active = self.active()?;
+        let mut next = DEFAULT_POLL_SECS.max(MIN_POLL_SECS);
+        for (_, w) in &active {
+            if let Some(a) = self.adapters.get(&w.source)
+                && let Some(u) = a.urgency(&w.snapshot)
+            {
+                next = next.min(u.max(MIN_URGENT_POLL_SECS));
+            }
+        }
+        Ok(next)
+    }
+
+    fn active(&self) -> Result<Vec<(i64, WatchSummary)>, WatchError> {
+        let rows = self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {WATCH_COLUMNS} FROM watches WHERE status = 'active' ORDER BY id"
+            ))
+            .and_then(|mut s| s.query_map([], watch_row)?.collect::<Result<Vec<_>, _>>())
+            .map_err(q("active watches"))
+        })?;
+        rows.into_iter().map(|r| r.map(|w| (w.id, w))).collect()
+    }
+
+    /// One poll cycle (single flight: a poll that finds another running does nothing).
+    pub fn poll(&self, now: i64) -> Result<PollReport, WatchError> {
+        let Ok(_guard) = self.polling.try_lock() else {
+            return Ok(PollReport { skipped: true, ..PollReport::default() });
+        };
+        let mut report = PollReport { expired: self.expire_due(now)?, ..PollReport::default() };
+        for (id, w) in self.active()? {
+            let Some(adapter) = self.adapters.get(&w.source) else {
+                self.record_failure(id, &format!("no adapter for source {:?}", w.source), now)?;
+                report.failed += 1;
+                continue;
+            };
+            let current = match adapter.snapshot(&w.resource_ref, now) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.record_failure(id, &e.0, now)?;
+                    report.failed += 1;
+                    continue;
+                }
+            };
+            report.checked += 1;
+            let mut events = adapter.events(&w.snapshot, &current, now);
+            events.extend(temporal_events(&w.rules, &current, now));
+            let terminal = adapter.is_terminal(&current);
+            let (queued, completed) = self.apply(id, &w.rules, &events, &current, terminal, now)?;
+            report.queued += queued;
+            report.completed += usize::from(completed);
+        }
+        report.next_poll_secs = self.next_poll_secs()?;
+        Ok(report)
+    }
+
+    fn record_failure(&self, id: i64, error: &str, now: i64) -> Result<(), WatchError> {
+        let error: String = error.chars().take(500).collect();
+        self.db.write(|tx| {
+            tx.execute(
+                "UPDATE watches SET last_error = ?2, last_error_at = ?3, last_checked_at = ?3
+                 WHERE id = ?1 AND status = 'active'",
+                params![id, error, now],
+            )
+            .map_err(q("record watch failure"))
+        })?;
+        Ok(())
+    }
+
+    fn expire_due(&self, now: i64) -> Result<usize, WatchError> {
+        self.db.write(|tx| {
+            let due: Vec<(i64, String, String)> = tx
+                .prepare_cached(
+                    "SELECT id, source, instruction FROM watches
+                     WHERE status = 'active' AND expires_at <= ?1 ORDER BY id",
+                )
+                .and_then(|mut s| {
+                    s.query_map([now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(q("due watches"))?;
+            for (id, source, instruction) in &due {
+                tx.execute(
+                    "UPDATE watches SET status = 'expired', ended_at = ?2 WHERE id = ?1 AND status = 'active'",
+                    params![id, now],
+                )
+                .map_err(q("expire watch"))?;
+                let ev = DomainEvent {
+                    key: "watch.expired".to_owned(),
+                    kind: "watch.expired".to_owned(),
+                    at: now,
+                    data: json!({"watch_id": id, "source": source}),
+                    previous: None,
+                    current: None,
+                    fallback_text: format!("Stopped watching ({source}): \"{instruction}\" expired."),
+                };
+                insert_event(tx, *id, &ev, &[], now)?;
+            }
+            Ok(due.len())
+        })
+    }
+
+    /// Matches and stores one watch's events and its new snapshot in one transaction.
+    fn apply(
+        &self,
+        id: i64,
+        rules: &[WatchRule],
+        events: &[DomainEvent],
+        current: &Value,
+        terminal: bool,
+        now: i64,
+    ) -> Result<(usize, bool), WatchError> {
+        self.db.write(|tx| {
+            let mut participated: HashSet<String> = tx
+                .prepare_cached(
+                    "SELECT DISTINCT rule_id FROM watch_event_rules WHERE watch_id = ?1",
+                )
+                .and_then(|mut s| s.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>())
+                .map_err(q("participation"))?;
+            let mut queued = 0;
+            for ev in events {
+                let matched: Vec<String> = rules
+                    .iter()
+                    .filter(|r| matches(r, ev) && !(r.once && participated.contains(&r.id)))
+                    .map(|r| r.id.clone())
+                    .collect();
+                if matched.is_empty() {
+                    continue;
+                }
+                if insert_event(tx, id, ev, &matched, now)? {
+                    queued += 1;
+                    participated.extend(matched);
+                }
+            }
+            let status_sql = if terminal {
+                "UPDATE watches SET snapshot = ?2, last_checked_at = ?3, last_error = NULL,
+                    status = 'completed', ended_at = ?3 WHERE id = ?1 AND status = 'active'"
+            } else {
+                "UPDATE watches SET snapshot = ?2, last_checked_at = ?3, last_error = NULL
+                 WHERE id = ?1 AND status = 'active'"
+            };
+            tx.execute(status_sql, params![id, canonical_json(current), now])
+                .map_err(q("save snapshot"))?;
+            Ok((queued, terminal))
+        })
+    }
+
+    /// A page of events, oldest first.
+    pub fn events(&self, query: &WatchEventQuery) -> Result<Vec<QueuedEvent>, WatchError> {
+        let limit = page(query.limit)?;
+        let rows = self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM watch_events
+                 WHERE (?1 = 0 OR status = 'pending') AND (?2 IS NULL OR watch_id = ?2)
+                 ORDER BY id LIMIT ?3 OFFSET ?4"
+            ))
+            .and_then(|mut s| {
+                s.query_map(
+                    params![query.pending, query.watch_id, limit, offset(query.offset)],
+                    event_row,
+                )?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("list events"))
+        })?;
+        rows.into_iter().collect()
+    }
+
+    /// Delivers up to `limit` (≤ [`MAX_DELIVERY_BATCH`]) pending events, oldest first.
+    pub fn deliver(
+        &self,
+        delivery: &dyn Delivery,
+        limit: usize,
+        now: i64,
+    ) -> Result<DeliveryReport, WatchError> {
+        let limit = limit.clamp(1, MAX_DELIVERY_BATCH);
+        let pending = self.events(&WatchEventQuery {
+            pending: true,
+            limit: Some(limit),
+            ..WatchEventQuery::default()
+        })?;
+        let mut report = DeliveryReport::default();
+        for ev in pending {
+            let text = match &ev.notification {
+                Some(t) => t.clone(),
+                None if ev.attempts >= COMPOSE_ATTEMPTS => ev.event.fallback_text.clone(),
+                None => match delivery.compose(&ev) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        report.failed += 1;
+                        report.abandoned += usize::from(self.fail(&ev, &e, now)?);
+                        continue;
+                    }
+                },
+            };
+            if ev.notification.is_none() {
+                self.store_text(ev.id, &text)?;
+            }
+            match delivery.send(&ev, &text) {
+                Ok(()) => {
+                    self.db.write(|tx| {
+                        tx.execute(
+                            "UPDATE watch_events SET status = 'delivered', delivered_at = ?2
+                             WHERE id = ?1 AND status = 'pending'",
+                            params![ev.id, now],
+                        )
+                        .map_err(q("delivered"))
+                    })?;
+                    report.delivered += 1;
+                }
+                Err(DeliveryError::Busy) => report.busy += 1,
+                Err(DeliveryError::Failed(e)) => {
+                    report.failed += 1;
+                    report.abandoned += usize::from(self.fail(&ev, &e, now)?);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    fn store_text(&self, id: i64, text: &str) -> Result<(), WatchError> {
+        self.db.write(|tx| {
+            tx.execute(
+                "UPDATE watch_events SET notification = ?2 WHERE id = ?1 AND notification IS NULL",
+                params![id, text],
+            )
+            .map_err(q("store notification"))
+        })?;
+        Ok(())
+    }
+
+    /// Counts a failed attempt; true when the event is given up.
+    fn fail(&self, ev: &QueuedEvent, error: &str, now: i64) -> Result<bool, WatchError> {
+        let error: String = error.chars().take(500).collect();
+        let give_up = ev.attempts + 1 >= MAX_DELIVERY_ATTEMPTS;
+        self.db.write(|tx| {
+            tx.execute(
+                "UPDATE watch_events SET attempts = attempts + 1, last_error = ?2, last_error_at = ?3,
+                    status = CASE WHEN ?4 THEN 'failed' ELSE status END
+                 WHERE id = ?1 AND status = 'pending'",
+                params![ev.id, error, now, give_up],
+            )
+            .map_err(q("delivery failure"))
+        })?;
+        Ok(give_up)
+    }
+}
+
+fn page(limit: Option<usize>) -> Result<i64, WatchError> {
+    let limit = limit.unwrap_or(20);
+    if limit == 0 || limit > MAX_WATCH_PAGE {
+        return Err(WatchError::Invalid(format!("limit must be 1..={MAX_WATCH_PAGE}")));
+    }
+    Ok(i64::try_from(limit).unwrap_or(20))
+}
+
+fn offset(o: usize) -> i64 {
+    i64::try_from(o).unwrap_or(i64::MAX)
+}
+
+/// Exact type and every `where` filter deep-equal on its dot path.
+fn matches(rule: &WatchRule, ev: &DomainEvent) -> bool {
+    let kind_ok = match (&rule.event, &rule.trigger) {
+        (Some(e), _) => *e == ev.kind,
+        (None, Some(_)) => ev.data.get("rule").and_then(Value::as_str) == Some(rule.id.as_str()),
+        (None, None) => false,
+    };
+    kind_ok && rule.filter.iter().all(|(path, want)| at_path(&ev.data, path) == Some(want))
+}
+
+/// The events of the rules' temporal triggers at `now` against `current`.
+fn temporal_events(rules: &[WatchRule], current: &Value, now: i64) -> Vec<DomainEvent> {
+    let mut out = Vec::new();
+    for r in rules {
+        match &r.trigger {
+            Some(Trigger::TimeReached { at: Some(at), .. }) => {
+                if let Ok(when) = parse_date(at)
+                    && now >= when
+                {
+                    out.push(DomainEvent {
+                        key: format!("rule:{}:time.reached:{when}", r.id),
+                        kind: "time.reached".to_owned(),
+                        at: now,
+                        data: json!({"rule": r.id, "at": at}),
+                        previous: None,
+                        current: None,
+                        fallback_text: format!("It is {at}."),
+                    });
+                }
+            }
+            Some(Trigger::BeforeTime { field, minutes }) => {
+                let Some(deadline) = at_path(current, field).and_then(timestamp) else { continue };
+                let fire_at = deadline - minutes * 60;
+                // The window: from fire_at, for RELATIVE_GRACE_SECS, and never after the
+                // deadline itself. A window that passed while nobody polled is skipped.
+                if now >= fire_at
+                    && now < (fire_at + RELATIVE_GRACE_SECS).min(deadline.max(fire_at + 1))
+                {
+                    out.push(DomainEvent {
+                        key: format!("rule:{}:before_time", r.id),
+                        kind: "time.before".to_owned(),
+                        at: now,
+                        data: json!({"rule": r.id, "field": field, "minutes": minutes, "deadline": rfc3339(deadline)}),
+                        previous: None,
+                        current: Some(current.clone()),
+                        fallback_text: format!("{minutes} minutes before {}.", rfc3339(deadline)),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Inserts an event unless its key exists; true when inserted.
+fn insert_event(
+    tx: &rusqlite::Transaction<'_>,
+    watch_id: i64,
+    ev: &DomainEvent,
+    rules: &[String],
+    now: i64,
+) -> Result<bool, WatchError> {
+    let key = format!("{watch_id}:{}", ev.key);
+    let (rules_json, event_json) = (to_json(&rules), to_json(ev));
+    let inserted = tx
+        .execute(
+            "INSERT OR IGNORE INTO watch_events (event_key, watch_id, event_type, matched_rules, event,
+                status, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6)",
+            params![key, watch_id, ev.kind, rules_json, event_json, now],
+        )
+        .map_err(q("queue event"))?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    let event_id = tx.last_insert_rowid();
+    for rule in rules {
+        tx.execute(
+            "INSERT OR IGNORE INTO watch_event_rules (event_id, watch_id, rule_id) VALUES (?1, ?2, ?3)",
+            params![event_id, watch_id, rule],
+        )
+        .map_err(q("participation"))?;
+    }
+    Ok(true)
+}
+
+fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
+}
+
+const WATCH_COLUMNS: &str = "id, source, resource_ref, rules, instruction, chat, status, snapshot,
+    created_at, expires_at, last_checked_at, last_error";
+
+fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, WatchError> {
+    serde_json::from_str(text).map_err(|e| WatchError::Corrupt(format!("{what}: {e}")))
+}
+
+fn watch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<WatchSummary, WatchError>> {
+    let rules: String = r.get(3)?;
+    let snapshot: String = r.get(7)?;
+    Ok((|| {
+        Ok(WatchSummary {
+            id: r.get(0)?,
+            source: r.get(1)?,
+            resource_ref: r.get(2)?,
+            rules: parse(&rules, "rules")?,
+            instruction: r.get(4)?,
+            chat: r.get(5)?,
+            status: r.get(6)?,
+            snapshot: parse(&snapshot, "snapshot")?,
+            created_at: r.get(8)?,
+            expires_at: r.get(9)?,
+            last_checked_at: r.get(10)?,
+            last_error: r.get(11)?,
+        })
+    })()
+    .map_err(|e: WatchErrorOrSql| e.into_watch()))
+}
+
+const EVENT_COLUMNS: &str = "id, watch_id, event_key, matched_rules, event, status, notification,
+    attempts, created_at, delivered_at, last_error";
+
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<QueuedEvent, WatchError>> {
+    let rules: String = r.get(3)?;
+    let event: String = r.get(4)?;
+    Ok((|| {
+        Ok(QueuedEvent {
+            id: r.get(0)?,
+            watch_id: r.get(1)?,
+            event_key: r.get(2)?,
+            matched_rules: parse(&rules, "matched rules")?,
+            event: parse(&event, "event")?,
+            status: r.get(5)?,
+            notification: r.get(6)?,
+            attempts: r.get(7)?,
+            created_at: r.get(8)?,
+            delivered_at: r.get(9)?,
+            last_error: r.get(10)?,
+        })
+    })()
+    .map_err(|e: WatchErrorOrSql| e.into_watch()))
+}
+
+/// Either failure while reading a row's fields.
+enum WatchErrorOrSql {
+    Watch(WatchError),
+    Sql(rusqlite::Error),
+}
+
+impl From<WatchError> for WatchErrorOrSql {
+    fn from(e: WatchError) -> Self {
+        Self::Watch(e)
+    }
+}
+
+impl From<rusqlite::Error> for WatchErrorOrSql {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+impl WatchErrorOrSql {
+    fn into_watch(self) -> WatchError {
+        match self {
+            Self::Watch(w) => w,
+            Self::Sql(e) => WatchError::Store(StoreError::query("read watch row", e)),
+        }
+    }
+}
