@@ -3,9 +3,10 @@
 //! Real sources and sinks behind the traits `steward-core` defines. Today: mail stores on disk
 //! ([`mail::MaildirSource`], [`mail::MboxSource`], [`mail::EmlxSource`]) implementing
 //! [`steward_core::mirror::MailSource`], a file-system watcher that triggers reconciles, and a
-//! deterministic demo mailbox generator.
+//! deterministic demo mailbox generator; watch sources ([`watches`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod mail;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod watches;

@@ -95,6 +95,20 @@ pub fn now_secs() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// An RFC 3339 instant that states its offset (`Z` or `±hh:mm`): no date-only form, no local
+/// time left to guess.
+pub fn parse_instant(text: &str) -> Result<i64, InvalidDate> {
+    let t = text.trim();
+    let tail = t.get(t.len().saturating_sub(6)..).unwrap_or("");
+    let explicit = t.contains('T')
+        && (t.ends_with(['Z', 'z'])
+            || (tail.starts_with(['+', '-']) && tail.get(3..4) == Some(":")));
+    if !explicit {
+        return Err(InvalidDate(text.to_owned()));
+    }
+    parse_date(t)
+}
+
 /// Parses `YYYY-MM-DD` (midnight UTC) or RFC 3339 (`2026-06-01T09:30:00Z`, `…+02:00`, with
 /// optional fractional seconds, which are dropped) into Unix seconds.
 pub fn parse_date(text: &str) -> Result<i64, InvalidDate> {

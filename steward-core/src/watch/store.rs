@@ -183,20 +183,13 @@ impl std::fmt::Debug for Watches {
     }
 }
 
-/// An RFC 3339 instant with an explicit offset (`Z` or `±hh:mm`), as Unix seconds.
+/// An RFC 3339 instant with an explicit offset, as Unix seconds.
 fn instant(text: &str) -> Result<i64, WatchError> {
-    let t = text.trim();
-    let has_offset = t.contains('T')
-        && (t.ends_with('Z') || t.ends_with('z') || {
-            let tail = t.get(t.len().saturating_sub(6)..).unwrap_or("");
-            tail.starts_with(['+', '-']) && tail.get(3..4) == Some(":")
-        });
-    if !has_offset {
-        return Err(WatchError::Invalid(format!(
+    crate::time::parse_instant(text).map_err(|_| {
+        WatchError::Invalid(format!(
             "{text:?} must be an RFC 3339 instant with an explicit offset (2026-12-24T18:00:00+01:00)"
-        )));
-    }
-    parse_date(t).map_err(|e| WatchError::Invalid(e.to_string()))
+        ))
+    })
 }
 
 fn rfc3339(secs: i64) -> String {
