@@ -1,6 +1,6 @@
-//! The protocol events a live frontend follows: approval transitions and write-journal
-//! transitions, merged from their durable feeds (`approval_events` in steward.db,
-//! `operation_events` in ops.db) under one opaque [`Cursor`].
+//! The protocol events a live frontend follows: approval transitions, write-journal transitions
+//! and queued watch events, merged from their durable feeds (`approval_events` in steward.db,
+//! `operation_events` in ops.db, `watch_events` in watches.db) under one opaque [`Cursor`].
 //!
 //! A client starts from a [`ProtocolSnapshot`] (the current state and the cursor it reflects),
 //! then applies events after that cursor. After a reconnect it asks for the events after the
@@ -20,19 +20,21 @@ pub const MAX_PROTOCOL_PAGE: usize = 100;
 /// Operations a snapshot lists (the newest).
 pub const SNAPSHOT_OPERATIONS: usize = 20;
 
-/// Where a client is in every feed. Written `a<approvals>-j<journal>`; clients treat it as
-/// opaque.
+/// Where a client is in every feed. Written `a<approvals>-j<journal>-w<watches>`; clients
+/// treat it as opaque.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cursor {
     /// Position in the approval feed.
     pub approvals: i64,
     /// Position in the journal feed.
     pub journal: i64,
+    /// Position in the watch event queue.
+    pub watches: i64,
 }
 
 impl std::fmt::Display for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "a{}-j{}", self.approvals, self.journal)
+        write!(f, "a{}-j{}-w{}", self.approvals, self.journal, self.watches)
     }
 }
 
@@ -41,15 +43,19 @@ impl std::str::FromStr for Cursor {
 
     fn from_str(s: &str) -> Result<Self, ProtocolError> {
         let bad = || ProtocolError::BadCursor(s.chars().take(64).collect());
-        let (a, j) = s.split_once('-').ok_or_else(bad)?;
-        let num = |p: Option<&str>| -> Result<i64, ProtocolError> {
-            let p = p.ok_or_else(bad)?;
+        let mut parts = s.split('-');
+        let mut num = |prefix: char| -> Result<i64, ProtocolError> {
+            let p = parts.next().and_then(|p| p.strip_prefix(prefix)).ok_or_else(bad)?;
             if p.is_empty() || p.len() > 18 || !p.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad());
             }
             p.parse().map_err(|_| bad())
         };
-        Ok(Self { approvals: num(a.strip_prefix('a'))?, journal: num(j.strip_prefix('j'))? })
+        let c = Self { approvals: num('a')?, journal: num('j')?, watches: num('w')? };
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(c)
     }
 }
 
@@ -59,6 +65,7 @@ impl Cursor {
         match event {
             ProtocolEvent::Approval { seq, .. } => *seq <= self.approvals,
             ProtocolEvent::Operation { seq, .. } => *seq <= self.journal,
+            ProtocolEvent::Watch { seq, .. } => *seq <= self.watches,
         }
     }
 
@@ -67,6 +74,7 @@ impl Cursor {
         match event {
             ProtocolEvent::Approval { seq, .. } => self.approvals = self.approvals.max(*seq),
             ProtocolEvent::Operation { seq, .. } => self.journal = self.journal.max(*seq),
+            ProtocolEvent::Watch { seq, .. } => self.watches = self.watches.max(*seq),
         }
         self
     }
@@ -103,12 +111,27 @@ pub enum ProtocolEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// A watch queued an event (a transition matched its rules, or it expired).
+    Watch {
+        /// Position in the watch event queue (the event's id).
+        seq: i64,
+        /// The watch.
+        watch_id: i64,
+        /// The event type (`time.reached`, `watch.expired`, …).
+        event_type: String,
+        /// The rules it matched.
+        matched_rules: Vec<String>,
+        /// The deterministic text.
+        text: String,
+        /// Unix seconds.
+        at: i64,
+    },
 }
 
 impl ProtocolEvent {
     fn at(&self) -> i64 {
         match self {
-            Self::Approval { at, .. } | Self::Operation { at, .. } => *at,
+            Self::Approval { at, .. } | Self::Operation { at, .. } | Self::Watch { at, .. } => *at,
         }
     }
 }
@@ -150,6 +173,9 @@ pub enum ProtocolError {
     /// The journal feed failed.
     #[error(transparent)]
     Journal(#[from] JournalError),
+    /// The watch feed failed.
+    #[error(transparent)]
+    Watch(#[from] crate::watch::WatchError),
 }
 
 impl StewardError for ProtocolError {
@@ -159,6 +185,7 @@ impl StewardError for ProtocolError {
             Self::OutOfRange(_) => "LIMIT_OUT_OF_RANGE",
             Self::Approval(e) => e.code(),
             Self::Journal(e) => e.code(),
+            Self::Watch(e) => e.code(),
         }
     }
 
@@ -167,6 +194,7 @@ impl StewardError for ProtocolError {
             Self::BadCursor(_) | Self::OutOfRange(_) => ErrorKind::InvalidInput,
             Self::Approval(e) => e.kind(),
             Self::Journal(e) => e.kind(),
+            Self::Watch(e) => e.kind(),
         }
     }
 }
@@ -176,13 +204,15 @@ impl Steward {
     pub fn protocol_snapshot(&self) -> Result<ProtocolSnapshot, ProtocolError> {
         let journal = self.journal()?;
         let journal_at = journal.feed_position()?;
+        let watches_at = self.watches()?.feed_position()?;
         let approvals = self.approvals()?;
         let sub = approvals.subscribe(None)?;
         debug_assert!(sub.pending.len() <= MAX_APPROVAL_PAGE);
         let operations =
             journal.list(None, 0, SNAPSHOT_OPERATIONS)?.iter().map(Into::into).collect();
         Ok(ProtocolSnapshot {
-            cursor: Cursor { approvals: sub.cursor, journal: journal_at }.to_string(),
+            cursor: Cursor { approvals: sub.cursor, journal: journal_at, watches: watches_at }
+                .to_string(),
             pending_approvals: sub.pending,
             operations,
         })
@@ -192,7 +222,8 @@ impl Steward {
     pub fn protocol_cursor(&self) -> Result<Cursor, ProtocolError> {
         let journal = self.journal()?.feed_position()?;
         let approvals = self.approvals()?.feed_position()?;
-        Ok(Cursor { approvals, journal })
+        let watches = self.watches()?.feed_position()?;
+        Ok(Cursor { approvals, journal, watches })
     }
 
     /// Up to `limit` events after `cursor`, in time order (each feed in its own order).
@@ -206,36 +237,45 @@ impl Steward {
         }
         let approvals = self.approvals()?.events_after(cursor.approvals, limit)?;
         let ops = self.journal()?.events_after(cursor.journal, limit)?;
-        let mut a = approvals
-            .into_iter()
-            .map(|e| ProtocolEvent::Approval {
-                seq: e.seq,
-                approval_id: e.approval_id,
-                event: e.event,
-                actor: e.actor,
-                at: e.at,
-            })
-            .peekable();
-        let mut o = ops
-            .into_iter()
-            .map(|e| ProtocolEvent::Operation {
-                seq: e.seq,
-                operation_id: e.operation_id,
-                from: e.from,
-                to: e.to,
-                at: e.at,
-            })
-            .peekable();
+        let watch_events = self.watches()?.events_after(cursor.watches, limit)?;
+        let approvals = approvals.into_iter().map(|e| ProtocolEvent::Approval {
+            seq: e.seq,
+            approval_id: e.approval_id,
+            event: e.event,
+            actor: e.actor,
+            at: e.at,
+        });
+        let ops = ops.into_iter().map(|e| ProtocolEvent::Operation {
+            seq: e.seq,
+            operation_id: e.operation_id,
+            from: e.from,
+            to: e.to,
+            at: e.at,
+        });
+        let watches = watch_events.into_iter().map(|e| ProtocolEvent::Watch {
+            seq: e.id,
+            watch_id: e.watch_id,
+            event_type: e.event.kind,
+            matched_rules: e.matched_rules,
+            text: e.event.fallback_text,
+            at: e.created_at,
+        });
+        // Each feed is in order; merging by time keeps every feed's order (ties: approvals,
+        // then the journal, then watches).
+        let mut feeds: Vec<std::iter::Peekable<Box<dyn Iterator<Item = ProtocolEvent>>>> = vec![
+            (Box::new(approvals) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
+            (Box::new(ops) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
+            (Box::new(watches) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
+        ];
         let mut out = Vec::new();
         let mut at = cursor;
         while out.len() < limit {
-            let next = match (a.peek(), o.peek()) {
-                (Some(x), Some(y)) if x.at() <= y.at() => a.next(),
-                (Some(_), Some(_)) => o.next(),
-                (Some(_), None) => a.next(),
-                (None, Some(_)) => o.next(),
-                (None, None) => None,
-            };
+            let next = feeds
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, f)| f.peek().map(|e| (e.at(), i)))
+                .min()
+                .and_then(|(_, i)| feeds[i].next());
             let Some(event) = next else { break };
             at = at.after(&event);
             out.push(Envelope { cursor: at.to_string(), event });
@@ -250,12 +290,21 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bad_ones_are_typed() {
-        let c: Cursor = "a12-j7".parse().unwrap();
-        assert_eq!(c, Cursor { approvals: 12, journal: 7 });
-        assert_eq!(c.to_string(), "a12-j7");
-        for bad in
-            ["", "a-j", "a1", "j1-a2", "a1-j-2", "a1-jx", "a99999999999999999999-j1", "a1-j1 "]
-        {
+        let c: Cursor = "a12-j7-w3".parse().unwrap();
+        assert_eq!(c, Cursor { approvals: 12, journal: 7, watches: 3 });
+        assert_eq!(c.to_string(), "a12-j7-w3");
+        for bad in [
+            "",
+            "a-j-w",
+            "a1",
+            "a1-j2",
+            "j1-a2-w3",
+            "a1-j-2-w3",
+            "a1-jx-w1",
+            "a99999999999999999999-j1-w1",
+            "a1-j1-w1 ",
+            "a1-j1-w1-x1",
+        ] {
             assert_eq!(bad.parse::<Cursor>().unwrap_err().code(), "PROTOCOL_BAD_CURSOR", "{bad}");
         }
         let e = ProtocolEvent::Operation {
@@ -267,6 +316,6 @@ mod tests {
         };
         assert!(!c.covers(&e));
         assert!(c.after(&e).covers(&e));
-        assert_eq!(c.after(&e).to_string(), "a12-j8");
+        assert_eq!(c.after(&e).to_string(), "a12-j8-w3");
     }
 }

@@ -489,3 +489,34 @@ fn mail_send_goes_through_policy_approval_journal_and_confirmation() {
     assert!(String::from_utf8_lossy(&denied.stderr).contains("MAIL_DENIED"), "{denied:?}");
     assert_eq!(sink.deliveries().len(), 2);
 }
+
+#[test]
+fn watch_commands_create_poll_list_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let h = home.to_str().unwrap();
+    let run = |args: &[&str]| steward().arg("--home").arg(h).args(args).output().unwrap();
+    // An instant a minute ago: true from the start, so never replayed.
+    let def = dir.path().join("watch.json");
+    let past = steward_core::time::CivilTime::from_unix(steward_core::time::now_secs() - 60);
+    let text = serde_json::json!({"source": "time", "resource_ref": past.rfc3339(),
+        "instruction": "a minute ago", "rules": [{"id": "r", "event": "time.reached"}]});
+    std::fs::write(&def, text.to_string()).unwrap();
+    let w = json(&run(&["watch", "create", def.to_str().unwrap(), "--json"]));
+    assert_eq!(w["status"], "active");
+    let id = w["id"].as_i64().unwrap().to_string();
+    let poll = json(&run(&["watch", "poll", "--json"]));
+    assert_eq!((poll["checked"].as_u64(), poll["queued"].as_u64()), (Some(1), Some(0)));
+    let list = json(&run(&["watch", "list", "--json"]));
+    assert_eq!(list[0]["status"], "completed");
+    assert_eq!(json(&run(&["watch", "events", "--json"])), serde_json::json!([]));
+    assert_eq!(json(&run(&["watch", "stop", &id, "--json"]))["status"], "completed");
+    // Bad input: a typed error and exit status 2.
+    std::fs::write(&def, r#"{"source": "time", "resource_ref": "2026-01-01", "instruction": "x", "rules": [{"id": "r", "event": "e"}]}"#).unwrap();
+    let bad = run(&["watch", "create", def.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("WATCH_BAD_RESOURCE"));
+    let missing = run(&["watch", "stop", "99"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("WATCH_NOT_FOUND"));
+}

@@ -36,7 +36,11 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let maildir = dir.path().join("maildir");
     generate_maildir(&maildir, &DemoOptions::new(120)).unwrap();
-    let steward = Arc::new(Steward::builder().home(dir.path().join("home")).open().unwrap());
+    let mut builder = Steward::builder().home(dir.path().join("home"));
+    for a in steward_connectors::watches::all() {
+        builder = builder.watch_adapter(a);
+    }
+    let steward = Arc::new(builder.open().unwrap());
     let opts = SyncOptions { account: Some("demo".to_owned()), cancel: None };
     steward.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap();
     let origins = OriginPolicy::new(&[], &["https://phone.example:4318".to_owned()]).unwrap();
@@ -865,4 +869,72 @@ async fn a_tls_listener_serves_https_and_only_https() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+#[tokio::test]
+async fn watches_are_created_listed_stopped_and_their_events_read() {
+    let f = fixture();
+    let now = steward_core::time::now_secs();
+    let at = |secs: i64| steward_core::time::CivilTime::from_unix(secs).rfc3339();
+    let def = |when: String| {
+        json!({"source": "time", "resource_ref": when, "instruction": "remind me to call Ada",
+               "rules": [{"id": "ring", "event": "time.reached", "once": true}]})
+    };
+    let (s, w) = post(&f.app, "/watches", def(at(now + 3_600))).await;
+    assert_eq!(s, StatusCode::OK, "{w}");
+    assert_eq!((w["status"].as_str(), w["source"].as_str()), (Some("active"), Some("time")));
+    let id = w["id"].as_i64().unwrap();
+    let (s, soon) = post(&f.app, "/watches", def(at(now + 60))).await;
+    assert_eq!(s, StatusCode::OK, "{soon}");
+    let (_, list) = get(&f.app, "/watches?status=active").await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+    for (body, status, want) in [
+        (
+            json!({"source": "nope", "resource_ref": "x", "instruction": "i", "rules": [{"id": "a", "event": "e"}]}),
+            400,
+            "WATCH_UNKNOWN_SOURCE",
+        ),
+        (
+            json!({"source": "time", "resource_ref": "tomorrow", "instruction": "i", "rules": [{"id": "a", "event": "e"}]}),
+            400,
+            "WATCH_BAD_RESOURCE",
+        ),
+        (
+            json!({"source": "time", "resource_ref": at(now + 60), "instruction": "i", "rules": []}),
+            400,
+            "WATCH_INVALID",
+        ),
+        (
+            json!({"source": "time", "resource_ref": at(now + 60), "instruction": "i", "rules": [{"id": "a", "event": "time.reached", "grants": [{"tool": "mail.send"}]}]}),
+            400,
+            "WATCH_GRANTS_UNSUPPORTED",
+        ),
+        (json!({"source": "time"}), 422, "BAD_JSON"),
+    ] {
+        let (s, v) = post(&f.app, "/watches", body).await;
+        assert_eq!((s.as_u16(), code(&v)), (status, want), "{v}");
+    }
+    // Stopping is idempotent; a stopped watch stays stopped.
+    for _ in 0..2 {
+        let (s, v) = post(&f.app, &format!("/watches/{id}/stop"), json!({})).await;
+        assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("stopped")));
+    }
+    let (s, v) = post(&f.app, "/watches/999/stop", json!({})).await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "WATCH_NOT_FOUND"));
+    // The engine's poll (what the server's poller runs), a minute and a half later.
+    let report = f.steward.watches().unwrap().poll(now + 90).unwrap();
+    assert_eq!((report.queued, report.completed), (1, 1));
+    let (s, events) = get(&f.app, "/watches/events?pending=true").await;
+    assert_eq!(s, StatusCode::OK);
+    let events = events.as_array().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["event"]["type"], "time.reached");
+    assert_eq!(events[0]["matched_rules"], json!(["ring"]));
+    assert_eq!(events[0]["watch_id"], soon["id"]);
+    for (uri, want) in
+        [("/watches?status=bogus", "WATCH_INVALID"), ("/watches/events?limit=101", "WATCH_INVALID")]
+    {
+        let (s, v) = get(&f.app, uri).await;
+        assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, want), "{uri}");
+    }
 }

@@ -33,7 +33,11 @@ struct Server {
 
 async fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let steward = Arc::new(Steward::builder().home(dir.path().join("home")).open().unwrap());
+    let mut builder = Steward::builder().home(dir.path().join("home"));
+    for a in steward_connectors::watches::all() {
+        builder = builder.watch_adapter(a);
+    }
+    let steward = Arc::new(builder.open().unwrap());
     let state = AppState::new(
         Arc::clone(&steward),
         AccessToken::new(TOKEN).unwrap(),
@@ -191,7 +195,30 @@ async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
         (Some("operation"), Some(op), Some("scheduled")),
         "{e}"
     );
-    assert!(e["cursor"].as_str().unwrap().ends_with("-j1"), "{e}");
+    assert!(e["cursor"].as_str().unwrap().contains("-j1-"), "{e}");
+    // And a watch event: a time watch polled past its instant.
+    let st = Arc::clone(&s.steward);
+    let watch = tokio::task::spawn_blocking(move || {
+        let now = steward_core::time::now_secs();
+        let def: steward_core::watch::WatchDefinition = serde_json::from_value(json!({
+            "source": "time",
+            "resource_ref": steward_core::time::CivilTime::from_unix(now + 60).rfc3339(),
+            "instruction": "remind me", "rules": [{"id": "r", "event": "time.reached"}]
+        }))
+        .unwrap();
+        let w = st.watches().unwrap().create(&def, now).unwrap();
+        st.watches().unwrap().poll(now + 61).unwrap();
+        w.id
+    })
+    .await
+    .unwrap();
+    let e = next(&mut ws).await;
+    assert_eq!(
+        (e["type"].as_str(), e["watch_id"].as_i64(), e["event_type"].as_str()),
+        (Some("watch"), Some(watch), Some("time.reached")),
+        "{e}"
+    );
+    assert!(e["cursor"].as_str().unwrap().ends_with("-w1"), "{e}");
     quiet(&mut ws, 400).await;
     drop(ws);
     drop(s.stop);

@@ -105,7 +105,7 @@ mod tests {
         let past = w.create(&def, 100).unwrap();
         assert_eq!(w.poll(200).unwrap().queued, 0);
         assert_eq!(w.get(past.id).unwrap().status, "completed");
-        let mut bad = def.clone();
+        let mut bad = def;
         bad.resource_ref = "tomorrow".into();
         assert_eq!(w.create(&bad, 0).unwrap_err().code(), "WATCH_BAD_RESOURCE");
         bad.resource_ref = "2026-12-24T18:00:00".into();

@@ -316,6 +316,12 @@ impl Watches {
             WatchError::SourceUnavailable { source_name: def.source.clone(), reason: e.0 }
         })?;
         let expires_at = expires.unwrap_or_else(|| adapter.default_expiry(&snapshot, now));
+        if expires_at <= now {
+            return Err(WatchError::Invalid(
+                "the watch would end before it starts (its source's default expiry has passed)"
+                    .to_owned(),
+            ));
+        }
         let rules_json =
             serde_json::to_string(&rules).map_err(|e| WatchError::Invalid(e.to_string()))?;
         let id = self.db.write(|tx| {
@@ -561,6 +567,29 @@ impl Watches {
             .map_err(q("list events"))
         })?;
         rows.into_iter().collect()
+    }
+
+    /// Events queued after id `after`, oldest first (the protocol feed; 1..=100).
+    pub fn events_after(&self, after: i64, limit: usize) -> Result<Vec<QueuedEvent>, WatchError> {
+        let limit = page(Some(limit))?;
+        let rows = self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM watch_events WHERE id > ?1 ORDER BY id LIMIT ?2"
+            ))
+            .and_then(|mut s| {
+                s.query_map(params![after, limit], event_row)?.collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("event feed"))
+        })?;
+        rows.into_iter().collect()
+    }
+
+    /// The id of the newest queued event (0 when there is none).
+    pub fn feed_position(&self) -> Result<i64, WatchError> {
+        self.db.read(|c| {
+            c.query_row("SELECT coalesce(max(id), 0) FROM watch_events", [], |r| r.get(0))
+                .map_err(q("event feed position"))
+        })
     }
 
     /// Delivers up to `limit` (≤ [`MAX_DELIVERY_BATCH`]) pending events, oldest first.

@@ -35,6 +35,7 @@ mod authority;
 mod mail;
 mod ops;
 mod serve;
+mod watch;
 
 /// Prints `v` as one line of JSON.
 fn json_line(v: &impl serde::Serialize) {
@@ -114,6 +115,11 @@ enum Command {
     Ops {
         #[command(subcommand)]
         cmd: ops::OpsCmd,
+    },
+    /// Durable watches: create, list, stop, poll, events.
+    Watch {
+        #[command(subcommand)]
+        cmd: watch::WatchCmd,
     },
     /// The redacted audit trail, newest first, with filters.
     Audit(Box<authority::AuditArgs>),
@@ -282,6 +288,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Policy { cmd } => authority::policy(args.home, cmd),
         Command::Audit(a) => authority::audit(args.home, *a),
         Command::Ops { cmd } => ops::ops(args.home, cmd),
+        Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Mail { cmd } => mail::mail(args.home, cmd),
     };
     match result {
@@ -306,6 +313,9 @@ fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {
 
 fn open_with(home: Option<PathBuf>, limits: Limits) -> Result<Steward, Failure> {
     let mut b = Steward::builder().limits(limits);
+    for adapter in steward_connectors::watches::all() {
+        b = b.watch_adapter(adapter);
+    }
     if let Some(h) = home {
         b = b.home(h);
     }

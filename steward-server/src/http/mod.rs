@@ -12,6 +12,7 @@
 mod approvals;
 pub mod attachments;
 pub mod auth;
+pub mod background;
 mod devices;
 mod error;
 pub mod idempotency;
@@ -22,6 +23,7 @@ mod ops;
 mod policy;
 mod serve;
 mod system;
+mod watches;
 
 use std::sync::Arc;
 
@@ -92,6 +94,11 @@ impl AppState {
     /// The core handle.
     pub fn steward(&self) -> &Arc<Steward> {
         &self.steward
+    }
+
+    /// A receiver that turns `true` when the server stops.
+    pub(crate) fn live_stop(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.live.subscribe_stop()
     }
 
     /// Stops the background work and closes live sessions; [`serve`] calls it when its
@@ -225,6 +232,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(approvals::routes());
     all.extend(policy::routes());
     all.extend(ops::routes());
+    all.extend(watches::routes());
     all.extend(system::routes());
     all.extend(live::routes());
     all.push(Route::new(

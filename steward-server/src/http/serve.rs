@@ -102,15 +102,18 @@ pub async fn serve(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(ServeError::Io)?;
     ready(addr);
+    let poller = tokio::spawn(super::background::watch_poller(state.clone()));
     let router = app(state.clone());
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
-            // Live sessions and the feed pump end here; requests in flight finish.
+            // Live sessions, the feed pump and the poller end here; requests in flight finish.
             state.stop();
         })
         .await
-        .map_err(ServeError::Io)
+        .map_err(ServeError::Io)?;
+    let _ = poller.await;
+    Ok(())
 }
 
 /// How long a TLS listener waits for requests in flight after the shutdown signal.
@@ -138,8 +141,10 @@ async fn serve_tls(
         return Err(ServeError::Bind { addr: listen, source });
     };
     ready(addr);
+    let poller = tokio::spawn(super::background::watch_poller(state.clone()));
     shutdown.await;
     state.stop();
+    let _ = poller.await;
     handle.graceful_shutdown(Some(std::time::Duration::from_secs(TLS_DRAIN_SECS)));
     match serving.await {
         Ok(r) => r.map_err(ServeError::Io),

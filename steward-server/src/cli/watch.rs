@@ -1,0 +1,152 @@
+//! `steward watch …`: durable watches over the registered sources (today: `time`).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use steward_core::{
+    time::now_secs,
+    watch::{WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary},
+};
+
+use super::{Failure, json_line, open, usage};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum WatchCmd {
+    /// Create a watch from a JSON definition (`-` reads stdin): source, resource_ref,
+    /// instruction, rules, optional expires_at and chat.
+    Create {
+        /// The definition.
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Watches, newest first.
+    List {
+        /// Only this state: active, stopped, expired, completed.
+        #[arg(long)]
+        status: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a watch (idempotent; only an active watch changes).
+    Stop {
+        /// The watch id.
+        id: i64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one poll cycle now.
+    Poll {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Queued events, oldest first.
+    Events {
+        /// Only events not delivered yet.
+        #[arg(long)]
+        pending: bool,
+        /// Only this watch's.
+        #[arg(long = "watch", value_name = "ID")]
+        watch_id: Option<i64>,
+        /// At most this many (1..=100).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn line(w: &WatchSummary) {
+    out!(
+        "#{} {} {} {} ({} rules) \"{}\"{}",
+        w.id,
+        w.status,
+        w.source,
+        w.resource_ref,
+        w.rules.len(),
+        w.instruction,
+        w.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
+    );
+}
+
+pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure> {
+    let steward = open(home)?;
+    let watches = steward.watches()?;
+    match cmd {
+        WatchCmd::Create { file, json } => {
+            let text = if file.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(&file)
+            }
+            .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+            let def: WatchDefinition = serde_json::from_str(&text)
+                .map_err(|e| usage(format!("{} is not a watch definition: {e}", file.display())))?;
+            let w = watches.create(&def, now_secs())?;
+            if json { json_line(&w) } else { line(&w) }
+        }
+        WatchCmd::List { status, json } => {
+            let page =
+                watches.list(&WatchQuery { status, limit: Some(100), ..WatchQuery::default() })?;
+            if json {
+                json_line(&page);
+            } else if page.is_empty() {
+                out!("no watches");
+            } else {
+                page.iter().for_each(line);
+            }
+        }
+        WatchCmd::Stop { id, json } => {
+            let w = watches.stop(id, now_secs())?;
+            if json { json_line(&w) } else { line(&w) }
+        }
+        WatchCmd::Poll { json } => {
+            let r = watches.poll(now_secs())?;
+            if json {
+                json_line(&r);
+            } else {
+                out!(
+                    "checked {}, failed {}, expired {}, queued {}, completed {}; next poll in {} s",
+                    r.checked,
+                    r.failed,
+                    r.expired,
+                    r.queued,
+                    r.completed,
+                    r.next_poll_secs
+                );
+            }
+        }
+        WatchCmd::Events { pending, watch_id, limit, json } => {
+            let q = WatchEventQuery {
+                pending,
+                watch_id,
+                limit: Some(limit),
+                ..WatchEventQuery::default()
+            };
+            let events = watches.events(&q)?;
+            if json {
+                json_line(&events);
+            } else if events.is_empty() {
+                out!("no events");
+            } else {
+                for e in &events {
+                    out!(
+                        "#{} watch {} {} {} [{}] {}",
+                        e.id,
+                        e.watch_id,
+                        e.status,
+                        e.event.kind,
+                        e.matched_rules.join(","),
+                        e.notification.as_deref().unwrap_or(&e.event.fallback_text)
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
