@@ -18,7 +18,7 @@ use steward_core::{
     approval::NewApproval,
     policy::Level,
 };
-use steward_server::http::{AppState, ServeConfig, serve};
+use steward_server::http::{AppState, ServeConfig, spawn};
 use tokio_tungstenite::{connect_async, tungstenite::client::IntoClientRequest as _};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-bench";
@@ -43,23 +43,9 @@ async fn main() {
         OriginPolicy::loopback(),
         "ada",
     );
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
-    let server = tokio::spawn(async move {
-        serve(
-            state,
-            &config,
-            |a| {
-                let _ = addr_tx.send(a);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        )
-        .await
-    });
-    let addr = addr_rx.await.unwrap();
+    let running = spawn(state, config).await.unwrap();
+    let addr = running.addr;
 
     let mut sockets = Vec::with_capacity(clients);
     for _ in 0..clients {
@@ -147,6 +133,5 @@ async fn main() {
         percentile(&latencies, 0.99),
         latencies.last().copied().unwrap_or(0.0)
     );
-    stop_tx.send(()).unwrap();
-    server.await.unwrap().unwrap();
+    running.stop().await.unwrap();
 }

@@ -21,7 +21,7 @@ use steward_core::{
     mirror::SyncOptions,
     policy::Level,
 };
-use steward_server::http::{AppState, ServeConfig, ServeError, app, openapi, routes, serve};
+use steward_server::http::{AppState, ServeConfig, ServeError, app, openapi, routes, serve, spawn};
 use tower::ServiceExt as _;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef-test";
@@ -481,22 +481,8 @@ async fn a_real_socket_loopback_by_default_and_graceful_shutdown() {
     assert!(matches!(e, ServeError::TlsRequired(_)), "{e}");
 
     let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        serve(
-            state(),
-            &config,
-            |a| {
-                let _ = addr_tx.send(a);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        )
-        .await
-    });
-    let addr = addr_rx.await.unwrap();
+    let running = spawn(state(), config).await.unwrap();
+    let addr = running.addr;
     assert!(addr.ip().is_loopback());
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!(
@@ -507,10 +493,8 @@ async fn a_real_socket_loopback_by_default_and_graceful_shutdown() {
     conn.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("messages_live"));
-    stop_tx.send(()).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), server)
+    tokio::time::timeout(std::time::Duration::from_secs(10), running.stop())
         .await
-        .unwrap()
         .unwrap()
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "stopped listening");
@@ -818,23 +802,8 @@ async fn a_tls_listener_serves_https_and_only_https() {
     // With a certificate, a non-loopback address is allowed.
     let config =
         ServeConfig { listen: "0.0.0.0:0".parse().unwrap(), tls: Some((cert_path, key_path)) };
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let st = state();
-    let server = tokio::spawn(async move {
-        serve(
-            st,
-            &config,
-            |a| {
-                let _ = addr_tx.send(a);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        )
-        .await
-    });
-    let port = addr_rx.await.unwrap().port();
+    let running = spawn(state(), config).await.unwrap();
+    let port = running.addr.port();
     let mut roots = tokio_rustls::rustls::RootCertStore::empty();
     roots.add(ca.der().clone()).unwrap();
     let client = tokio_rustls::rustls::ClientConfig::builder()
@@ -863,10 +832,8 @@ async fn a_tls_listener_serves_https_and_only_https() {
         !String::from_utf8_lossy(&answer).contains("\"ok\""),
         "served plain HTTP on the TLS port"
     );
-    stop_tx.send(()).unwrap();
-    tokio::time::timeout(std::time::Duration::from_secs(10), server)
+    tokio::time::timeout(std::time::Duration::from_secs(10), running.stop())
         .await
-        .unwrap()
         .unwrap()
         .unwrap();
 }

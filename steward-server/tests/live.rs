@@ -12,8 +12,8 @@ use steward_core::{
     approval::{DecisionInput, DecisionKind, NewApproval},
     policy::Level,
 };
-use steward_server::http::{AppState, ServeConfig, serve};
-use tokio::{net::TcpStream, sync::oneshot, task::JoinHandle};
+use steward_server::http::{AppState, Running, ServeConfig, spawn};
+use tokio::net::TcpStream;
 use tokio_tungstenite::{
     MaybeTlsStream, WebSocketStream, connect_async,
     tungstenite::{Message, client::IntoClientRequest as _, http::HeaderValue},
@@ -27,8 +27,7 @@ struct Server {
     _dir: tempfile::TempDir,
     steward: Arc<Steward>,
     addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), steward_server::http::ServeError>>,
+    running: Running,
 }
 
 async fn start() -> Server {
@@ -44,24 +43,9 @@ async fn start() -> Server {
         OriginPolicy::loopback(),
         "ada",
     );
-    let (addr_tx, addr_rx) = oneshot::channel();
-    let (stop, stop_rx) = oneshot::channel::<()>();
     let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
-    let task = tokio::spawn(async move {
-        serve(
-            state,
-            &config,
-            |a| {
-                let _ = addr_tx.send(a);
-            },
-            async {
-                let _ = stop_rx.await;
-            },
-        )
-        .await
-    });
-    let addr = addr_rx.await.unwrap();
-    Server { _dir: dir, steward, addr, stop: Some(stop), task }
+    let running = spawn(state, config).await.unwrap();
+    Server { _dir: dir, steward, addr: running.addr, running }
 }
 
 async fn connect(addr: SocketAddr, query: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
@@ -221,8 +205,7 @@ async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
     assert!(e["cursor"].as_str().unwrap().ends_with("-w1"), "{e}");
     quiet(&mut ws, 400).await;
     drop(ws);
-    drop(s.stop);
-    s.task.await.unwrap().unwrap();
+    s.running.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,8 +241,7 @@ async fn many_clients_each_receive_every_event_once_in_order() {
     for r in readers {
         assert_eq!(r.await.unwrap(), ids, "every event, once, in order");
     }
-    drop(s.stop);
-    s.task.await.unwrap().unwrap();
+    s.running.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,7 +275,7 @@ async fn handshake_checks_and_graceful_shutdown() {
     quiet(&mut ws, 300).await;
 
     // Stopping the server closes the session (1001) and serve returns.
-    s.stop.unwrap().send(()).unwrap();
+    let stopping = tokio::spawn(s.running.stop());
     let closed = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match ws.next().await {
@@ -306,5 +288,5 @@ async fn handshake_checks_and_graceful_shutdown() {
     .await
     .unwrap();
     assert_eq!(closed, Some(1001));
-    tokio::time::timeout(Duration::from_secs(10), s.task).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stopping).await.unwrap().unwrap().unwrap();
 }

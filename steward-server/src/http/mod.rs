@@ -35,7 +35,9 @@ use axum::{
 };
 pub use error::{ApiError, ApiJson, ApiPath, ApiQuery, ErrorBody, status_of};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
-pub use serve::{DEFAULT_PORT, ServeConfig, ServeError, TLS_DRAIN_SECS, serve, shutdown_signal};
+pub use serve::{
+    DEFAULT_PORT, Running, ServeConfig, ServeError, TLS_DRAIN_SECS, serve, shutdown_signal, spawn,
+};
 use steward_core::{
     Steward, StewardError,
     access::{AccessToken, OriginPolicy},

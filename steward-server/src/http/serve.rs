@@ -152,6 +152,53 @@ async fn serve_tls(
     }
 }
 
+/// A server running in the background ([`spawn`]).
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), ServeError>>,
+}
+
+impl Running {
+    /// Stops it gracefully and waits until it has stopped.
+    pub async fn stop(mut self) -> Result<(), ServeError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match (&mut self.task).await {
+            Ok(r) => r,
+            Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+        }
+    }
+}
+
+/// Serves `state` in a background task (for an app embedding the server, and for tests);
+/// returns once it listens.
+pub async fn spawn(state: AppState, config: ServeConfig) -> Result<Running, ServeError> {
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let ready = |a| {
+            let _ = addr_tx.send(a);
+        };
+        serve(state, &config, ready, async {
+            let _ = stop_rx.await;
+        })
+        .await
+    });
+    match addr_rx.await {
+        Ok(addr) => Ok(Running { addr, stop: Some(stop), task }),
+        // It stopped before listening: its error says why.
+        Err(_) => Err(match task.await {
+            Ok(Err(e)) => e,
+            Ok(Ok(())) => ServeError::Io(std::io::Error::other("the server stopped at once")),
+            Err(e) => ServeError::Io(std::io::Error::other(e)),
+        }),
+    }
+}
+
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
