@@ -592,7 +592,9 @@ impl Watches {
         })
     }
 
-    /// Delivers up to `limit` (≤ [`MAX_DELIVERY_BATCH`]) pending events, oldest first.
+    /// Delivers up to `limit` (≤ [`MAX_DELIVERY_BATCH`]) pending events, oldest first and in
+    /// order: a busy channel or a failed attempt ends the pass, and the rest wait behind it
+    /// (an event given up after [`MAX_DELIVERY_ATTEMPTS`] no longer blocks).
     pub fn deliver(
         &self,
         delivery: &dyn Delivery,
@@ -614,8 +616,11 @@ impl Watches {
                     Ok(t) => t,
                     Err(e) => {
                         report.failed += 1;
-                        report.abandoned += usize::from(self.fail(&ev, &e, now)?);
-                        continue;
+                        if self.fail(&ev, &e, now)? {
+                            report.abandoned += 1;
+                            continue;
+                        }
+                        break;
                     }
                 },
             };
@@ -634,10 +639,18 @@ impl Watches {
                     })?;
                     report.delivered += 1;
                 }
-                Err(DeliveryError::Busy) => report.busy += 1,
+                // Later events wait behind this one, so the person hears them in order.
+                Err(DeliveryError::Busy) => {
+                    report.busy += 1;
+                    break;
+                }
                 Err(DeliveryError::Failed(e)) => {
                     report.failed += 1;
-                    report.abandoned += usize::from(self.fail(&ev, &e, now)?);
+                    if self.fail(&ev, &e, now)? {
+                        report.abandoned += 1;
+                        continue;
+                    }
+                    break;
                 }
             }
         }
