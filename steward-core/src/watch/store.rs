@@ -23,6 +23,18 @@ use crate::{
     time::{CivilTime, parse_date},
 };
 
+/// Watches whose observations share one write transaction during a poll.
+const POLL_WRITE_BATCH: usize = 256;
+
+/// What one poll saw of one watch.
+struct Observation {
+    id: i64,
+    rules: Vec<WatchRule>,
+    events: Vec<DomainEvent>,
+    current: Value,
+    terminal: bool,
+}
+
 const SCHEMA: Schema = Schema {
     name: "watches",
     migrations: &[Migration {
@@ -431,6 +443,8 @@ impl Watches {
             return Ok(PollReport { skipped: true, ..PollReport::default() });
         };
         let mut report = PollReport { expired: self.expire_due(now)?, ..PollReport::default() };
+        let mut next = DEFAULT_POLL_SECS.max(MIN_POLL_SECS);
+        let mut batch: Vec<Observation> = Vec::new();
         for (id, w) in self.active()? {
             let Some(adapter) = self.adapters.get(&w.source) else {
                 self.record_failure(id, &format!("no adapter for source {:?}", w.source), now)?;
@@ -449,11 +463,16 @@ impl Watches {
             let mut events = adapter.events(&w.snapshot, &current, now);
             events.extend(temporal_events(&w.rules, &current, now));
             let terminal = adapter.is_terminal(&current);
-            let (queued, completed) = self.apply(id, &w.rules, &events, &current, terminal, now)?;
-            report.queued += queued;
-            report.completed += usize::from(completed);
+            if !terminal && let Some(u) = adapter.urgency(&current) {
+                next = next.min(u.max(MIN_URGENT_POLL_SECS));
+            }
+            batch.push(Observation { id, rules: w.rules, events, current, terminal });
+            if batch.len() >= POLL_WRITE_BATCH {
+                self.apply(&mut batch, now, &mut report)?;
+            }
         }
-        report.next_poll_secs = self.next_poll_secs()?;
+        self.apply(&mut batch, now, &mut report)?;
+        report.next_poll_secs = next;
         Ok(report)
     }
 
@@ -503,49 +522,60 @@ impl Watches {
         })
     }
 
-    /// Matches and stores one watch's events and its new snapshot in one transaction.
+    /// Matches and stores the observed watches' events and new snapshots, each watch's
+    /// atomically (a batch shares one transaction, so a crash keeps all or none of it).
     fn apply(
         &self,
-        id: i64,
-        rules: &[WatchRule],
-        events: &[DomainEvent],
-        current: &Value,
-        terminal: bool,
+        batch: &mut Vec<Observation>,
         now: i64,
-    ) -> Result<(usize, bool), WatchError> {
-        self.db.write(|tx| {
-            let mut participated: HashSet<String> = tx
-                .prepare_cached(
-                    "SELECT DISTINCT rule_id FROM watch_event_rules WHERE watch_id = ?1",
-                )
-                .and_then(|mut s| s.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>())
-                .map_err(q("participation"))?;
-            let mut queued = 0;
-            for ev in events {
-                let matched: Vec<String> = rules
-                    .iter()
-                    .filter(|r| matches(r, ev) && !(r.once && participated.contains(&r.id)))
-                    .map(|r| r.id.clone())
-                    .collect();
-                if matched.is_empty() {
-                    continue;
+        report: &mut PollReport,
+    ) -> Result<(), WatchError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let (queued, completed) = self.db.write(|tx| {
+            let (mut queued, mut completed) = (0, 0);
+            for o in batch.iter() {
+                let mut participated: HashSet<String> = tx
+                    .prepare_cached(
+                        "SELECT DISTINCT rule_id FROM watch_event_rules WHERE watch_id = ?1",
+                    )
+                    .and_then(|mut s| s.query_map([o.id], |r| r.get(0))?.collect::<Result<_, _>>())
+                    .map_err(q("participation"))?;
+                for ev in &o.events {
+                    let matched: Vec<String> = o
+                        .rules
+                        .iter()
+                        .filter(|r| matches(r, ev) && !(r.once && participated.contains(&r.id)))
+                        .map(|r| r.id.clone())
+                        .collect();
+                    if matched.is_empty() {
+                        continue;
+                    }
+                    if insert_event(tx, o.id, ev, &matched, now)? {
+                        queued += 1;
+                        participated.extend(matched);
+                    }
                 }
-                if insert_event(tx, id, ev, &matched, now)? {
-                    queued += 1;
-                    participated.extend(matched);
-                }
+                // Events first, then the snapshot and (when terminal) the completion.
+                let sql = if o.terminal {
+                    "UPDATE watches SET snapshot = ?2, last_checked_at = ?3, last_error = NULL,
+                        status = 'completed', ended_at = ?3 WHERE id = ?1 AND status = 'active'"
+                } else {
+                    "UPDATE watches SET snapshot = ?2, last_checked_at = ?3, last_error = NULL
+                     WHERE id = ?1 AND status = 'active'"
+                };
+                tx.prepare_cached(sql)
+                    .and_then(|mut s| s.execute(params![o.id, canonical_json(&o.current), now]))
+                    .map_err(q("save snapshot"))?;
+                completed += usize::from(o.terminal);
             }
-            let status_sql = if terminal {
-                "UPDATE watches SET snapshot = ?2, last_checked_at = ?3, last_error = NULL,
-                    status = 'completed', ended_at = ?3 WHERE id = ?1 AND status = 'active'"
-            } else {
-                "UPDATE watches SET snapshot = ?2, last_checked_at = ?3, last_error = NULL
-                 WHERE id = ?1 AND status = 'active'"
-            };
-            tx.execute(status_sql, params![id, canonical_json(current), now])
-                .map_err(q("save snapshot"))?;
-            Ok((queued, terminal))
-        })
+            Ok::<_, WatchError>((queued, completed))
+        })?;
+        report.queued += queued;
+        report.completed += completed;
+        batch.clear();
+        Ok(())
     }
 
     /// A page of events, oldest first.
@@ -608,6 +638,10 @@ impl Watches {
             ..WatchEventQuery::default()
         })?;
         let mut report = DeliveryReport::default();
+        // Texts first, for the whole batch, stored in one transaction before anything is
+        // sent: a retry sends the same text and never composes again.
+        let mut ready: Vec<(QueuedEvent, String)> = Vec::with_capacity(pending.len());
+        let mut fresh: Vec<(i64, String)> = Vec::new();
         for ev in pending {
             let text = match &ev.notification {
                 Some(t) => t.clone(),
@@ -625,8 +659,12 @@ impl Watches {
                 },
             };
             if ev.notification.is_none() {
-                self.store_text(ev.id, &text)?;
+                fresh.push((ev.id, text.clone()));
             }
+            ready.push((ev, text));
+        }
+        self.store_texts(&fresh)?;
+        for (ev, text) in ready {
             match delivery.send(&ev, &text) {
                 Ok(()) => {
                     self.db.write(|tx| {
@@ -657,15 +695,20 @@ impl Watches {
         Ok(report)
     }
 
-    fn store_text(&self, id: i64, text: &str) -> Result<(), WatchError> {
+    fn store_texts(&self, texts: &[(i64, String)]) -> Result<(), WatchError> {
+        if texts.is_empty() {
+            return Ok(());
+        }
         self.db.write(|tx| {
-            tx.execute(
-                "UPDATE watch_events SET notification = ?2 WHERE id = ?1 AND notification IS NULL",
-                params![id, text],
-            )
-            .map_err(q("store notification"))
-        })?;
-        Ok(())
+            for (id, text) in texts {
+                tx.execute(
+                    "UPDATE watch_events SET notification = ?2 WHERE id = ?1 AND notification IS NULL",
+                    params![id, text],
+                )
+                .map_err(q("store notification"))?;
+            }
+            Ok(())
+        })
     }
 
     /// Counts a failed attempt; true when the event is given up.
