@@ -9,4 +9,5 @@
 pub mod mail;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trains;
 pub mod watches;
