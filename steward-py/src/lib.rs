@@ -132,7 +132,13 @@ impl PySteward {
     #[new]
     fn new(py: Python<'_>, home: PathBuf) -> PyResult<Self> {
         let inner = py
-            .detach(|| steward_core::Steward::builder().home(home).open())
+            .detach(|| {
+                let mut b = steward_core::Steward::builder().home(home);
+                for adapter in steward_connectors::watches::all() {
+                    b = b.watch_adapter(adapter);
+                }
+                b.open()
+            })
             .map_err(|e| to_py(&e))?;
         Ok(Self { inner })
     }
@@ -278,6 +284,74 @@ impl PySteward {
         let rows =
             py.detach(|| self.inner.audit().and_then(|a| a.query(&q))).map_err(|e| to_py(&e))?;
         to_python(py, &rows)
+    }
+
+    /// Creates a watch from a definition dict (source, resource_ref, instruction, rules, and
+    /// optionally expires_at and chat); returns it as a dict.
+    fn create_watch<'py>(
+        &self,
+        py: Python<'py>,
+        definition: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let text = py.import("json")?.call_method1("dumps", (definition,))?.extract::<String>()?;
+        let def: steward_core::watch::WatchDefinition = serde_json::from_str(&text)
+            .map_err(|e| to_py(&steward_core::watch::WatchError::Invalid(e.to_string())))?;
+        let now = steward_core::time::now_secs();
+        let w = py
+            .detach(|| self.inner.watches().and_then(|w| w.create(&def, now)))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &w)
+    }
+
+    /// Watches, newest first, optionally in one state (active, stopped, expired, completed).
+    #[pyo3(signature = (status=None, offset=0, limit=20))]
+    fn watches<'py>(
+        &self,
+        py: Python<'py>,
+        status: Option<String>,
+        offset: usize,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let q = steward_core::watch::WatchQuery { status, offset, limit: Some(limit) };
+        let page =
+            py.detach(|| self.inner.watches().and_then(|w| w.list(&q))).map_err(|e| to_py(&e))?;
+        to_python(py, &page)
+    }
+
+    /// Stops a watch (idempotent); returns it.
+    fn stop_watch<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Bound<'py, PyAny>> {
+        let now = steward_core::time::now_secs();
+        let w = py
+            .detach(|| self.inner.watches().and_then(|w| w.stop(id, now)))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &w)
+    }
+
+    /// Runs one poll cycle at `now` (Unix seconds; default the clock — a replay may pass its
+    /// own); returns the report.
+    #[pyo3(signature = (now=None))]
+    fn poll_watches<'py>(&self, py: Python<'py>, now: Option<i64>) -> PyResult<Bound<'py, PyAny>> {
+        let now = now.unwrap_or_else(steward_core::time::now_secs);
+        let r =
+            py.detach(|| self.inner.watches().and_then(|w| w.poll(now))).map_err(|e| to_py(&e))?;
+        to_python(py, &r)
+    }
+
+    /// Queued watch events, oldest first.
+    #[pyo3(signature = (pending=false, watch_id=None, offset=0, limit=20))]
+    fn watch_events<'py>(
+        &self,
+        py: Python<'py>,
+        pending: bool,
+        watch_id: Option<i64>,
+        offset: usize,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let q =
+            steward_core::watch::WatchEventQuery { pending, watch_id, offset, limit: Some(limit) };
+        let events =
+            py.detach(|| self.inner.watches().and_then(|w| w.events(&q))).map_err(|e| to_py(&e))?;
+        to_python(py, &events)
     }
 
     /// Live and soft-deleted message counts and the failed-file count.

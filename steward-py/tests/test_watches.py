@@ -1,0 +1,53 @@
+"""Watches from Python: create, poll with an explicit clock (what a replay does), events, stop,
+and typed errors for bad definitions."""
+
+import datetime
+
+import pytest
+
+import steward
+
+
+def instant(seconds_from_now):
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=seconds_from_now)
+    return t.replace(microsecond=0).isoformat()
+
+
+def test_a_time_watch_fires_once_when_polled_past_its_instant(tmp_path):
+    s = steward.Steward(tmp_path / "home")
+    w = s.create_watch({
+        "source": "time", "resource_ref": instant(120), "instruction": "call mum",
+        "rules": [{"id": "ring", "event": "time.reached", "once": True}],
+    })
+    assert w["status"] == "active"
+    assert s.poll_watches()["queued"] == 0
+    now = int(datetime.datetime.now(datetime.timezone.utc).timestamp())
+    report = s.poll_watches(now=now + 180)
+    assert (report["queued"], report["completed"]) == (1, 1)
+    assert s.poll_watches(now=now + 240)["queued"] == 0
+    events = s.watch_events(pending=True)
+    assert [e["event"]["type"] for e in events] == ["time.reached"]
+    assert events[0]["matched_rules"] == ["ring"]
+    assert s.watches(status="completed")[0]["id"] == w["id"]
+    assert s.stop_watch(w["id"])["status"] == "completed"
+
+
+def test_bad_definitions_are_typed_errors(tmp_path):
+    s = steward.Steward(tmp_path / "home")
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.create_watch({"source": "time"})
+    assert e.value.code == "WATCH_INVALID"
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.create_watch({"source": "moon", "resource_ref": "x", "instruction": "i",
+                        "rules": [{"id": "a", "event": "e"}]})
+    assert e.value.code == "WATCH_UNKNOWN_SOURCE"
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.create_watch({"source": "time", "resource_ref": instant(60), "instruction": "i",
+                        "rules": [{"id": "a", "event": "time.reached", "grants": [{"tool": "mail.send"}]}]})
+    assert e.value.code == "WATCH_GRANTS_UNSUPPORTED"
+    with pytest.raises(steward.NotFoundError) as e:
+        s.stop_watch(42)
+    assert e.value.code == "WATCH_NOT_FOUND"
+    with pytest.raises(steward.InvalidInputError):
+        s.watches(limit=0)
+    assert s.watches() == []
