@@ -520,3 +520,50 @@ fn watch_commands_create_poll_list_stop() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("WATCH_NOT_FOUND"));
 }
+
+#[test]
+fn serve_listens_on_loopback_prints_a_pairing_link_and_stops_on_sigterm() {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    // A non-loopback address without TLS is refused before anything listens.
+    let refused = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--listen", "0.0.0.0", "--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("SERVE_TLS_REQUIRED"));
+    let mut child = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--port", "0"])
+        .env_remove("STEWARD_AUTH_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut listening, mut pairing) = (String::new(), String::new());
+    out.read_line(&mut listening).unwrap();
+    out.read_line(&mut pairing).unwrap();
+    assert!(listening.starts_with("listening on http://127.0.0.1:"), "{listening}");
+    assert!(pairing.contains("/pair#"), "{pairing}");
+    let addr =
+        listening.split_whitespace().nth(2).unwrap().trim_start_matches("http://").to_owned();
+    // The token file was made, private; /health answers without it.
+    let token = std::fs::read_to_string(home.join("auth-token")).unwrap();
+    assert_eq!(token.len(), 64);
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(conn, "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(rest.contains("stopped"), "{rest}");
+}

@@ -57,7 +57,9 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
         steward.home().join(steward_core::access::TOKEN_FILE).display().to_string()
     };
     let scheme = if config.tls.is_some() { "https" } else { "http" };
-    let code = steward.access()?.new_pairing_code(steward_core::time::now_secs())?;
+    // A pairing code is a convenience: when none can be made (too many unused ones from recent
+    // starts), the server still starts and says why.
+    let code = steward.access().and_then(|a| a.new_pairing_code(steward_core::time::now_secs()));
     let state = AppState::new(Arc::new(steward), token, origins, a.person.name());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -68,11 +70,14 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
         &config,
         |addr| {
             out!("listening on {scheme}://{addr}  (send Authorization: Bearer <the token in {token_source}>)");
-            out!(
-                "pair a browser or phone: {scheme}://{addr}/pair#{}  (one use, valid {} minutes)",
-                code.code,
-                steward_core::access::PAIRING_CODE_TTL_SECS / 60
-            );
+            match &code {
+                Ok(c) => out!(
+                    "pair a browser or phone: {scheme}://{addr}/pair#{}  (one use, valid {} minutes)",
+                    c.code,
+                    steward_core::access::PAIRING_CODE_TTL_SECS / 60
+                ),
+                Err(e) => out!("no pairing link this time: {e} (POST /pairing-codes makes one)"),
+            }
         },
         shutdown_signal(),
     ))?;
