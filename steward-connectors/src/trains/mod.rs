@@ -1,9 +1,16 @@
 //! Italian trains over ViaggiaTreno. Today: the dictated-station resolver over any
 //! [`StationSource`] (the live autocomplete endpoint, or a station list), and the normalization
-//! of a run's status into a [`TrainSnapshot`] with its semantic events; the HTTP client and the
-//! watch adapter come next.
+//! of a run's status into a [`TrainSnapshot`] with its semantic events, the HTTP client
+//! ([`ViaggiaTreno`]) and the `train` watch source ([`TrainAdapter`]). `find_next_train` and the
+//! `steward trains` commands come next.
 
+mod client;
 mod snapshot;
+
+pub use client::{
+    DEFAULT_BASE_URL, EXPIRY_AFTER_SECS, FALLBACK_EXPIRY_SECS, Fetched, MAX_ATTEMPTS,
+    MAX_RESPONSE_BYTES, REQUEST_TIMEOUT_SECS, TrainAdapter, TrainRef, ViaggiaTreno,
+};
 mod stations;
 
 pub use snapshot::{

@@ -1,0 +1,253 @@
+//! The ViaggiaTreno HTTP client and the `train` watch source.
+//!
+//! Plain HTTP (the service has no verified HTTPS), a 10 s timeout, at most two attempts per
+//! request (a second only after a transport error or a 5xx), 204 = no live data, pipe-separated
+//! text for autocomplete and JSON elsewhere; the base URL from `VIAGGIATRENO_BASE_URL`.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use steward_core::watch::{DomainEvent, SourceError, WatchAdapter};
+
+use super::{Station, StationSource, TrainSnapshot, normalize_run, train_events};
+
+/// The public endpoint.
+pub const DEFAULT_BASE_URL: &str = "http://www.viaggiatreno.it/infomobilita/resteasy/viaggiatreno/";
+/// Per request.
+pub const REQUEST_TIMEOUT_SECS: u64 = 10;
+/// Attempts per request.
+pub const MAX_ATTEMPTS: usize = 2;
+/// Largest response body read.
+pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+/// A train watch is kept this long after scheduled arrival (else departure).
+pub const EXPIRY_AFTER_SECS: i64 = 2 * 3_600;
+/// Without any schedule, a train watch is kept this long from creation.
+pub const FALLBACK_EXPIRY_SECS: i64 = 8 * 3_600;
+
+/// What a request found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// 200 with this body.
+    Body(String),
+    /// 204: no live data (a train not running today, an unknown train at a valid station).
+    NoData,
+    /// 404: no such resource.
+    NotFound,
+}
+
+/// The client. Its calls block (the watch engine's adapters are synchronous and run on a
+/// blocking thread); each request runs on a short-lived current-thread runtime, so the client
+/// holds no runtime of its own and may be created or dropped anywhere.
+#[derive(Debug, Clone)]
+pub struct ViaggiaTreno {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl ViaggiaTreno {
+    /// A client for `base` (ending in `/`).
+    pub fn new(base: &str) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let base = if base.ends_with('/') { base.to_owned() } else { format!("{base}/") };
+        Ok(Self { base, http })
+    }
+
+    /// `VIAGGIATRENO_BASE_URL`, else the public endpoint.
+    pub fn from_env() -> Result<Self, String> {
+        Self::new(
+            &std::env::var("VIAGGIATRENO_BASE_URL").unwrap_or_else(|_| DEFAULT_BASE_URL.to_owned()),
+        )
+    }
+
+    /// GET `path` (already escaped) with the retry rule. Blocks; refuses to run on an async
+    /// runtime's thread (call it from a blocking one).
+    pub fn get(&self, path: &str) -> Result<Fetched, String> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err("ViaggiaTreno calls block: run them on a blocking thread".to_owned());
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start an HTTP runtime: {e}"))?;
+        runtime.block_on(self.fetch(path))
+    }
+
+    async fn fetch(&self, path: &str) -> Result<Fetched, String> {
+        let url = format!("{}{path}", self.base);
+        let mut last = String::new();
+        for _ in 0..MAX_ATTEMPTS {
+            match self.http.get(&url).send().await {
+                Ok(r) if r.status().as_u16() == 204 => return Ok(Fetched::NoData),
+                Ok(r) if r.status().as_u16() == 404 => return Ok(Fetched::NotFound),
+                Ok(r) if r.status().is_success() => {
+                    if r.content_length().is_some_and(|n| n > MAX_RESPONSE_BYTES) {
+                        return Err(format!("{path}: response over {MAX_RESPONSE_BYTES} bytes"));
+                    }
+                    return r.text().await.map(Fetched::Body).map_err(|e| format!("{path}: {e}"));
+                }
+                Ok(r) if r.status().is_server_error() => {
+                    last = format!("{path}: HTTP {}", r.status());
+                }
+                Ok(r) => return Err(format!("{path}: HTTP {}", r.status())),
+                Err(e) => last = format!("{path}: {e}"),
+            }
+        }
+        Err(last)
+    }
+
+    /// A run's status (`andamentoTreno`): `None` when there is no live data.
+    pub fn run_status(
+        &self,
+        origin_id: &str,
+        number: i64,
+        day_ms: i64,
+    ) -> Result<Option<Value>, String> {
+        match self.get(&format!("andamentoTreno/{}/{number}/{day_ms}", escape(origin_id)))? {
+            Fetched::Body(b) => {
+                serde_json::from_str(&b).map(Some).map_err(|e| format!("andamentoTreno: {e}"))
+            }
+            Fetched::NoData | Fetched::NotFound => Ok(None),
+        }
+    }
+}
+
+/// Percent-escapes a path segment.
+fn escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+impl StationSource for ViaggiaTreno {
+    /// `autocompletaStazione/{prefix}`: `NAME|Sddddd` lines.
+    fn autocomplete(&self, prefix: &str) -> Result<Vec<Station>, String> {
+        match self.get(&format!("autocompletaStazione/{}", escape(prefix.trim())))? {
+            Fetched::Body(text) => Ok(text
+                .lines()
+                .filter_map(|l| l.split_once('|'))
+                .map(|(name, id)| Station {
+                    id: id.trim().to_owned(),
+                    name: name.trim().to_owned(),
+                    short_name: None,
+                    label: None,
+                })
+                .filter(|s| !s.id.is_empty() && !s.name.is_empty())
+                .collect()),
+            Fetched::NoData | Fetched::NotFound => Ok(Vec::new()),
+        }
+    }
+}
+
+/// What a `trainRef` names: a train on a service day, and the requested segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainRef {
+    /// Format version (1).
+    pub v: u32,
+    /// Train number.
+    pub number: i64,
+    /// Origin station id.
+    pub origin_id: String,
+    /// Italian-local midnight of the service day, Unix ms.
+    pub day_ms: i64,
+    /// Requested departure station id.
+    pub from_id: String,
+    /// Requested destination station id.
+    pub to_id: String,
+}
+
+impl TrainRef {
+    /// `vt1_` + base64url of the JSON.
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        format!("vt1_{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json))
+    }
+
+    /// Parses a reference made by [`TrainRef::encode`].
+    pub fn decode(r: &str) -> Result<Self, String> {
+        let bad = || format!("{r:?} is not a trainRef");
+        let body = r.strip_prefix("vt1_").ok_or_else(bad)?;
+        let bytes =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(body).map_err(|_| bad())?;
+        let t: Self = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+        if t.v != 1 {
+            return Err(bad());
+        }
+        Ok(t)
+    }
+}
+
+/// The `train` watch source.
+#[derive(Debug, Clone)]
+pub struct TrainAdapter {
+    client: ViaggiaTreno,
+}
+
+impl TrainAdapter {
+    /// Over this client.
+    pub fn new(client: ViaggiaTreno) -> Self {
+        Self { client }
+    }
+}
+
+fn snapshot_of(v: &Value) -> Option<TrainSnapshot> {
+    serde_json::from_value(v.clone()).ok()
+}
+
+impl WatchAdapter for TrainAdapter {
+    fn source(&self) -> &str {
+        "train"
+    }
+
+    fn check_ref(&self, resource_ref: &str) -> Result<(), String> {
+        TrainRef::decode(resource_ref).map(|_| ())
+    }
+
+    fn snapshot(&self, resource_ref: &str, now: i64) -> Result<Value, SourceError> {
+        let r = TrainRef::decode(resource_ref).map_err(SourceError)?;
+        let run = self
+            .client
+            .run_status(&r.origin_id, r.number, r.day_ms)
+            .map_err(SourceError)?
+            .ok_or_else(|| SourceError("no live data for this train now (204)".into()))?;
+        let s = normalize_run(&run, &r.from_id, &r.to_id, now * 1_000)
+            .map_err(|e| SourceError(e.to_string()))?;
+        serde_json::to_value(s).map_err(|e| SourceError(e.to_string()))
+    }
+
+    fn events(&self, previous: &Value, current: &Value, now: i64) -> Vec<DomainEvent> {
+        match (snapshot_of(previous), snapshot_of(current)) {
+            (Some(p), Some(c)) => train_events(&p, &c, now),
+            _ => Vec::new(),
+        }
+    }
+
+    fn default_expiry(&self, snapshot: &Value, created_at: i64) -> i64 {
+        let s = snapshot_of(snapshot);
+        let anchor = s.as_ref().and_then(|s| s.scheduled_arrival_ms.or(s.scheduled_departure_ms));
+        anchor.map_or(created_at + FALLBACK_EXPIRY_SECS, |ms| ms / 1_000 + EXPIRY_AFTER_SECS)
+    }
+
+    fn is_terminal(&self, snapshot: &Value) -> bool {
+        snapshot_of(snapshot).is_some_and(|s| s.cancelled || s.run_arrived)
+    }
+
+    fn urgency(&self, snapshot: &Value) -> Option<u64> {
+        // Close to the departure or the arrival, look more often.
+        let s = snapshot_of(snapshot)?;
+        let now_ms = steward_core::time::now_secs() * 1_000;
+        let near = |t: Option<i64>| t.is_some_and(|t| (t - now_ms).abs() < 10 * 60_000);
+        (near(s.estimated_departure_ms) || near(s.estimated_arrival_ms)).then_some(15)
+    }
+}
