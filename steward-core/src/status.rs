@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::{Steward, time::now_secs};
+use crate::{Steward, index::LexicalIndex, time::now_secs};
 
 /// Free space below this is a warning.
 pub const LOW_DISK_WARNING_BYTES: u64 = 1 << 30;
@@ -122,12 +122,8 @@ impl Steward {
             }
         });
         let last_run = self.mirror().last_finished_run();
-        let meta = std::fs::read_to_string(self.lexical_index_dir().join("meta.json")).ok();
-        let watermark: Option<i64> = meta
-            .as_deref()
-            .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
-            .and_then(|v| v["payload"].as_str().and_then(|p| p.parse().ok()));
-        items.push(match (meta.is_some(), watermark, last_run) {
+        let stored = LexicalIndex::stored_watermark(&self.lexical_index_dir());
+        items.push(match (stored.is_some(), stored.flatten(), last_run) {
             (false, _, _) => item("index.lexical", Health::Unknown, "not built yet"),
             (_, _, Err(e)) => {
                 item("index.lexical", Health::Error, format!("mirror unreadable: {e}"))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use steward_core::{
     StewardError,
     approval::{Approval, Resolution, canonical_json},
-    journal::{OpState, OperationSummary as CoreSummary},
+    journal::{OperationSummary as CoreSummary, OpsQuery},
     time::now_secs,
 };
 
@@ -108,11 +108,8 @@ impl Steward {
         offset: u32,
         limit: u32,
     ) -> Result<Vec<OperationSummary>, FfiError> {
-        let state = state.map(|s| s.parse::<OpState>()).transpose().map_err(|e| ffi(&e))?;
-        let ops = self
-            .inner()
-            .list_write_operations(state, offset as usize, limit as usize)
-            .map_err(|e| ffi(&e))?;
+        let q = OpsQuery { state, offset: offset as usize, limit: Some(limit as usize) };
+        let ops = self.inner().query_write_operations(&q).map_err(|e| ffi(&e))?;
         Ok(ops.into_iter().map(Into::into).collect())
     }
 

@@ -252,13 +252,8 @@ impl PySteward {
         offset: usize,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let state = state
-            .map(|s| s.parse::<steward_core::journal::OpState>())
-            .transpose()
-            .map_err(|e| to_py(&e))?;
-        let ops = py
-            .detach(|| self.inner.list_write_operations(state, offset, limit))
-            .map_err(|e| to_py(&e))?;
+        let q = steward_core::journal::OpsQuery { state, offset, limit: Some(limit) };
+        let ops = py.detach(|| self.inner.query_write_operations(&q)).map_err(|e| to_py(&e))?;
         to_python(py, &ops)
     }
 

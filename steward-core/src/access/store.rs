@@ -10,7 +10,7 @@ use sha2::{Digest as _, Sha256};
 use super::{AccessError, AccessToken};
 use crate::{
     Limits,
-    store::{Database, OpenOptions, StoreError},
+    store::{Database, StoreError},
 };
 
 /// Longest `Idempotency-Key` accepted.
@@ -119,12 +119,7 @@ pub struct AccessStore {
 impl AccessStore {
     /// Opens (creating) the tables in `<home>/steward.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, AccessError> {
-        let db = Database::open(
-            &home.join("steward.db"),
-            &crate::approval::STEWARD_SCHEMA,
-            OpenOptions::small_writes(limits),
-        )?;
-        Ok(Self { db })
+        Ok(Self { db: crate::approval::open_steward_db(home, limits)? })
     }
 
     /// The first step of a request sent with an `Idempotency-Key`: `request_sha256` covers

@@ -48,6 +48,11 @@ pub(crate) const SCHEMA: Schema = Schema {
     ],
 };
 
+/// Opens (creating, migrating) `<home>/steward.db`: approvals, policy and network access share it.
+pub(crate) fn open_steward_db(home: &Path, limits: &Limits) -> Result<Database, StoreError> {
+    Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::small_writes(limits))
+}
+
 /// A tool's preflight: validates and normalizes an input, or says why not.
 pub type Preflight<'a> = &'a dyn Fn(&Value) -> Result<Value, String>;
 
@@ -122,10 +127,7 @@ const COLUMNS: &str = "id, batch_id, chat, requested_by, tool, proposed_input, n
     decided_at, expires_at";
 
 fn json(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
-    let s: String = row.get(i)?;
-    serde_json::from_str(&s).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-    })
+    crate::store::json_column(row, i)
 }
 
 fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
@@ -176,9 +178,7 @@ fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
 impl Approvals {
     /// Opens (creating and migrating) `<home>/steward.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
-        let db =
-            Database::open(&home.join("steward.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
-        Ok(Self { db, audit: None, changed: Default::default() })
+        Ok(Self { db: open_steward_db(home, limits)?, audit: None, changed: Default::default() })
     }
 
     /// Forwards every transition and refused attempt to `audit` from now on.

@@ -236,6 +236,15 @@ impl LexicalIndex {
         })
     }
 
+    /// The watermark of the index in `dir` read from its metadata file, without opening (or
+    /// creating, or rebuilding) it: `None` when there is no index, `Some(None)` when it records
+    /// no watermark. For status screens.
+    pub fn stored_watermark(dir: &Path) -> Option<Option<i64>> {
+        let meta = std::fs::read_to_string(dir.join("meta.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&meta).ok()?;
+        Some(v["payload"].as_str().and_then(|p| p.parse().ok()))
+    }
+
     /// The last mirror sync run this index reflects (its watermark), if it records one.
     pub fn watermark(&self) -> Result<Option<i64>, IndexError> {
         Ok(self.index.load_metas()?.payload.and_then(|p| p.parse().ok()))

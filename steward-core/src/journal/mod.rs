@@ -187,6 +187,22 @@ pub struct OperationEvent {
     pub at: i64,
 }
 
+/// Which operations to list, in a query string's shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct OpsQuery {
+    /// Only this state (`scheduled`, `started`, `backend_returned`, `confirmed`, …).
+    pub state: Option<String>,
+    /// Operations to skip.
+    pub offset: usize,
+    /// Operations to return (1..=100; absent: 20).
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<usize>,
+}
+
+/// Operations per page when a query does not say.
+pub const DEFAULT_OPS_PAGE: usize = 20;
+
 /// A journaled operation.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Operation {

@@ -910,6 +910,19 @@ impl Steward {
         })
     }
 
+    /// [`Steward::list_write_operations`] from a query (the state by name, the default page).
+    pub fn query_write_operations(
+        &self,
+        q: &crate::journal::OpsQuery,
+    ) -> Result<Vec<OperationSummary>, OutboxError> {
+        let state = q.state.as_deref().map(str::parse::<OpState>).transpose()?;
+        self.list_write_operations(
+            state,
+            q.offset,
+            q.limit.unwrap_or(crate::journal::DEFAULT_OPS_PAGE),
+        )
+    }
+
     /// Bounded summaries of journaled operations (no inputs or evidence), newest first,
     /// optionally in one state; [`Steward::read_write_operation`] has the rest.
     pub fn list_write_operations(

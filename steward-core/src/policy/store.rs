@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::{Policy, PolicyChange, PolicyError};
 use crate::{
     Limits,
-    store::{Database, OpenOptions, StoreError},
+    store::{Database, StoreError},
 };
 
 /// Most versions one history page returns.
@@ -68,12 +68,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 impl PolicyStore {
     /// Opens (creating and migrating) `<home>/steward.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, PolicyError> {
-        let db = Database::open(
-            &home.join("steward.db"),
-            &crate::approval::STEWARD_SCHEMA,
-            OpenOptions::small_writes(limits),
-        )?;
-        Ok(Self { db })
+        Ok(Self { db: crate::approval::open_steward_db(home, limits)? })
     }
 
     /// The version in force.

@@ -236,6 +236,18 @@ fn open_connection(path: &Path, opts: &OpenOptions, read_only: bool) -> StoreRes
     Ok(conn)
 }
 
+/// A JSON text column as `T`; a value that does not parse is a conversion failure of that
+/// column (the caller reports the store as damaged).
+pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
+    row: &rusqlite::Row<'_>,
+    i: usize,
+) -> rusqlite::Result<T> {
+    let s: String = row.get(i)?;
+    serde_json::from_str(&s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
 /// One SQLite file: a single writer connection and a bounded pool of readers (WAL lets them run
 /// alongside the writer). Write paths get a `&Transaction`, read paths a `&Connection`.
 pub struct Database {

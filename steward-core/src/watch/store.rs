@@ -19,7 +19,7 @@ use super::{
 use crate::{
     Limits,
     approval::canonical_json,
-    store::{Database, Migration, OpenOptions, Schema, StoreError},
+    store::{Database, Migration, OpenOptions, Schema, StoreError, json_column},
     time::{CivilTime, parse_date},
 };
 
@@ -45,7 +45,11 @@ const SCHEMA: Schema = Schema {
 };
 
 fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> WatchError {
-    move |e| WatchError::Store(StoreError::query(ctx, e))
+    move |e| match e {
+        // A stored JSON column that no longer parses.
+        rusqlite::Error::FromSqlConversionFailure(..) => WatchError::Corrupt(format!("{ctx}: {e}")),
+        e => WatchError::Store(StoreError::query(ctx, e)),
+    }
 }
 
 /// A watch as a list shows it.
@@ -372,7 +376,7 @@ impl Watches {
                     .and_then(|mut s| s.query_row([id], watch_row).optional())
                     .map_err(q("get watch"))
             })?
-            .ok_or(WatchError::NotFound { what: "watch", id })?
+            .ok_or(WatchError::NotFound { what: "watch", id })
     }
 
     /// A page of watches, newest first.
@@ -385,7 +389,7 @@ impl Watches {
                 "unknown status {s:?}: expected active, stopped, expired or completed"
             )));
         }
-        let rows = self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {WATCH_COLUMNS} FROM watches WHERE (?1 IS NULL OR status = ?1)
                  ORDER BY id DESC LIMIT ?2 OFFSET ?3"
@@ -395,8 +399,7 @@ impl Watches {
                     .collect::<Result<Vec<_>, _>>()
             })
             .map_err(q("list watches"))
-        })?;
-        rows.into_iter().collect()
+        })
     }
 
     /// Stops a watch. Idempotent, and only ever moves `active → stopped`.
@@ -411,30 +414,14 @@ impl Watches {
         self.get(id)
     }
 
-    /// Seconds until the next poll should run: the default, or sooner when an active
-    /// watch's adapter says its source is about to change.
-    pub fn next_poll_secs(&self) -> Result<u64, WatchError> {
-        let active = self.active()?;
-        let mut next = DEFAULT_POLL_SECS.max(MIN_POLL_SECS);
-        for (_, w) in &active {
-            if let Some(a) = self.adapters.get(&w.source)
-                && let Some(u) = a.urgency(&w.snapshot)
-            {
-                next = next.min(u.max(MIN_URGENT_POLL_SECS));
-            }
-        }
-        Ok(next)
-    }
-
-    fn active(&self) -> Result<Vec<(i64, WatchSummary)>, WatchError> {
-        let rows = self.db.read(|c| {
+    fn active(&self) -> Result<Vec<WatchSummary>, WatchError> {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {WATCH_COLUMNS} FROM watches WHERE status = 'active' ORDER BY id"
             ))
             .and_then(|mut s| s.query_map([], watch_row)?.collect::<Result<Vec<_>, _>>())
             .map_err(q("active watches"))
-        })?;
-        rows.into_iter().map(|r| r.map(|w| (w.id, w))).collect()
+        })
     }
 
     /// One poll cycle (single flight: a poll that finds another running does nothing).
@@ -445,7 +432,8 @@ impl Watches {
         let mut report = PollReport { expired: self.expire_due(now)?, ..PollReport::default() };
         let mut next = DEFAULT_POLL_SECS.max(MIN_POLL_SECS);
         let mut batch: Vec<Observation> = Vec::new();
-        for (id, w) in self.active()? {
+        for w in self.active()? {
+            let id = w.id;
             let Some(adapter) = self.adapters.get(&w.source) else {
                 self.record_failure(id, &format!("no adapter for source {:?}", w.source), now)?;
                 report.failed += 1;
@@ -536,12 +524,16 @@ impl Watches {
         let (queued, completed) = self.db.write(|tx| {
             let (mut queued, mut completed) = (0, 0);
             for o in batch.iter() {
-                let mut participated: HashSet<String> = tx
-                    .prepare_cached(
+                // Participation is read only when there is something to match.
+                let mut participated: HashSet<String> = if o.events.is_empty() {
+                    HashSet::new()
+                } else {
+                    tx.prepare_cached(
                         "SELECT DISTINCT rule_id FROM watch_event_rules WHERE watch_id = ?1",
                     )
                     .and_then(|mut s| s.query_map([o.id], |r| r.get(0))?.collect::<Result<_, _>>())
-                    .map_err(q("participation"))?;
+                    .map_err(q("participation"))?
+                };
                 for ev in &o.events {
                     let matched: Vec<String> = o
                         .rules
@@ -581,7 +573,7 @@ impl Watches {
     /// A page of events, oldest first.
     pub fn events(&self, query: &WatchEventQuery) -> Result<Vec<QueuedEvent>, WatchError> {
         let limit = page(query.limit)?;
-        let rows = self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {EVENT_COLUMNS} FROM watch_events
                  WHERE (?1 = 0 OR status = 'pending') AND (?2 IS NULL OR watch_id = ?2)
@@ -595,14 +587,13 @@ impl Watches {
                 .collect::<Result<Vec<_>, _>>()
             })
             .map_err(q("list events"))
-        })?;
-        rows.into_iter().collect()
+        })
     }
 
     /// Events queued after id `after`, oldest first (the protocol feed; 1..=100).
     pub fn events_after(&self, after: i64, limit: usize) -> Result<Vec<QueuedEvent>, WatchError> {
         let limit = page(Some(limit))?;
-        let rows = self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {EVENT_COLUMNS} FROM watch_events WHERE id > ?1 ORDER BY id LIMIT ?2"
             ))
@@ -610,8 +601,7 @@ impl Watches {
                 s.query_map(params![after, limit], event_row)?.collect::<Result<Vec<_>, _>>()
             })
             .map_err(q("event feed"))
-        })?;
-        rows.into_iter().collect()
+        })
     }
 
     /// The id of the newest queued event (0 when there is none).
@@ -834,79 +824,38 @@ fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
 const WATCH_COLUMNS: &str = "id, source, resource_ref, rules, instruction, chat, status, snapshot,
     created_at, expires_at, last_checked_at, last_error";
 
-fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, WatchError> {
-    serde_json::from_str(text).map_err(|e| WatchError::Corrupt(format!("{what}: {e}")))
-}
-
-fn watch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<WatchSummary, WatchError>> {
-    let rules: String = r.get(3)?;
-    let snapshot: String = r.get(7)?;
-    Ok((|| {
-        Ok(WatchSummary {
-            id: r.get(0)?,
-            source: r.get(1)?,
-            resource_ref: r.get(2)?,
-            rules: parse(&rules, "rules")?,
-            instruction: r.get(4)?,
-            chat: r.get(5)?,
-            status: r.get(6)?,
-            snapshot: parse(&snapshot, "snapshot")?,
-            created_at: r.get(8)?,
-            expires_at: r.get(9)?,
-            last_checked_at: r.get(10)?,
-            last_error: r.get(11)?,
-        })
-    })()
-    .map_err(|e: WatchErrorOrSql| e.into_watch()))
+fn watch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WatchSummary> {
+    Ok(WatchSummary {
+        id: r.get(0)?,
+        source: r.get(1)?,
+        resource_ref: r.get(2)?,
+        rules: json_column(r, 3)?,
+        instruction: r.get(4)?,
+        chat: r.get(5)?,
+        status: r.get(6)?,
+        snapshot: json_column(r, 7)?,
+        created_at: r.get(8)?,
+        expires_at: r.get(9)?,
+        last_checked_at: r.get(10)?,
+        last_error: r.get(11)?,
+    })
 }
 
 const EVENT_COLUMNS: &str = "id, watch_id, event_key, matched_rules, event, status, notification,
     attempts, created_at, delivered_at, last_error";
 
-fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Result<QueuedEvent, WatchError>> {
-    let rules: String = r.get(3)?;
-    let event: String = r.get(4)?;
-    Ok((|| {
-        Ok(QueuedEvent {
-            id: r.get(0)?,
-            watch_id: r.get(1)?,
-            event_key: r.get(2)?,
-            matched_rules: parse(&rules, "matched rules")?,
-            event: parse(&event, "event")?,
-            status: r.get(5)?,
-            notification: r.get(6)?,
-            attempts: r.get(7)?,
-            created_at: r.get(8)?,
-            delivered_at: r.get(9)?,
-            last_error: r.get(10)?,
-        })
-    })()
-    .map_err(|e: WatchErrorOrSql| e.into_watch()))
-}
-
-/// Either failure while reading a row's fields.
-enum WatchErrorOrSql {
-    Watch(WatchError),
-    Sql(rusqlite::Error),
-}
-
-impl From<WatchError> for WatchErrorOrSql {
-    fn from(e: WatchError) -> Self {
-        Self::Watch(e)
-    }
-}
-
-impl From<rusqlite::Error> for WatchErrorOrSql {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Sql(e)
-    }
-}
-
-impl WatchErrorOrSql {
-    fn into_watch(self) -> WatchError {
-        match self {
-            Self::Watch(w) => w,
-            Self::Sql(e) => WatchError::Store(StoreError::query("read watch row", e)),
-        }
-    }
+fn event_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueuedEvent> {
+    Ok(QueuedEvent {
+        id: r.get(0)?,
+        watch_id: r.get(1)?,
+        event_key: r.get(2)?,
+        matched_rules: json_column(r, 3)?,
+        event: json_column(r, 4)?,
+        status: r.get(5)?,
+        notification: r.get(6)?,
+        attempts: r.get(7)?,
+        created_at: r.get(8)?,
+        delivered_at: r.get(9)?,
+        last_error: r.get(10)?,
+    })
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use steward_connectors::mail::smtp::{SmtpConfig, SmtpSender};
 use steward_core::{
-    journal::{OpState, OperationSummary},
+    journal::{OperationSummary, OpsQuery},
     time::now_secs,
 };
 
@@ -96,8 +96,8 @@ pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
             });
         }
         OpsCmd::List { state, offset, limit, json } => {
-            let state = state.map(|s| s.parse::<OpState>()).transpose()?;
-            let page = steward.list_write_operations(state, offset, limit)?;
+            let q = OpsQuery { state, offset, limit: Some(limit) };
+            let page = steward.query_write_operations(&q)?;
             if json {
                 json_line(&page);
             } else if page.is_empty() {

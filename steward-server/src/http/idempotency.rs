@@ -12,7 +12,10 @@ use axum::{
     middleware::Next,
     response::{IntoResponse as _, Response},
 };
-use steward_core::access::{IdempotentStart, request_fingerprint};
+use steward_core::{
+    StewardError as _,
+    access::{AccessError, IdempotentStart, request_fingerprint},
+};
 
 use super::{ApiError, AppState, auth::Person};
 
@@ -53,7 +56,7 @@ pub(super) async fn idempotency(
     let fingerprint = request_fingerprint(parts.method.as_str(), path, &bytes);
     let now = steward_core::time::now_secs();
     let (p, k) = (principal.clone(), key.clone());
-    let start = state.call(move |s| s.access()?.begin_idempotent(&p, &k, &fingerprint, now)).await;
+    let start = state.run(move |s| s.access()?.begin_idempotent(&p, &k, &fingerprint, now)).await?;
     match start {
         Ok(IdempotentStart::Replay { status, body }) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -86,11 +89,10 @@ pub(super) async fn idempotency(
             }
             Ok(Response::from_parts(rparts, Body::from(rbytes)))
         }
-        Err(e) if e.code() == "IDEMPOTENCY_KEY_REUSED" => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "IDEMPOTENCY_KEY_REUSED",
-            "this Idempotency-Key was used with a different request",
-        )),
-        Err(e) => Err(e),
+        // The one status the error kinds do not give: the contract says 422 here.
+        Err(e @ AccessError::IdempotencyKeyReused) => {
+            Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.code(), e.to_string()))
+        }
+        Err(e) => Err(e.into()),
     }
 }

@@ -16,7 +16,8 @@ use axum::{
     extract::{
         State,
         ws::{
-            CloseFrame, Message, WebSocket, WebSocketUpgrade, rejection::WebSocketUpgradeRejection,
+            CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade,
+            rejection::WebSocketUpgradeRejection,
         },
     },
     http::{Method, StatusCode},
@@ -24,7 +25,7 @@ use axum::{
     routing::get,
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use steward_core::protocol::{Cursor, Envelope, MAX_PROTOCOL_PAGE};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 
@@ -43,10 +44,17 @@ pub const PUMP_POLL_MS: u64 = 200;
 /// Most WebSocket sessions at once.
 pub const MAX_SESSIONS: usize = 256;
 
+/// An event as the pump publishes it: serialized once, sent to every session as is.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    event: steward_core::protocol::ProtocolEvent,
+    text: Utf8Bytes,
+}
+
 /// The server's live side: the fan-out, the stop signal and the session bound.
 #[derive(Debug)]
 pub(crate) struct Live {
-    feed: tokio::sync::OnceCell<broadcast::Sender<Arc<Envelope>>>,
+    feed: tokio::sync::OnceCell<broadcast::Sender<Arc<Outgoing>>>,
     stop: watch::Sender<bool>,
     sessions: Arc<Semaphore>,
 }
@@ -118,7 +126,7 @@ async fn ws(
 
 /// The broadcast sender, starting the pump on first use. The pump's starting position is read
 /// before any session reads its own, so every event after a session's start is published.
-async fn feed(state: &AppState) -> Result<broadcast::Sender<Arc<Envelope>>, ApiError> {
+async fn feed(state: &AppState) -> Result<broadcast::Sender<Arc<Outgoing>>, ApiError> {
     state
         .live
         .feed
@@ -132,7 +140,7 @@ async fn feed(state: &AppState) -> Result<broadcast::Sender<Arc<Envelope>>, ApiE
         .cloned()
 }
 
-async fn pump(state: AppState, tx: broadcast::Sender<Arc<Envelope>>, start: Cursor) {
+async fn pump(state: AppState, tx: broadcast::Sender<Arc<Outgoing>>, start: Cursor) {
     let mut stop = state.live.stop.subscribe();
     let mut cursor = start;
     loop {
@@ -143,8 +151,9 @@ async fn pump(state: AppState, tx: broadcast::Sender<Arc<Envelope>>, start: Curs
             Ok(events) if !events.is_empty() => {
                 for e in events {
                     cursor = cursor.after(&e.event);
+                    let Ok(text) = serde_json::to_string(&e) else { continue };
                     // No receiver is fine: nobody is connected.
-                    let _ = tx.send(Arc::new(e));
+                    let _ = tx.send(Arc::new(Outgoing { event: e.event, text: text.into() }));
                 }
                 continue;
             }
@@ -158,17 +167,24 @@ async fn pump(state: AppState, tx: broadcast::Sender<Arc<Envelope>>, start: Curs
     }
 }
 
-/// Sends one JSON message; false when the client is gone or too slow.
-async fn send(socket: &mut WebSocket, v: &Value) -> bool {
-    let text = v.to_string();
+/// Sends one text message; false when the client is gone or too slow.
+async fn send_text(socket: &mut WebSocket, text: Utf8Bytes) -> bool {
     matches!(
         tokio::time::timeout(
             Duration::from_secs(SEND_TIMEOUT_SECS),
-            socket.send(Message::Text(text.into()))
+            socket.send(Message::Text(text))
         )
         .await,
         Ok(Ok(()))
     )
+}
+
+/// Sends one value as JSON; false when the client is gone or too slow.
+async fn send(socket: &mut WebSocket, v: &impl serde::Serialize) -> bool {
+    match serde_json::to_string(v) {
+        Ok(text) => send_text(socket, text.into()).await,
+        Err(_) => false,
+    }
 }
 
 async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
@@ -213,7 +229,7 @@ async fn replay(state: &AppState, socket: &mut WebSocket, from: Cursor) -> Optio
         for e in page {
             cursor = cursor.after(&e.event);
             sent += 1;
-            if !send(socket, &serde_json::to_value(&e).ok()?).await {
+            if !send(socket, &e).await {
                 return None;
             }
         }
@@ -223,7 +239,7 @@ async fn replay(state: &AppState, socket: &mut WebSocket, from: Cursor) -> Optio
 async fn session(
     state: AppState,
     mut socket: WebSocket,
-    feed: broadcast::Sender<Arc<Envelope>>,
+    feed: broadcast::Sender<Arc<Outgoing>>,
     after: Option<Cursor>,
     _permit: OwnedSemaphorePermit,
 ) {
@@ -255,8 +271,7 @@ async fn session(
                     if cursor.covers(&e.event) {
                         continue;
                     }
-                    let Ok(v) = serde_json::to_value(&*e) else { continue };
-                    if !send(&mut socket, &v).await {
+                    if !send_text(&mut socket, e.text.clone()).await {
                         return;
                     }
                     cursor = cursor.after(&e.event);

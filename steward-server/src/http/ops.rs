@@ -1,8 +1,7 @@
 //! The write journal: operations and their states.
 
 use axum::{Json, extract::State, http::Method, routing::get};
-use serde::Deserialize;
-use steward_core::journal::{OpState, Operation, OperationSummary};
+use steward_core::journal::{Operation, OperationSummary, OpsQuery};
 
 use super::{ApiError, ApiPath, ApiQuery, AppState, Route, schema};
 
@@ -26,30 +25,11 @@ pub(super) fn routes() -> Vec<Route> {
     ]
 }
 
-/// Which operations to list.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub(super) struct OpsQuery {
-    /// Only this state (`pending`, `started`, `backend_returned`, `confirmed`, …).
-    state: Option<String>,
-    /// Operations to skip.
-    offset: usize,
-    /// Operations to return (1..=100; absent: 20).
-    #[schemars(range(min = 1, max = 100))]
-    limit: Option<usize>,
-}
-
 async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<OpsQuery>,
 ) -> Result<Json<Vec<OperationSummary>>, ApiError> {
-    state
-        .call(move |s| {
-            let op_state = q.state.as_deref().map(str::parse::<OpState>).transpose()?;
-            s.list_write_operations(op_state, q.offset, q.limit.unwrap_or(20))
-        })
-        .await
-        .map(Json)
+    state.call(move |s| s.query_write_operations(&q)).await.map(Json)
 }
 
 async fn show(
