@@ -6,6 +6,16 @@
 //! then applies events after that cursor. After a reconnect it asks for the events after the
 //! last cursor it saw: each feed is strictly ordered and durable, so nothing is lost and,
 //! comparing per-feed positions ([`Cursor::covers`]), nothing is applied twice.
+//!
+//! Two kinds of event are observations rather than feed entries: the progress of a sync run
+//! (which another process may be running: the mirror records it with every committed batch)
+//! and transitions of the system status. They are levels, not edges: an [`Observer`] reads
+//! them ([`Steward::protocol_observe`]) and reports what changed; they carry no feed position,
+//! a snapshot holds their current values, and a client resuming after a reconnect is sent the
+//! current [`Observation`] after its replay. Applying one twice is harmless; progress a client
+//! slept through is summarized by the current value instead of replayed.
+
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -13,12 +23,20 @@ use crate::{
     ErrorKind, Steward, StewardError,
     approval::{Approval, ApprovalError, MAX_APPROVAL_PAGE},
     journal::{JournalError, OperationSummary},
+    mirror::RunProgress,
+    status::{Health, SystemStatus},
+    time::now_secs,
 };
 
 /// Most events one read returns.
 pub const MAX_PROTOCOL_PAGE: usize = 100;
 /// Operations a snapshot lists (the newest).
 pub const SNAPSHOT_OPERATIONS: usize = 20;
+/// How often an [`Observer`] re-reads the system status.
+pub const STATUS_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+/// Least time between two progress events of one running sync (its start and its end are
+/// always reported at once).
+pub const INGEST_PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Where a client is in every feed. Written `a<approvals>-j<journal>-w<watches>`; clients
 /// treat it as opaque.
@@ -66,6 +84,8 @@ impl Cursor {
             ProtocolEvent::Approval { seq, .. } => *seq <= self.approvals,
             ProtocolEvent::Operation { seq, .. } => *seq <= self.journal,
             ProtocolEvent::Watch { seq, .. } => *seq <= self.watches,
+            // Observations have no feed position: always new.
+            ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => false,
         }
     }
 
@@ -75,6 +95,7 @@ impl Cursor {
             ProtocolEvent::Approval { seq, .. } => self.approvals = self.approvals.max(*seq),
             ProtocolEvent::Operation { seq, .. } => self.journal = self.journal.max(*seq),
             ProtocolEvent::Watch { seq, .. } => self.watches = self.watches.max(*seq),
+            ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => {}
         }
         self
     }
@@ -126,12 +147,77 @@ pub enum ProtocolEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// A sync run started, progressed (at most every [`INGEST_PROGRESS_INTERVAL`]) or
+    /// finished. An observation: no feed position.
+    Ingest {
+        /// How far the run is.
+        progress: RunProgress,
+        /// Unix seconds.
+        at: i64,
+    },
+    /// An item of the system status changed state. An observation: no feed position.
+    Status {
+        /// The item (`disk`, `ingest`, `watches`, …).
+        name: String,
+        /// Its state before; absent for an item that appeared.
+        from: Option<Health>,
+        /// Its state now.
+        to: Health,
+        /// For a person.
+        detail: String,
+        /// Unix seconds.
+        at: i64,
+    },
 }
 
 impl ProtocolEvent {
     fn at(&self) -> i64 {
         match self {
-            Self::Approval { at, .. } | Self::Operation { at, .. } | Self::Watch { at, .. } => *at,
+            Self::Approval { at, .. }
+            | Self::Operation { at, .. }
+            | Self::Watch { at, .. }
+            | Self::Ingest { at, .. }
+            | Self::Status { at, .. } => *at,
+        }
+    }
+}
+
+/// The current values of the observed levels.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct Observation {
+    /// The newest sync run (absent before the first).
+    pub ingest: Option<RunProgress>,
+    /// The system status.
+    pub system: SystemStatus,
+}
+
+/// Follows the observed levels between calls of [`Steward::protocol_observe`].
+#[derive(Debug)]
+pub struct Observer {
+    started: bool,
+    ingest: Option<RunProgress>,
+    ingest_reported: Option<Instant>,
+    status: Vec<(String, Health)>,
+    status_checked: Option<Instant>,
+    status_interval: Duration,
+}
+
+impl Default for Observer {
+    fn default() -> Self {
+        Self::new(STATUS_CHECK_INTERVAL)
+    }
+}
+
+impl Observer {
+    /// An observer that re-reads the system status at most every `status_interval`.
+    pub fn new(status_interval: Duration) -> Self {
+        Self {
+            started: false,
+            ingest: None,
+            ingest_reported: None,
+            status: Vec::new(),
+            status_checked: None,
+            status_interval,
         }
     }
 }
@@ -155,6 +241,9 @@ pub struct ProtocolSnapshot {
     pub pending_approvals: Vec<Approval>,
     /// The newest journaled operations.
     pub operations: Vec<OperationSummary>,
+    /// The observed levels now.
+    #[serde(flatten)]
+    pub observation: Observation,
 }
 
 /// Errors of the protocol feed.
@@ -176,6 +265,9 @@ pub enum ProtocolError {
     /// The watch feed failed.
     #[error(transparent)]
     Watch(#[from] crate::watch::WatchError),
+    /// The mirror could not be read.
+    #[error(transparent)]
+    Mirror(crate::store::StoreError),
 }
 
 impl StewardError for ProtocolError {
@@ -186,6 +278,7 @@ impl StewardError for ProtocolError {
             Self::Approval(e) => e.code(),
             Self::Journal(e) => e.code(),
             Self::Watch(e) => e.code(),
+            Self::Mirror(e) => e.code(),
         }
     }
 
@@ -195,6 +288,7 @@ impl StewardError for ProtocolError {
             Self::Approval(e) => e.kind(),
             Self::Journal(e) => e.kind(),
             Self::Watch(e) => e.kind(),
+            Self::Mirror(e) => e.kind(),
         }
     }
 }
@@ -215,7 +309,71 @@ impl Steward {
                 .to_string(),
             pending_approvals: sub.pending,
             operations,
+            observation: self.protocol_observation()?,
         })
+    }
+
+    /// The observed levels now: the newest sync run and the system status.
+    pub fn protocol_observation(&self) -> Result<Observation, ProtocolError> {
+        let ingest = self.mirror().last_run().map_err(ProtocolError::Mirror)?;
+        Ok(Observation { ingest, system: self.system_status() })
+    }
+
+    /// What changed in the observed levels since the observer's last call: a sync run that
+    /// started, progressed or finished, and each status item whose state changed (the status
+    /// is re-read at the observer's interval, [`STATUS_CHECK_INTERVAL`] by default). The first call only records where things
+    /// are (a subscriber's snapshot carries the current values).
+    pub fn protocol_observe(
+        &self,
+        observer: &mut Observer,
+    ) -> Result<Vec<ProtocolEvent>, ProtocolError> {
+        let now = Instant::now();
+        let at = now_secs();
+        let mut out = Vec::new();
+        let run = self.mirror().last_run().map_err(ProtocolError::Mirror)?;
+        if run != observer.ingest {
+            let milestone = match (&run, &observer.ingest) {
+                (Some(r), Some(p)) => {
+                    r.run_id != p.run_id
+                        || r.finished_at != p.finished_at
+                        || (r.files_done == r.files_total) != (p.files_done == p.files_total)
+                }
+                _ => true,
+            };
+            let due = observer
+                .ingest_reported
+                .is_none_or(|t| now.duration_since(t) >= INGEST_PROGRESS_INTERVAL);
+            if observer.started && (milestone || due) {
+                if let Some(progress) = run.clone() {
+                    out.push(ProtocolEvent::Ingest { progress, at });
+                }
+                observer.ingest_reported = Some(now);
+            }
+            // A throttled change stays unrecorded, so a later call reports it.
+            if !observer.started || milestone || due {
+                observer.ingest = run;
+            }
+        }
+        if observer.status_checked.is_none_or(|t| now.duration_since(t) >= observer.status_interval)
+        {
+            let status = self.system_status();
+            for i in &status.items {
+                let before = observer.status.iter().find(|(n, _)| *n == i.name).map(|(_, h)| *h);
+                if observer.started && before != Some(i.status) {
+                    out.push(ProtocolEvent::Status {
+                        name: i.name.clone(),
+                        from: before,
+                        to: i.status,
+                        detail: i.detail.clone(),
+                        at,
+                    });
+                }
+            }
+            observer.status = status.items.into_iter().map(|i| (i.name, i.status)).collect();
+            observer.status_checked = Some(now);
+        }
+        observer.started = true;
+        Ok(out)
     }
 
     /// The feeds' current positions.

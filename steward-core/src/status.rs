@@ -148,24 +148,50 @@ impl Steward {
         items.push(match self.mirror().last_run() {
             Err(e) => item("ingest", Health::Error, format!("mirror unreadable: {e}")),
             Ok(None) => item("ingest", Health::Unknown, "never synced"),
-            Ok(Some((started, None, _))) if now - started > STALE_RUN_SECS => item(
-                "ingest",
-                Health::Warning,
-                format!("the run started {} never finished", when(started)),
-            ),
-            Ok(Some((started, None, _))) => {
-                item("ingest", Health::Ok, format!("a sync is running since {}", when(started)))
-            }
-            Ok(Some((_, Some(done), errors))) if errors > 0 => item(
-                "ingest",
-                Health::Warning,
-                format!("last sync finished {} with {errors} files in error", when(done)),
-            ),
-            Ok(Some((_, Some(done), _))) => {
-                item("ingest", Health::Ok, format!("last sync finished {}", when(done)))
-            }
+            Ok(Some(r)) => match r.finished_at {
+                None if now - r.started_at > STALE_RUN_SECS => item(
+                    "ingest",
+                    Health::Warning,
+                    format!("the run started {} never finished", when(r.started_at)),
+                ),
+                None => item(
+                    "ingest",
+                    Health::Ok,
+                    format!(
+                        "a sync is running since {}: {} of {} files",
+                        when(r.started_at),
+                        r.files_done,
+                        r.files_total
+                    ),
+                ),
+                Some(done) if r.errors > 0 => item(
+                    "ingest",
+                    Health::Warning,
+                    format!("last sync finished {} with {} files in error", when(done), r.errors),
+                ),
+                Some(done) => {
+                    item("ingest", Health::Ok, format!("last sync finished {}", when(done)))
+                }
+            },
         });
-        items.push(item("watches", Health::Unknown, "no watch engine in this build"));
+        let watches = if home.join("watches.db").exists() { Some(self.watches()) } else { None };
+        items.push(match watches.map(|w| w.and_then(crate::watch::Watches::health)) {
+            None => item("watches", Health::Unknown, "not created yet"),
+            Some(Err(e)) => item("watches", Health::Error, e.to_string()),
+            Some(Ok(h)) if h.failing > 0 || h.failed_events > 0 => item(
+                "watches",
+                Health::Warning,
+                format!(
+                    "{} active, {} failing at their source, {} events undeliverable",
+                    h.active, h.failing, h.failed_events
+                ),
+            ),
+            Some(Ok(h)) => item(
+                "watches",
+                Health::Ok,
+                format!("{} active, {} events to deliver", h.active, h.pending_events),
+            ),
+        });
         let audit = if home.join("audit.db").exists() { Some(self.audit()) } else { None };
         items.push(match audit {
             None => item("audit", Health::Unknown, "not created yet"),

@@ -538,7 +538,8 @@ async fn pairing_gives_a_device_token_and_a_cookie_that_can_be_revoked() {
     assert!(
         cookie.starts_with(&format!("steward_device={token};"))
             && cookie.contains("HttpOnly")
-            && cookie.contains("SameSite=Strict"),
+            && cookie.contains("SameSite=Strict")
+            && !cookie.contains("Secure"),
         "{cookie}"
     );
     // The code worked once.
@@ -819,6 +820,23 @@ async fn a_tls_listener_serves_https_and_only_https() {
     let response = String::from_utf8_lossy(&response);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("messages_live"));
+    // Pairing over TLS sets a Secure cookie (it is never sent in clear).
+    let code =
+        f.steward.access().unwrap().new_pairing_code(steward_core::time::now_secs()).unwrap();
+    let body = json!({"code": code.code, "name": "phone"}).to_string();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(format!("POST /pair HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    let _ = tls.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let cookie = response
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_default();
+    assert!(cookie.contains("HttpOnly") && cookie.ends_with("; Secure"), "{cookie}");
     // Plain HTTP on the TLS port gets no HTTP answer.
     let mut plain = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     plain

@@ -66,8 +66,24 @@ async fn open(addr: SocketAddr, query: &str) -> Ws {
     connect(addr, query, &[("authorization", &format!("Bearer {TOKEN}"))]).await.unwrap()
 }
 
-/// The next JSON message that is not a heartbeat.
+/// Observations (sync progress, status transitions) arrive whenever the levels change; the
+/// feed tests skip them.
+fn is_observation(v: &Value) -> bool {
+    v["type"] == "ingest" || v["type"] == "status"
+}
+
+/// The next JSON message that is neither a heartbeat nor an observation.
 async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let v = next_any(ws).await;
+        if !is_observation(&v) {
+            return v;
+        }
+    }
+}
+
+/// The next JSON message that is not a heartbeat.
+async fn next_any(ws: &mut Ws) -> Value {
     loop {
         let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
             .await
@@ -83,13 +99,13 @@ async fn next(ws: &mut Ws) -> Value {
     }
 }
 
-/// Asserts nothing but heartbeats arrives for `ms`.
+/// Asserts nothing but heartbeats and observations arrives for `ms`.
 async fn quiet(ws: &mut Ws, ms: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
     while let Ok(m) = tokio::time::timeout_at(deadline, ws.next()).await {
         if let Some(Ok(Message::Text(t))) = m {
             let v: Value = serde_json::from_str(&t).unwrap();
-            assert_eq!(v["type"], "heartbeat", "unexpected {v}");
+            assert!(v["type"] == "heartbeat" || is_observation(&v), "unexpected {v}");
         }
     }
 }
@@ -154,6 +170,10 @@ async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
         v
     };
     assert_eq!(got, [(a, "requested".into()), (b, "requested".into()), (a, "denied".into())]);
+    // Then the observed levels as they are now (progress is summarized, not replayed).
+    let o = next(&mut ws).await;
+    assert_eq!(o["type"], "observation", "{o}");
+    assert!(o["ingest"].is_null() && o["system"]["items"].is_array(), "{o}");
     quiet(&mut ws, 600).await;
     // And live again after the replay, from both feeds: an approval and a journal transition.
     let st = Arc::clone(&s.steward);
@@ -289,4 +309,80 @@ async fn handshake_checks_and_graceful_shutdown() {
     .unwrap();
     assert_eq!(closed, Some(1001));
     tokio::time::timeout(Duration::from_secs(10), stopping).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_streams_its_progress_and_the_status_transition() {
+    use steward_connectors::mail::{
+        MaildirSource,
+        demo::{DemoOptions, generate_maildir},
+    };
+    let s = start().await;
+    let mut ws = open(s.addr, "").await;
+    let snap = next(&mut ws).await;
+    assert_eq!(snap["type"], "snapshot", "{snap}");
+    assert!(snap["ingest"].is_null(), "{snap}");
+    let ingest_item = |v: &Value| {
+        v["system"]["items"].as_array().unwrap().iter().find(|i| i["name"] == "ingest").cloned()
+    };
+    assert_eq!(ingest_item(&snap).unwrap()["status"], "unknown", "{snap}");
+
+    let st = Arc::clone(&s.steward);
+    let maildir = s._dir.path().join("maildir");
+    let summary = tokio::task::spawn_blocking(move || {
+        generate_maildir(&maildir, &DemoOptions::new(120)).unwrap();
+        let opts = steward_core::mirror::SyncOptions { account: Some("demo".into()), cancel: None };
+        st.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap()
+    })
+    .await
+    .unwrap();
+
+    // Progress events never go back and end with the finished run; the ingest item turns ok.
+    let mut done = -1;
+    let mut finished = None;
+    let mut transition = None;
+    while finished.is_none() || transition.is_none() {
+        let e = next_any(&mut ws).await;
+        match e["type"].as_str() {
+            Some("ingest") => {
+                let p = &e["progress"];
+                assert_eq!(p["run_id"], summary.run_id, "{e}");
+                let d = p["files_done"].as_i64().unwrap();
+                assert!(d >= done, "progress went back: {e}");
+                done = d;
+                if !p["finished_at"].is_null() {
+                    finished = Some(e.clone());
+                }
+            }
+            // The item ends ok, or a warning when files were in error (the demo has some).
+            Some("status") if e["name"] == "ingest" => {
+                let end = if summary.error_count > 0 { "warning" } else { "ok" };
+                if e["to"] == end {
+                    transition = Some(e.clone());
+                }
+            }
+            Some("status") => {}
+            _ => panic!("unexpected {e}"),
+        }
+    }
+    let p = &finished.unwrap()["progress"];
+    let files = i64::try_from(summary.files_scanned - summary.files_unchanged).unwrap();
+    assert_eq!((p["files_done"].as_i64(), p["files_total"].as_i64()), (Some(files), Some(files)));
+    let t = transition.unwrap();
+    assert!(t["from"] == "unknown" || t["from"] == "ok", "{t}");
+    // Levels that did not change are not repeated.
+    quiet_levels(&mut ws, 600).await;
+    drop(ws);
+    s.running.stop().await.unwrap();
+}
+
+/// Asserts no sync progress arrives for `ms` (status items may still move).
+async fn quiet_levels(ws: &mut Ws, ms: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    while let Ok(m) = tokio::time::timeout_at(deadline, ws.next()).await {
+        if let Some(Ok(Message::Text(t))) = m {
+            let v: Value = serde_json::from_str(&t).unwrap();
+            assert_ne!(v["type"], "ingest", "repeated {v}");
+        }
+    }
 }

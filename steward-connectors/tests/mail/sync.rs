@@ -427,3 +427,82 @@ fn nested_maildir_folders_are_mailboxes() {
             .map(|(a, b)| (a.to_owned(), b.to_owned()))
     );
 }
+
+#[test]
+fn a_running_sync_is_followed_from_another_handle_and_observed_as_progress_and_transitions() {
+    use std::time::Duration;
+
+    use steward_core::{
+        protocol::{Observer, ProtocolEvent},
+        status::Health,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("md");
+    generate_maildir(&md, &DemoOptions::new(60)).unwrap();
+    let s = steward(dir.path());
+    // A second handle on the same home stands for another process (the server).
+    let other = steward(dir.path());
+    let mut observer = Observer::new(Duration::ZERO);
+    assert!(
+        other.protocol_observe(&mut observer).unwrap().is_empty(),
+        "the first call only records"
+    );
+    assert_eq!(other.protocol_observation().unwrap().ingest, None);
+    let mut events = Vec::new();
+    let mut seen_during = Vec::new();
+    let opts = SyncOptions { account: Some("acct".into()), cancel: None };
+    let summary = s
+        .mirror()
+        .sync(&MaildirSource::new(&md), &opts, &mut |p| {
+            if p.phase != steward_core::mirror::ProgressPhase::Ingesting {
+                return;
+            }
+            // Each committed batch is visible to the other handle at once.
+            let run = other.mirror().last_run().unwrap().unwrap();
+            assert_eq!((run.files_done, run.finished_at), (p.files_done as i64, None));
+            assert_eq!(run.files_total, p.files_total as i64);
+            seen_during.push(run.files_done);
+            events.extend(other.protocol_observe(&mut observer).unwrap());
+        })
+        .unwrap();
+    events.extend(other.protocol_observe(&mut observer).unwrap());
+    // Files, not messages: the demo mailbox also files copies (Sent, labels).
+    let total = other.mirror().last_run().unwrap().unwrap().files_total;
+    assert!(total >= 60);
+    assert_eq!(seen_during.len() as i64, (total + 6) / 7, "one report per batch of 7");
+
+    let progress: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProtocolEvent::Ingest { progress, .. } => Some(progress.clone()),
+            _ => None,
+        })
+        .collect();
+    // The start (first batch), the last batch and the end are always reported; progress in
+    // between at most every INGEST_PROGRESS_INTERVAL, never going back.
+    assert!(progress.len() >= 3, "{progress:?}");
+    assert_eq!((progress[0].files_done, progress[0].finished_at), (7, None));
+    assert!(progress.windows(2).all(|w| w[0].files_done <= w[1].files_done), "{progress:?}");
+    let last = progress.last().unwrap();
+    assert_eq!((last.run_id, last.files_done, last.files_total), (summary.run_id, total, total));
+    assert!(last.finished_at.is_some());
+    assert_eq!(last.account, "acct");
+    // The ingest item went from "never synced" to ok while the run went, then to a warning if
+    // the run finished with files in error (the demo mailbox has some).
+    let transitions: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProtocolEvent::Status { name, from, to, .. } if name == "ingest" => Some((*from, *to)),
+            _ => None,
+        })
+        .collect();
+    let mut expected = vec![(Some(Health::Unknown), Health::Ok)];
+    if summary.error_count > 0 {
+        expected.push((Some(Health::Ok), Health::Warning));
+    }
+    assert_eq!(transitions, expected);
+    // Nothing changed since: nothing more to report.
+    assert!(other.protocol_observe(&mut observer).unwrap().is_empty());
+    let now = other.protocol_observation().unwrap();
+    assert_eq!(now.ingest.as_ref(), Some(last));
+}

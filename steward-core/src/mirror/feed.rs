@@ -30,6 +30,25 @@ pub struct IndexableMessage<'a> {
     pub attachments: &'a str,
 }
 
+/// How far a sync run is.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct RunProgress {
+    /// The `sync_runs` row.
+    pub run_id: i64,
+    /// The account synced.
+    pub account: String,
+    /// Unix seconds.
+    pub started_at: i64,
+    /// Unix seconds; absent while it runs (or if it died: see `status`).
+    pub finished_at: Option<i64>,
+    /// Files the run set out to ingest (new or changed).
+    pub files_total: i64,
+    /// Files ingested and committed so far.
+    pub files_done: i64,
+    /// Files in error (counted when the run finishes).
+    pub errors: i64,
+}
+
 /// Receives each changed message: its id, and its text unless it was soft-deleted.
 pub type ChangeSink<'s> = dyn FnMut(i64, Option<IndexableMessage<'_>>) -> Result<(), String> + 's;
 
@@ -62,13 +81,27 @@ impl Mirror {
         })
     }
 
-    /// The newest sync run: (started_at, finished_at, errors), for status screens.
-    pub fn last_run(&self) -> Result<Option<(i64, Option<i64>, i64)>, StoreError> {
+    /// The newest sync run, finished or not: how far it got (for status screens and the live
+    /// feed; a running sync updates it with every committed batch).
+    pub fn last_run(&self) -> Result<Option<RunProgress>, StoreError> {
         self.db.read(|c| {
             c.query_row(
-                "SELECT started_at, finished_at, errors FROM sync_runs ORDER BY id DESC LIMIT 1",
+                "SELECT r.id, a.name, r.started_at, r.finished_at, r.files_total, r.files_done,
+                        r.errors
+                 FROM sync_runs r JOIN accounts a ON a.id = r.account_id
+                 ORDER BY r.id DESC LIMIT 1",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                |r| {
+                    Ok(RunProgress {
+                        run_id: r.get(0)?,
+                        account: r.get(1)?,
+                        started_at: r.get(2)?,
+                        finished_at: r.get(3)?,
+                        files_total: r.get(4)?,
+                        files_done: r.get(5)?,
+                        errors: r.get(6)?,
+                    })
+                },
             )
             .optional()
             .map_err(|e| StoreError::query("last run", e))

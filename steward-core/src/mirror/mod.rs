@@ -36,7 +36,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 
 pub use blobs::hex;
-pub use feed::{ChangeSink, IndexFeedError, IndexableMessage};
+pub use feed::{ChangeSink, IndexFeedError, IndexableMessage, RunProgress};
 pub use model::{
     Address, BodyState, FileError, Flags, MailSource, MailboxRef, MailboxRole, ParseLimits,
     ParsedAttachment, ParsedMessage, SourceError, SourceFile,
@@ -79,6 +79,11 @@ pub const SCHEMA: Schema = Schema {
             version: 4,
             name: "size_order",
             sql: include_str!("../../migrations/mirror/004_size_order.sql"),
+        },
+        Migration {
+            version: 5,
+            name: "sync_progress",
+            sql: include_str!("../../migrations/mirror/005_sync_progress.sql"),
         },
     ],
 };

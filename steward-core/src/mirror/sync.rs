@@ -229,8 +229,9 @@ impl Mirror {
 
         let run_id: i64 = self.db.write(|tx| {
             tx.query_row(
-                "INSERT INTO sync_runs (account_id, mode, started_at, files_scanned) VALUES (?1, ?2, ?3, ?4) RETURNING id",
-                params![account_id, mode.as_str(), now, int(scanned.len())],
+                "INSERT INTO sync_runs (account_id, mode, started_at, files_scanned, files_total)
+                 VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                params![account_id, mode.as_str(), now, int(scanned.len()), int(changed.len())],
                 |r| r.get(0),
             )
             .map_err(|e| StoreError::query("insert sync run", e))
@@ -260,7 +261,7 @@ impl Mirror {
         let ingested = self.ingest_changed(
             source,
             &account,
-            account_id,
+            (account_id, run_id),
             &changed,
             &is_new,
             opts,
@@ -401,7 +402,7 @@ impl Mirror {
         &self,
         source: &dyn MailSource,
         account: &str,
-        account_id: i64,
+        (account_id, run_id): (i64, i64),
         changed: &[&SourceFile],
         is_new: &dyn Fn(&str) -> bool,
         opts: &SyncOptions<'_>,
@@ -447,12 +448,18 @@ impl Mirror {
                     }
                     let prepared = prepared?;
                     let mut batch_tally = Tally::default();
+                    let done_after = done + prepared.len() as u64;
                     self.db.write(|tx| {
                         let mut w = Writer::new(tx, account_id, &mut cache, cfg, now);
                         for pf in &prepared {
                             w.apply(pf, is_new(&pf.path), &mut batch_tally)?;
                             fail::fail_point!("mirror::after_file", |_| std::process::abort());
                         }
+                        tx.execute(
+                            "UPDATE sync_runs SET files_done = ?2 WHERE id = ?1",
+                            params![run_id, int(done_after)],
+                        )
+                        .map_err(|e| StoreError::query("record sync progress", e))?;
                         fail::fail_point!("mirror::before_commit", |_| std::process::abort());
                         Ok::<_, MirrorError>(())
                     })?;
@@ -475,7 +482,7 @@ impl Mirror {
                             }
                         }
                     }
-                    done += prepared.len() as u64;
+                    done = done_after;
                     on_batch(done);
                 }
                 Ok(())

@@ -81,6 +81,21 @@ pub struct WatchSummary {
     pub last_error: Option<String>,
 }
 
+/// What [`Watches::health`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct WatchHealth {
+    /// Watches still active.
+    pub active: i64,
+    /// Active watches whose last check failed (their source is down or refused).
+    pub failing: i64,
+    /// Events queued and not delivered yet.
+    pub pending_events: i64,
+    /// Events given up after the delivery attempts ran out.
+    pub failed_events: i64,
+    /// The latest check of any watch (Unix seconds).
+    pub last_checked_at: Option<i64>,
+}
+
 /// A queued (or delivered) event.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct QueuedEvent {
@@ -601,6 +616,32 @@ impl Watches {
                 s.query_map(params![after, limit], event_row)?.collect::<Result<Vec<_>, _>>()
             })
             .map_err(q("event feed"))
+        })
+    }
+
+    /// Counts for a status screen: active watches, those whose source failed at their last
+    /// check, events still to deliver and events given up.
+    pub fn health(&self) -> Result<WatchHealth, WatchError> {
+        self.db.read(|c| {
+            c.query_row(
+                "SELECT (SELECT count(*) FROM watches WHERE status = 'active'),
+                        (SELECT count(*) FROM watches WHERE status = 'active'
+                           AND last_error IS NOT NULL),
+                        (SELECT count(*) FROM watch_events WHERE status = 'pending'),
+                        (SELECT count(*) FROM watch_events WHERE status = 'failed'),
+                        (SELECT max(last_checked_at) FROM watches)",
+                [],
+                |r| {
+                    Ok(WatchHealth {
+                        active: r.get(0)?,
+                        failing: r.get(1)?,
+                        pending_events: r.get(2)?,
+                        failed_events: r.get(3)?,
+                        last_checked_at: r.get(4)?,
+                    })
+                },
+            )
+            .map_err(q("watch health"))
         })
     }
 

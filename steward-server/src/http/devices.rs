@@ -77,8 +77,10 @@ async fn pair(
 ) -> Result<Response, ApiError> {
     let now = steward_core::time::now_secs();
     let pairing = state.call(move |s| s.access()?.pair(&input.code, &input.name, now)).await?;
+    // Over TLS the cookie is never sent in clear; on loopback HTTP it cannot be `Secure`.
+    let secure = if state.served_over_tls() { "; Secure" } else { "" };
     let cookie = format!(
-        "{DEVICE_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000",
+        "{DEVICE_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000{secure}",
         pairing.token
     );
     let mut res = Json(pairing).into_response();

@@ -1,14 +1,17 @@
 //! `GET /ws`: the protocol events, live.
 //!
 //! One pump per server reads the core's durable feeds ([`Steward::protocol_after`], every
-//! [`PUMP_POLL_MS`]) and fans them out through a bounded broadcast channel. A session first
-//! sends a snapshot (or, with `?after=<cursor>`, replays what the client missed, at most
-//! [`MAX_REPLAY`] events, else a `reset` and a fresh snapshot), then the live events it has not
-//! seen, heartbeats every [`HEARTBEAT_SECS`], and closes when the server stops. A client that
+//! [`PUMP_POLL_MS`]) and its observed levels (sync progress and status transitions,
+//! [`Steward::protocol_observe`]) and fans them out through a bounded broadcast channel. A
+//! session first sends a snapshot (or, with `?after=<cursor>`, replays what the client missed,
+//! at most [`MAX_REPLAY`] events, else a `reset` and a fresh snapshot; then the current
+//! `observation`), then the live events it has not seen, heartbeats every [`HEARTBEAT_SECS`],
+//! and closes when the server stops. A client that
 //! falls [`FEED_CAPACITY`] events behind, or does not take a message within
 //! [`SEND_TIMEOUT_SECS`], is disconnected (close code 1013) instead of being buffered for.
 //!
 //! [`Steward::protocol_after`]: steward_core::Steward::protocol_after
+//! [`Steward::protocol_observe`]: steward_core::Steward::protocol_observe
 
 use std::{sync::Arc, time::Duration};
 
@@ -26,7 +29,10 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::json;
-use steward_core::protocol::{Cursor, Envelope, MAX_PROTOCOL_PAGE};
+use steward_core::{
+    StewardError as _,
+    protocol::{Cursor, Envelope, MAX_PROTOCOL_PAGE, Observer},
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 
 use super::{ApiError, ApiQuery, AppState, Route, schema};
@@ -143,22 +149,44 @@ async fn feed(state: &AppState) -> Result<broadcast::Sender<Arc<Outgoing>>, ApiE
 async fn pump(state: AppState, tx: broadcast::Sender<Arc<Outgoing>>, start: Cursor) {
     let mut stop = state.live.stop.subscribe();
     let mut cursor = start;
+    let mut observer = Some(Observer::default());
+    let publish = |cursor: Cursor, event: steward_core::protocol::ProtocolEvent| {
+        let envelope = Envelope { cursor: cursor.to_string(), event };
+        if let Ok(text) = serde_json::to_string(&envelope) {
+            // No receiver is fine: nobody is connected.
+            let _ = tx.send(Arc::new(Outgoing { event: envelope.event, text: text.into() }));
+        }
+    };
     loop {
         if *stop.borrow() {
             return;
         }
+        let mut more = false;
         match state.call(move |s| s.protocol_after(cursor, MAX_PROTOCOL_PAGE)).await {
-            Ok(events) if !events.is_empty() => {
+            Ok(events) => {
+                more = events.len() == MAX_PROTOCOL_PAGE;
                 for e in events {
                     cursor = cursor.after(&e.event);
-                    let Ok(text) = serde_json::to_string(&e) else { continue };
-                    // No receiver is fine: nobody is connected.
-                    let _ = tx.send(Arc::new(Outgoing { event: e.event, text: text.into() }));
+                    publish(cursor, e.event);
                 }
-                continue;
             }
-            Ok(_) => {}
             Err(e) => tracing::warn!(code = e.code(), "protocol feed unreadable"),
+        }
+        if let Some(mut obs) = observer.take() {
+            match state.run(move |s| (s.protocol_observe(&mut obs), obs)).await {
+                Ok((result, obs)) => {
+                    observer = Some(obs);
+                    match result {
+                        Ok(events) => events.into_iter().for_each(|e| publish(cursor, e)),
+                        Err(e) => tracing::warn!(code = e.code(), "observed levels unreadable"),
+                    }
+                }
+                // The call panicked: start over from a fresh baseline.
+                Err(_) => observer = Some(Observer::default()),
+            }
+        }
+        if more {
+            continue;
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(PUMP_POLL_MS)) => {}
@@ -213,6 +241,23 @@ async fn snapshot(state: &AppState, socket: &mut WebSocket) -> Option<Cursor> {
     send(socket, &v).await.then_some(cursor)
 }
 
+/// Sends the current observed levels (after a replay: progress is not replayed).
+async fn observation(state: &AppState, socket: &mut WebSocket) -> bool {
+    match state.call(|s| s.protocol_observation()).await {
+        Ok(o) => {
+            let mut v = serde_json::to_value(&o).unwrap_or_default();
+            if let Some(m) = v.as_object_mut() {
+                m.insert("type".into(), json!("observation"));
+            }
+            send(socket, &v).await
+        }
+        Err(e) => {
+            let _ = send(socket, &json!({"type": "error", "code": e.code()})).await;
+            false
+        }
+    }
+}
+
 /// Replays the events after `from`; `None` when the client is gone, `Some(None)` when there
 /// were more than [`MAX_REPLAY`].
 async fn replay(state: &AppState, socket: &mut WebSocket, from: Cursor) -> Option<Option<Cursor>> {
@@ -249,7 +294,7 @@ async fn session(
     let start = match after {
         None => snapshot(&state, &mut socket).await,
         Some(from) => match replay(&state, &mut socket, from).await {
-            Some(Some(c)) => Some(c),
+            Some(Some(c)) => observation(&state, &mut socket).await.then_some(c),
             Some(None) => {
                 let reset = json!({"type": "reset", "reason": "more than the replay bound"});
                 if send(&mut socket, &reset).await {

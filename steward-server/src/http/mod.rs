@@ -53,6 +53,8 @@ pub struct App {
     live: live::Live,
     /// Bounds the core calls running at once (see [`core_concurrency`]).
     calls: tokio::sync::Semaphore,
+    /// Set when served over TLS: cookies are then marked `Secure`.
+    tls: std::sync::atomic::AtomicBool,
 }
 
 /// Core calls allowed to run at once: twice the available cores. SQLite and tantivy work is
@@ -90,12 +92,18 @@ impl AppState {
             person: person.into(),
             live: live::Live::default(),
             calls: tokio::sync::Semaphore::new(core_concurrency()),
+            tls: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
     /// The core handle.
     pub fn steward(&self) -> &Arc<Steward> {
         &self.steward
+    }
+
+    /// Whether this state is served over TLS (its cookies are `Secure`).
+    pub fn served_over_tls(&self) -> bool {
+        self.tls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A receiver that turns `true` when the server stops.
@@ -223,7 +231,7 @@ pub fn routes() -> Vec<Route> {
             Method::GET,
             "/health",
             "Liveness; the only route without a token",
-            schema::<system::Health>,
+            schema::<system::HealthResponse>,
             axum::routing::get(system::health),
         )
         .public(),

@@ -130,6 +130,7 @@ async fn serve_tls(
     let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
         .await
         .map_err(|source| ServeError::Tls { cert: cert.to_owned(), key: key.to_owned(), source })?;
+    state.tls.store(true, std::sync::atomic::Ordering::Relaxed);
     let handle = axum_server::Handle::new();
     let server = axum_server::bind_rustls(listen, tls).handle(handle.clone());
     let serving = tokio::spawn(server.serve(app(state.clone()).into_make_service()));

@@ -39,15 +39,15 @@ pub(super) fn routes() -> Vec<Route> {
 
 /// `GET /health`.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
-pub(super) struct Health {
+pub(super) struct HealthResponse {
     /// Always `ok` when the server answers.
     status: &'static str,
     /// The server's version.
     version: &'static str,
 }
 
-pub(super) async fn health() -> Json<Health> {
-    Json(Health { status: "ok", version: env!("CARGO_PKG_VERSION") })
+pub(super) async fn health() -> Json<HealthResponse> {
+    Json(HealthResponse { status: "ok", version: env!("CARGO_PKG_VERSION") })
 }
 
 async fn stats(State(state): State<AppState>) -> Result<Json<MirrorStats>, ApiError> {
