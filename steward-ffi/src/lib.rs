@@ -3,18 +3,20 @@
 //! UniFFI (proc-macro) bindings over `steward-core` for the macOS launcher. Every item here is a
 //! thin wrapper: an object holds the core type in `inner`, methods are one call plus a
 //! conversion, and errors cross as one enum carrying `{ kind, code, message }`, mapped in one
-//! place ([`FfiError`]). Later issues add approvals, the journal, watches and subscriptions.
+//! place ([`FfiError`]).
 
 uniffi::setup_scaffolding!();
 
 mod authority;
 mod error;
 mod mirror;
+mod search;
 mod steward;
 
 pub use authority::{ApprovalCard, Human, OperationSummary};
 pub use error::FfiError;
 pub use mirror::{MirrorStats, SyncSummary};
+pub use search::{SearchHit, SearchQuery, SearchResults};
 pub use steward::Steward;
 
 /// The version of the Steward library.

@@ -32,6 +32,26 @@ def test_open_index_and_count(tmp_path):
     assert (stats.messages_live, stats.messages_deleted, stats.error_count) == (2, 0, 1)
 
 
+def test_search_finds_mirrored_mail_and_bad_queries_are_typed(tmp_path):
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    s.index_maildir(str(write_maildir(tmp_path)), "ffi")
+    page = s.search(ffi.SearchQuery(text="hello"))
+    assert [h.subject for h in page.hits] == ["one"]
+    assert page.hits[0].from_address == "a@example.org"
+    assert page.next_offset is None
+    by_sender = s.search(ffi.SearchQuery(**{"from": "b@example.org"}))
+    assert [h.subject for h in by_sender.hits] == ["Re: one"]
+    first = s.search(ffi.SearchQuery(sort="date", limit=1))
+    assert len(first.hits) == 1 and first.next_offset == 1
+    for query, code in [(ffi.SearchQuery(limit=0), "LIMIT_OUT_OF_RANGE"),
+                        (ffi.SearchQuery(role="nope"), "INVALID_ROLE"),
+                        (ffi.SearchQuery(after="yesterday"), "INVALID_DATE"),
+                        (ffi.SearchQuery(account="nobody"), "ACCOUNT_NOT_FOUND")]:
+        with pytest.raises(ffi.FfiError.Steward) as e:
+            s.search(query)
+        assert e.value.code == code, query
+
+
 def test_errors_cross_as_kind_code_and_message(tmp_path):
     s = ffi.Steward.open(str(tmp_path / "home"))
     with pytest.raises(ffi.FfiError.Steward) as e:

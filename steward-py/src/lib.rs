@@ -11,31 +11,42 @@ use steward_connectors::mail::{EmlxSource, MaildirSource, MboxSource};
 use steward_core::{
     ErrorKind, StewardError as CoreError,
     mirror::{MailSource, SyncOptions},
+    search::SearchParams,
 };
 
-create_exception!(_steward, StewardError, PyException, "Base class of every Steward error.");
 create_exception!(
-    _steward,
+    steward._steward,
+    StewardError,
+    PyException,
+    "Base class of every Steward error."
+);
+create_exception!(
+    steward._steward,
     InvalidInputError,
     StewardError,
     "The input was malformed or out of bounds."
 );
-create_exception!(_steward, NotFoundError, StewardError, "The thing asked for does not exist.");
 create_exception!(
-    _steward,
+    steward._steward,
+    NotFoundError,
+    StewardError,
+    "The thing asked for does not exist."
+);
+create_exception!(
+    steward._steward,
     UnavailableError,
     StewardError,
     "A dependency is unavailable; retry later."
 );
-create_exception!(_steward, DeniedError, StewardError, "Policy or authority refused it.");
+create_exception!(steward._steward, DeniedError, StewardError, "Policy or authority refused it.");
 create_exception!(
-    _steward,
+    steward._steward,
     ConflictError,
     StewardError,
     "It conflicts with the current state (already resolved, key reused, stale version)."
 );
 create_exception!(
-    _steward,
+    steward._steward,
     CorruptError,
     StewardError,
     "A store is damaged; it is left as it is for restore from backup."
@@ -217,6 +228,29 @@ impl PySteward {
     }
 
     /// Approval requests, newest first (at most 100 per page), as dicts.
+    /// Searches the mirror. The keyword arguments are the flat search parameters, as
+    /// `GET /search` takes them: `text`, `from` (pass it as `**{"from": …}`), `to`,
+    /// `subject_contains`, `role`, `mailbox`, `after`, `before`, `unread`, `has_attachments`,
+    /// `sort`, `limit`, `offset`, … An unknown name is an `InvalidInputError`.
+    #[pyo3(signature = (**params))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        params: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let json = match params {
+            Some(d) => py.import("json")?.call_method1("dumps", (d,))?.extract::<String>()?,
+            None => "{}".to_owned(),
+        };
+        let page = py
+            .detach(|| {
+                let request = SearchParams::from_json(&json)?.into_request()?;
+                self.inner.search(&request)
+            })
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &page)
+    }
+
     #[pyo3(signature = (pending_only=false, chat=None, offset=0, limit=50))]
     fn approvals<'py>(
         &self,

@@ -94,6 +94,9 @@ pub enum SearchError {
     /// A browse order other than `date`, `date-asc` or `size`.
     #[error("unknown sort {0:?}: expected date, date-asc or size")]
     InvalidSort(String),
+    /// Search parameters that are not an object of known names and types.
+    #[error("invalid search parameters: {0}")]
+    InvalidParams(String),
     /// A mailbox role other than the known ones.
     #[error(
         "unknown mailbox role {0:?}: expected inbox, sent, drafts, trash, junk, archive, all_mail or other"
@@ -125,6 +128,7 @@ impl StewardError for SearchError {
             Self::TooLong { .. } => "QUERY_TOO_LONG",
             Self::InvalidSort(_) => "INVALID_SORT",
             Self::InvalidRole(_) => "INVALID_ROLE",
+            Self::InvalidParams(_) => "INVALID_SEARCH_PARAMS",
             Self::AccountNotFound(_) => "ACCOUNT_NOT_FOUND",
             Self::MailboxNotFound(_) => "MAILBOX_NOT_FOUND",
             Self::Index(e) => e.code(),
@@ -141,6 +145,7 @@ impl StewardError for SearchError {
             | Self::TooLong { .. }
             | Self::InvalidSort(_)
             | Self::InvalidRole(_)
+            | Self::InvalidParams(_)
             | Self::InvalidDate(_) => ErrorKind::InvalidInput,
             Self::AccountNotFound(_) | Self::MailboxNotFound(_) => ErrorKind::NotFound,
             Self::Index(e) => e.kind(),

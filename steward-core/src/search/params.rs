@@ -60,6 +60,12 @@ pub struct SearchParams {
 }
 
 impl SearchParams {
+    /// Reads the parameters from a JSON object (what a binding passes along from keyword
+    /// arguments or a record); an unknown name or a wrong type is a typed error.
+    pub fn from_json(json: &str) -> Result<Self, SearchError> {
+        serde_json::from_str(json).map_err(|e| SearchError::InvalidParams(e.to_string()))
+    }
+
     /// The typed request. Dates, roles and sort names are checked here; bounds are checked by
     /// the search itself.
     pub fn into_request(self) -> Result<SearchRequest, SearchError> {
