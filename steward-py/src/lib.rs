@@ -7,7 +7,10 @@
 use std::path::PathBuf;
 
 use pyo3::{create_exception, exceptions::PyException, prelude::*, types::PyDict};
-use steward_connectors::mail::{EmlxSource, MaildirSource, MboxSource};
+use steward_connectors::mail::{
+    EmlxSource, MaildirSource, MboxSource,
+    demo::{DemoOptions, generate_maildir},
+};
 use steward_core::{
     ErrorKind, StewardError as CoreError,
     mirror::{MailSource, SyncOptions},
@@ -54,8 +57,13 @@ create_exception!(
 
 /// Maps a core error to its Python class, with `.code` and `.kind` set. The only mapping.
 fn to_py(e: &dyn CoreError) -> PyErr {
-    let message = format!("{}: {}", e.code(), e);
-    let err = match e.kind() {
+    coded(e.kind(), e.code(), &e.to_string())
+}
+
+/// The Python exception for an error of `kind` with `code`.
+fn coded(kind: ErrorKind, code: &str, message: &str) -> PyErr {
+    let message = format!("{code}: {message}");
+    let err = match kind {
         ErrorKind::InvalidInput => InvalidInputError::new_err(message),
         ErrorKind::NotFound => NotFoundError::new_err(message),
         ErrorKind::Unavailable => UnavailableError::new_err(message),
@@ -66,8 +74,8 @@ fn to_py(e: &dyn CoreError) -> PyErr {
     };
     Python::attach(|py| {
         let value = err.value(py);
-        let _ = value.setattr("code", e.code());
-        let _ = value.setattr("kind", e.kind().as_str());
+        let _ = value.setattr("code", code);
+        let _ = value.setattr("kind", kind.as_str());
     });
     err
 }
@@ -227,7 +235,6 @@ impl PySteward {
         to_python(py, &eval)
     }
 
-    /// Approval requests, newest first (at most 100 per page), as dicts.
     /// Searches the mirror. The keyword arguments are the flat search parameters, as
     /// `GET /search` takes them: `text`, `from` (pass it as `**{"from": …}`), `to`,
     /// `subject_contains`, `role`, `mailbox`, `after`, `before`, `unread`, `has_attachments`,
@@ -251,6 +258,7 @@ impl PySteward {
         to_python(py, &page)
     }
 
+    /// Approval requests, newest first (at most 100 per page), as dicts.
     #[pyo3(signature = (pending_only=false, chat=None, offset=0, limit=50))]
     fn approvals<'py>(
         &self,
@@ -395,6 +403,26 @@ impl PySteward {
 }
 
 /// The library version.
+/// Writes the deterministic demo mailbox (a Maildir of `messages` realistic messages, with
+/// label copies and a few malformed files) under `path`; returns what was written.
+#[pyfunction]
+#[pyo3(signature = (path, messages=300))]
+fn demo_maildir<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    messages: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let report =
+        py.detach(|| generate_maildir(&path, &DemoOptions::new(messages))).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidInput {
+                coded(ErrorKind::InvalidInput, "DEMO_INVALID", &e.to_string())
+            } else {
+                coded(ErrorKind::Unavailable, "DEMO_WRITE_FAILED", &e.to_string())
+            }
+        })?;
+    to_python(py, &report)
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -404,6 +432,7 @@ fn version() -> &'static str {
 fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySteward>()?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(demo_maildir, m)?)?;
     let py = m.py();
     m.add("StewardError", py.get_type::<StewardError>())?;
     m.add("InvalidInputError", py.get_type::<InvalidInputError>())?;

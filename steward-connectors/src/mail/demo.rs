@@ -361,8 +361,18 @@ fn quote(body: &str, who: &str, italian: bool) -> String {
     format!("{intro}\r\n{}\r\n", quoted.join("\r\n"))
 }
 
-/// Writes a demo Maildir (with Maildir++ folders) under `root`.
+/// Most messages a demo mailbox may have.
+pub const MAX_DEMO_MESSAGES: usize = 1_000_000;
+
+/// Writes a demo Maildir (with Maildir++ folders) under `root`. A message count of 0 or above
+/// [`MAX_DEMO_MESSAGES`] is an `InvalidInput` error and writes nothing.
 pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<DemoReport> {
+    if opts.messages == 0 || opts.messages > MAX_DEMO_MESSAGES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} messages is out of range (1..={MAX_DEMO_MESSAGES})", opts.messages),
+        ));
+    }
     let mut rng = Rng(opts.seed | 1);
     let folders = ["", ".Sent", ".Drafts", ".Archive", ".Lavoro", ".[Gmail].All Mail", ".Cestino"];
     for f in folders {

@@ -12,6 +12,7 @@ from steward._steward import (
     Steward,
     StewardError,
     UnavailableError,
+    demo_maildir,
     version,
 )
 
@@ -24,5 +25,6 @@ __all__ = [
     "Steward",
     "StewardError",
     "UnavailableError",
+    "demo_maildir",
     "version",
 ]

@@ -8,7 +8,7 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use steward_connectors::mail::{
     EmlxSource, MaildirSource, MboxFlavor, MboxSource,
-    demo::{DemoOptions, generate_maildir},
+    demo::{DemoOptions, MAX_DEMO_MESSAGES, generate_maildir},
     watch::{WatchOptions, watch_and_sync},
 };
 use steward_core::{
@@ -477,8 +477,8 @@ fn demo(
     json: bool,
     serve_with: Option<&serve::ServeArgs>,
 ) -> Result<(), Failure> {
-    if messages == 0 || messages > 1_000_000 {
-        return Err(usage("--messages must be between 1 and 1000000".to_owned()));
+    if messages == 0 || messages > MAX_DEMO_MESSAGES {
+        return Err(usage(format!("--messages must be between 1 and {MAX_DEMO_MESSAGES}")));
     }
     let steward = open(home)?;
     let maildir = steward.home().join("demo-maildir");
