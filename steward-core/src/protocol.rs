@@ -32,6 +32,8 @@ use crate::{
 pub const MAX_PROTOCOL_PAGE: usize = 100;
 /// Operations a snapshot lists (the newest).
 pub const SNAPSHOT_OPERATIONS: usize = 20;
+/// How often a waiting [`Subscription`] re-reads the feeds.
+pub const SUBSCRIPTION_POLL: Duration = Duration::from_millis(200);
 /// How often an [`Observer`] re-reads the system status.
 pub const STATUS_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Least time between two progress events of one running sync (its start and its end are
@@ -293,7 +295,71 @@ impl StewardError for ProtocolError {
     }
 }
 
+/// A subscriber's position in the protocol: the feeds' cursor and the observed levels. What a
+/// frontend without a server (the FFI's callback streams) follows; see
+/// [`Steward::protocol_subscribe`].
+#[derive(Debug)]
+pub struct Subscription {
+    cursor: Cursor,
+    observer: Observer,
+}
+
+impl Subscription {
+    /// The cursor of the last event returned (or of the snapshot).
+    pub fn cursor(&self) -> Cursor {
+        self.cursor
+    }
+
+    /// The next events: the feeds' entries after the cursor and any change of the observed
+    /// levels, waiting up to `timeout` (re-reading every [`SUBSCRIPTION_POLL`]) while there are
+    /// none. Returns early, possibly empty, once `cancelled` says so.
+    pub fn next(
+        &mut self,
+        steward: &Steward,
+        timeout: Duration,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Vec<Envelope>, ProtocolError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut out = steward.protocol_after(self.cursor, MAX_PROTOCOL_PAGE)?;
+            for e in &out {
+                self.cursor = self.cursor.after(&e.event);
+            }
+            for event in steward.protocol_observe(&mut self.observer)? {
+                out.push(Envelope { cursor: self.cursor.to_string(), event });
+            }
+            let now = Instant::now();
+            if !out.is_empty() || now >= deadline || cancelled() {
+                return Ok(out);
+            }
+            std::thread::sleep(SUBSCRIPTION_POLL.min(deadline - now));
+        }
+    }
+}
+
 impl Steward {
+    /// Starts following the protocol. Without `after`: the current state (a snapshot) and a
+    /// subscription from its cursor. With the cursor of the last event a subscriber applied: no
+    /// snapshot, and the subscription returns what happened since (each feed durable, so
+    /// nothing is lost or repeated); the levels are then in [`Steward::protocol_observation`].
+    pub fn protocol_subscribe(
+        &self,
+        after: Option<Cursor>,
+    ) -> Result<(Option<ProtocolSnapshot>, Subscription), ProtocolError> {
+        let mut observer = Observer::default();
+        // The baseline of the levels: a change after it is reported.
+        self.protocol_observe(&mut observer)?;
+        let (snapshot, cursor) = match after {
+            Some(c) => (None, c),
+            None => {
+                let snap = self.protocol_snapshot()?;
+                let cursor = snap.cursor.parse()?;
+                (Some(snap), cursor)
+            }
+        };
+        Ok((snapshot, Subscription { cursor, observer }))
+    }
+
     /// The current state and the cursor it reflects.
     pub fn protocol_snapshot(&self) -> Result<ProtocolSnapshot, ProtocolError> {
         let journal = self.journal()?;

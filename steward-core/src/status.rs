@@ -33,6 +33,18 @@ pub enum Health {
     Error,
 }
 
+impl Health {
+    /// `unknown`, `ok`, `warning` or `error` (the serialized name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Ok => "ok",
+            Self::Warning => "warning",
+            Self::Error => "error",
+        }
+    }
+}
+
 /// One checked item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StatusItem {

@@ -9,15 +9,19 @@ uniffi::setup_scaffolding!();
 
 mod authority;
 mod error;
+mod live;
 mod mirror;
 mod search;
 mod steward;
+mod watches;
 
 pub use authority::{ApprovalCard, Human, OperationSummary};
 pub use error::FfiError;
+pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{MirrorStats, SyncSummary};
 pub use search::{SearchHit, SearchQuery, SearchResults};
 pub use steward::Steward;
+pub use watches::{PollSummary, WatchEventInfo, WatchInfo};
 
 /// The version of the Steward library.
 #[uniffi::export]

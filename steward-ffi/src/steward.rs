@@ -15,10 +15,11 @@ pub struct Steward {
 
 #[uniffi::export]
 impl Steward {
-    /// Opens (creating if needed) the home at `home`.
+    /// Opens (creating if needed) the home at `home`, with every watch source registered.
     #[uniffi::constructor]
     pub fn open(home: String) -> Result<Arc<Self>, FfiError> {
-        Ok(Arc::new(Self { inner: Arc::new(steward_core::Steward::builder().home(home).open()?) }))
+        let builder = steward_connectors::watches::register(steward_core::Steward::builder());
+        Ok(Arc::new(Self { inner: Arc::new(builder.home(home).open()?) }))
     }
 
     /// Mirrors a Maildir.

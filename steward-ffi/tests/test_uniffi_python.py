@@ -39,10 +39,11 @@ def test_search_finds_mirrored_mail_and_bad_queries_are_typed(tmp_path):
     assert [h.subject for h in page.hits] == ["one"]
     assert page.hits[0].from_address == "a@example.org"
     assert page.next_offset is None
-    by_sender = s.search(ffi.SearchQuery(**{"from": "b@example.org"}))
+    by_sender = s.search(ffi.SearchQuery(_from="b@example.org"))  # `from` is reserved in Python
     assert [h.subject for h in by_sender.hits] == ["Re: one"]
-    first = s.search(ffi.SearchQuery(sort="date", limit=1))
-    assert len(first.hits) == 1 and first.next_offset == 1
+    # Browsing collapses a thread to one result: both messages are one thread.
+    browse = s.search(ffi.SearchQuery(sort="date", limit=5))
+    assert len(browse.hits) == 1 and browse.next_offset is None
     for query, code in [(ffi.SearchQuery(limit=0), "LIMIT_OUT_OF_RANGE"),
                         (ffi.SearchQuery(role="nope"), "INVALID_ROLE"),
                         (ffi.SearchQuery(after="yesterday"), "INVALID_DATE"),
@@ -99,3 +100,110 @@ def test_a_person_resolves_a_pending_send_and_the_journal_is_readable(tmp_path):
     with pytest.raises(ffi.FfiError.Steward) as e:
         s.write_operations("sent", 0, 10)
     assert e.value.code == "JOURNAL_INVALID"
+
+
+class Collector(ffi.LiveListener):
+    """Puts every callback on a queue (callbacks run on the stream's own thread)."""
+
+    def __init__(self):
+        import queue
+        self.queue = queue.Queue()
+
+    def on_snapshot(self, snapshot):
+        self.queue.put(("snapshot", snapshot))
+
+    def on_event(self, event):
+        self.queue.put(("event", event))
+
+    def on_error(self, error):
+        self.queue.put(("error", error))
+
+    def next_feed_event(self, timeout=10):
+        """The next event that is not an observation (sync progress, status transitions)."""
+        import time
+        deadline = time.monotonic() + timeout
+        while True:
+            kind, value = self.queue.get(timeout=max(0.1, deadline - time.monotonic()))
+            if kind == "event" and (value.is_ingest() or value.is_status()):
+                continue
+            return kind, value
+
+    def quiet(self, seconds):
+        """Asserts no feed event arrives for `seconds`."""
+        import queue
+        import time
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                kind, value = self.queue.get(timeout=left)
+            except queue.Empty:
+                return
+            assert kind == "event" and (value.is_ingest() or value.is_status()), (kind, value)
+
+
+def time_watch(at_unix, instruction="remind me"):
+    import datetime
+    import json
+    at = datetime.datetime.fromtimestamp(at_unix, datetime.timezone.utc).isoformat()
+    return json.dumps({"source": "time", "resource_ref": at, "instruction": instruction,
+                       "rules": [{"id": "ring", "event": "time.reached", "once": True}]})
+
+
+def test_a_stream_sends_the_state_then_watch_events_resumes_and_stops_when_cancelled(tmp_path):
+    import time
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    now = int(time.time())
+    w = s.create_watch(time_watch(now + 60))
+    assert (w.source, w.status) == ("time", "active")
+    assert [x.id for x in s.watches(None, 0, 10)] == [w.id]
+
+    c = Collector()
+    handle = s.subscribe(None, c)
+    kind, snap = c.queue.get(timeout=10)
+    assert kind == "snapshot", kind
+    assert snap.pending_approvals == [] and snap.status in ("ok", "unknown", "warning")
+
+    report = s.poll_watches(now + 61)
+    assert (report.checked, report.queued) == (1, 1)
+    kind, event = c.next_feed_event()
+    assert kind == "event" and event.is_watch(), (kind, event)
+    assert (event.watch_id, event.event_type, event.matched_rules) == (w.id, "time.reached", ["ring"])
+    [queued] = s.watch_events(True, 0, 10)
+    assert (queued.watch_id, queued.status) == (w.id, "pending")
+
+    # Resuming from the snapshot's cursor replays the event; from the event's cursor, nothing.
+    replay = Collector()
+    again = s.subscribe(snap.cursor, replay)
+    kind, replayed = replay.next_feed_event()
+    assert kind == "event" and replayed == event
+    replay.quiet(0.8)
+    again.cancel()
+    later = Collector()
+    current = s.subscribe(event.cursor, later)
+    later.quiet(0.8)
+    del current
+
+    # After cancel, no callback: a second watch firing reaches nobody.
+    handle.cancel()
+    deadline = time.monotonic() + 5
+    while not handle.is_finished() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert handle.is_finished()
+    w2 = s.create_watch(time_watch(now + 120, "second"))
+    assert s.poll_watches(now + 121).queued == 1
+    c.quiet(0.8)
+    assert s.stop_watch(w2.id).status in ("completed", "stopped")
+
+
+def test_live_and_watch_input_errors_are_typed(tmp_path):
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.subscribe("a1-j2", Collector())
+    assert (e.value.kind, e.value.code) == ("invalid_input", "PROTOCOL_BAD_CURSOR")
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.create_watch("{not json")
+    assert (e.value.kind, e.value.code) == ("invalid_input", "WATCH_INVALID")
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.stop_watch(999)
+    assert e.value.kind == "not_found"
+    assert s.watches(None, 0, 10) == []

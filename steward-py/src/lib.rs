@@ -152,11 +152,8 @@ impl PySteward {
     fn new(py: Python<'_>, home: PathBuf) -> PyResult<Self> {
         let inner = py
             .detach(|| {
-                let mut b = steward_core::Steward::builder().home(home);
-                for adapter in steward_connectors::watches::all() {
-                    b = b.watch_adapter(adapter);
-                }
-                b.open()
+                steward_connectors::watches::register(steward_core::Steward::builder().home(home))
+                    .open()
             })
             .map_err(|e| to_py(&e))?;
         Ok(Self { inner })
@@ -331,8 +328,7 @@ impl PySteward {
         definition: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let text = py.import("json")?.call_method1("dumps", (definition,))?.extract::<String>()?;
-        let def: steward_core::watch::WatchDefinition = serde_json::from_str(&text)
-            .map_err(|e| to_py(&steward_core::watch::WatchError::Invalid(e.to_string())))?;
+        let def = steward_core::watch::WatchDefinition::from_json(&text).map_err(|e| to_py(&e))?;
         let now = steward_core::time::now_secs();
         let w = py
             .detach(|| self.inner.watches().and_then(|w| w.create(&def, now)))

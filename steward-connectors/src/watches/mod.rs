@@ -16,3 +16,12 @@ pub fn all() -> Vec<std::sync::Arc<dyn steward_core::watch::WatchAdapter>> {
     }
     v
 }
+
+/// `builder` with every watch source of [`all`] registered: how a frontend opens a home.
+#[must_use]
+pub fn register(mut builder: steward_core::StewardBuilder) -> steward_core::StewardBuilder {
+    for adapter in all() {
+        builder = builder.watch_adapter(adapter);
+    }
+    builder
+}

@@ -25,6 +25,14 @@ pub struct WatchDefinition {
     pub expires_at: Option<String>,
 }
 
+impl WatchDefinition {
+    /// Reads a definition from JSON (what a binding passes along); a malformed one is
+    /// `WATCH_INVALID`.
+    pub fn from_json(json: &str) -> Result<Self, super::WatchError> {
+        serde_json::from_str(json).map_err(|e| super::WatchError::Invalid(e.to_string()))
+    }
+}
+
 /// One rule: exactly one of `event` or `trigger`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

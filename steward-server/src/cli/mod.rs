@@ -312,10 +312,7 @@ fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {
 }
 
 fn open_with(home: Option<PathBuf>, limits: Limits) -> Result<Steward, Failure> {
-    let mut b = Steward::builder().limits(limits);
-    for adapter in steward_connectors::watches::all() {
-        b = b.watch_adapter(adapter);
-    }
+    let mut b = steward_connectors::watches::register(Steward::builder().limits(limits));
     if let Some(h) = home {
         b = b.home(h);
     }

@@ -460,7 +460,13 @@ fileprivate final class UniffiHandleMap<T>: @unchecked Sendable {
 
 
 // Public interface members begin here.
-
+// Magic number for the Rust proxy to call using the same mechanism as every other method,
+// to free the callback once it's dropped by Rust.
+private let IDX_CALLBACK_FREE: Int32 = 0
+// Callback return codes
+private let UNIFFI_CALLBACK_SUCCESS: Int32 = 0
+private let UNIFFI_CALLBACK_ERROR: Int32 = 1
+private let UNIFFI_CALLBACK_UNEXPECTED_ERROR: Int32 = 2
 
 #if swift(>=5.8)
 @_documentation(visibility: private)
@@ -756,6 +762,13 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func writeOperations(state: String?, offset: UInt32, limit: UInt32) throws  -> [OperationSummary]
     
     /**
+     * Streams the protocol to `listener`: without `after`, the current state first, then every
+     * event; with the cursor of the last event applied, what happened since and then every
+     * event. A bad cursor is an error here; later failures go to `on_error`.
+     */
+    func subscribe(after: String?, listener: LiveListener) throws  -> TaskHandle
+    
+    /**
      * Searches the mirror.
      */
     func search(query: SearchQuery) throws  -> SearchResults
@@ -779,6 +792,32 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * Counts over the mirror.
      */
     func mirrorStats() throws  -> MirrorStats
+    
+    /**
+     * Creates a watch from its JSON definition (`source`, `resource_ref`, `instruction`,
+     * `rules`, …: the same document `POST /watches` takes).
+     */
+    func createWatch(definitionJson: String) throws  -> WatchInfo
+    
+    /**
+     * Runs one poll cycle at `now` (Unix seconds; absent: the clock).
+     */
+    func pollWatches(now: Int64?) throws  -> PollSummary
+    
+    /**
+     * Stops a watch (idempotent).
+     */
+    func stopWatch(id: Int64) throws  -> WatchInfo
+    
+    /**
+     * Queued watch events, oldest first.
+     */
+    func watchEvents(pending: Bool, offset: UInt32, limit: UInt32) throws  -> [WatchEventInfo]
+    
+    /**
+     * Watches, newest first, optionally in one state.
+     */
+    func watches(status: String?, offset: UInt32, limit: UInt32) throws  -> [WatchInfo]
     
 }
 /**
@@ -836,7 +875,7 @@ open class Steward: StewardProtocol, @unchecked Sendable {
 
     
     /**
-     * Opens (creating if needed) the home at `home`.
+     * Opens (creating if needed) the home at `home`, with every watch source registered.
      */
 public static func `open`(home: String)throws  -> Steward  {
     return try  FfiConverterTypeSteward_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
@@ -889,6 +928,22 @@ open func writeOperations(state: String?, offset: UInt32, limit: UInt32)throws  
         FfiConverterOptionString.lower(state),
         FfiConverterUInt32.lower(offset),
         FfiConverterUInt32.lower(limit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Streams the protocol to `listener`: without `after`, the current state first, then every
+     * event; with the cursor of the last event applied, what happened since and then every
+     * event. A bad cursor is an error here; later failures go to `on_error`.
+     */
+open func subscribe(after: String?, listener: LiveListener)throws  -> TaskHandle  {
+    return try  FfiConverterTypeTaskHandle_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_subscribe(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(after),
+        FfiConverterCallbackInterfaceLiveListener_lower(listener),uniffiCallStatus
     )
 })
 }
@@ -960,6 +1015,76 @@ open func mirrorStats()throws  -> MirrorStats  {
 })
 }
     
+    /**
+     * Creates a watch from its JSON definition (`source`, `resource_ref`, `instruction`,
+     * `rules`, …: the same document `POST /watches` takes).
+     */
+open func createWatch(definitionJson: String)throws  -> WatchInfo  {
+    return try  FfiConverterTypeWatchInfo_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_create_watch(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(definitionJson),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Runs one poll cycle at `now` (Unix seconds; absent: the clock).
+     */
+open func pollWatches(now: Int64?)throws  -> PollSummary  {
+    return try  FfiConverterTypePollSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_poll_watches(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionInt64.lower(now),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Stops a watch (idempotent).
+     */
+open func stopWatch(id: Int64)throws  -> WatchInfo  {
+    return try  FfiConverterTypeWatchInfo_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_stop_watch(
+            self.uniffiCloneHandle(),
+        FfiConverterInt64.lower(id),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Queued watch events, oldest first.
+     */
+open func watchEvents(pending: Bool, offset: UInt32, limit: UInt32)throws  -> [WatchEventInfo]  {
+    return try  FfiConverterSequenceTypeWatchEventInfo.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_watch_events(
+            self.uniffiCloneHandle(),
+        FfiConverterBool.lower(pending),
+        FfiConverterUInt32.lower(offset),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Watches, newest first, optionally in one state.
+     */
+open func watches(status: String?, offset: UInt32, limit: UInt32)throws  -> [WatchInfo]  {
+    return try  FfiConverterSequenceTypeWatchInfo.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_watches(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(status),
+        FfiConverterUInt32.lower(offset),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
+    )
+})
+}
+    
 
     
 }
@@ -1003,6 +1128,153 @@ public func FfiConverterTypeSteward_lift(_ handle: UInt64) throws -> Steward {
 #endif
 public func FfiConverterTypeSteward_lower(_ value: Steward) -> UInt64 {
     return FfiConverterTypeSteward.lower(value)
+}
+
+
+
+
+
+
+/**
+ * A running stream. `cancel` (or dropping the handle) stops it: no callback is made after the
+ * one in progress returns.
+ */
+public protocol TaskHandleProtocol: AnyObject, Sendable {
+    
+    /**
+     * Stops the stream.
+     */
+    func cancel() 
+    
+    /**
+     * Whether the stream has stopped (cancelled, or after an error).
+     */
+    func isFinished()  -> Bool
+    
+}
+/**
+ * A running stream. `cancel` (or dropping the handle) stops it: no callback is made after the
+ * one in progress returns.
+ */
+open class TaskHandle: TaskHandleProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_steward_ffi_fn_clone_taskhandle(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_steward_ffi_fn_free_taskhandle(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Stops the stream.
+     */
+open func cancel()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_taskhandle_cancel(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Whether the stream has stopped (cancelled, or after an error).
+     */
+open func isFinished() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_taskhandle_is_finished(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTaskHandle: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = TaskHandle
+
+    public static func lift(_ handle: UInt64) throws -> TaskHandle {
+        return TaskHandle(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: TaskHandle) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TaskHandle {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: TaskHandle, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTaskHandle_lift(_ handle: UInt64) throws -> TaskHandle {
+    return try FfiConverterTypeTaskHandle.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTaskHandle_lower(_ value: TaskHandle) -> UInt64 {
+    return FfiConverterTypeTaskHandle.lower(value)
 }
 
 
@@ -1144,6 +1416,95 @@ public func FfiConverterTypeApprovalCard_lift(_ buf: RustBuffer) throws -> Appro
 #endif
 public func FfiConverterTypeApprovalCard_lower(_ value: ApprovalCard) -> RustBuffer {
     return FfiConverterTypeApprovalCard.lower(value)
+}
+
+
+/**
+ * The state a stream starts from.
+ */
+public struct LiveSnapshot: Equatable, Hashable {
+    /**
+     * The cursor to resume from after this state.
+     */
+    public var cursor: String
+    /**
+     * Requests waiting for a person, newest first.
+     */
+    public var pendingApprovals: [ApprovalCard]
+    /**
+     * The newest journaled operations.
+     */
+    public var operations: [OperationSummary]
+    /**
+     * The system status's overall state: `unknown`, `ok`, `warning` or `error`.
+     */
+    public var status: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The cursor to resume from after this state.
+         */cursor: String, 
+        /**
+         * Requests waiting for a person, newest first.
+         */pendingApprovals: [ApprovalCard], 
+        /**
+         * The newest journaled operations.
+         */operations: [OperationSummary], 
+        /**
+         * The system status's overall state: `unknown`, `ok`, `warning` or `error`.
+         */status: String) {
+        self.cursor = cursor
+        self.pendingApprovals = pendingApprovals
+        self.operations = operations
+        self.status = status
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension LiveSnapshot: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLiveSnapshot: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LiveSnapshot {
+        return
+            try LiveSnapshot(
+                cursor: FfiConverterString.read(from: &buf), 
+                pendingApprovals: FfiConverterSequenceTypeApprovalCard.read(from: &buf), 
+                operations: FfiConverterSequenceTypeOperationSummary.read(from: &buf), 
+                status: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: LiveSnapshot, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.cursor, into: &buf)
+        FfiConverterSequenceTypeApprovalCard.write(value.pendingApprovals, into: &buf)
+        FfiConverterSequenceTypeOperationSummary.write(value.operations, into: &buf)
+        FfiConverterString.write(value.status, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLiveSnapshot_lift(_ buf: RustBuffer) throws -> LiveSnapshot {
+    return try FfiConverterTypeLiveSnapshot.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLiveSnapshot_lower(_ value: LiveSnapshot) -> RustBuffer {
+    return FfiConverterTypeLiveSnapshot.lower(value)
 }
 
 
@@ -1332,6 +1693,105 @@ public func FfiConverterTypeOperationSummary_lift(_ buf: RustBuffer) throws -> O
 #endif
 public func FfiConverterTypeOperationSummary_lower(_ value: OperationSummary) -> RustBuffer {
     return FfiConverterTypeOperationSummary.lower(value)
+}
+
+
+/**
+ * What one poll did.
+ */
+public struct PollSummary: Equatable, Hashable {
+    /**
+     * Watches checked.
+     */
+    public var checked: UInt64
+    /**
+     * Events queued.
+     */
+    public var queued: UInt64
+    /**
+     * Watches that expired.
+     */
+    public var expired: UInt64
+    /**
+     * Checks that failed at their source.
+     */
+    public var failed: UInt64
+    /**
+     * Seconds until the next poll is due.
+     */
+    public var nextPollSecs: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Watches checked.
+         */checked: UInt64, 
+        /**
+         * Events queued.
+         */queued: UInt64, 
+        /**
+         * Watches that expired.
+         */expired: UInt64, 
+        /**
+         * Checks that failed at their source.
+         */failed: UInt64, 
+        /**
+         * Seconds until the next poll is due.
+         */nextPollSecs: UInt64) {
+        self.checked = checked
+        self.queued = queued
+        self.expired = expired
+        self.failed = failed
+        self.nextPollSecs = nextPollSecs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PollSummary: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePollSummary: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PollSummary {
+        return
+            try PollSummary(
+                checked: FfiConverterUInt64.read(from: &buf), 
+                queued: FfiConverterUInt64.read(from: &buf), 
+                expired: FfiConverterUInt64.read(from: &buf), 
+                failed: FfiConverterUInt64.read(from: &buf), 
+                nextPollSecs: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PollSummary, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.checked, into: &buf)
+        FfiConverterUInt64.write(value.queued, into: &buf)
+        FfiConverterUInt64.write(value.expired, into: &buf)
+        FfiConverterUInt64.write(value.failed, into: &buf)
+        FfiConverterUInt64.write(value.nextPollSecs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePollSummary_lift(_ buf: RustBuffer) throws -> PollSummary {
+    return try FfiConverterTypePollSummary.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePollSummary_lower(_ value: PollSummary) -> RustBuffer {
+    return FfiConverterTypePollSummary.lower(value)
 }
 
 
@@ -1912,6 +2372,234 @@ public func FfiConverterTypeSyncSummary_lower(_ value: SyncSummary) -> RustBuffe
 
 
 /**
+ * A queued watch event.
+ */
+public struct WatchEventInfo: Equatable, Hashable {
+    /**
+     * Its id.
+     */
+    public var id: Int64
+    /**
+     * The watch.
+     */
+    public var watchId: Int64
+    /**
+     * `time.reached`, `watch.expired`, …
+     */
+    public var eventType: String
+    /**
+     * The rules it matched.
+     */
+    public var matchedRules: [String]
+    /**
+     * The deterministic text.
+     */
+    public var text: String
+    /**
+     * `pending`, `delivered` or `failed`.
+     */
+    public var status: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id.
+         */id: Int64, 
+        /**
+         * The watch.
+         */watchId: Int64, 
+        /**
+         * `time.reached`, `watch.expired`, …
+         */eventType: String, 
+        /**
+         * The rules it matched.
+         */matchedRules: [String], 
+        /**
+         * The deterministic text.
+         */text: String, 
+        /**
+         * `pending`, `delivered` or `failed`.
+         */status: String) {
+        self.id = id
+        self.watchId = watchId
+        self.eventType = eventType
+        self.matchedRules = matchedRules
+        self.text = text
+        self.status = status
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension WatchEventInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeWatchEventInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> WatchEventInfo {
+        return
+            try WatchEventInfo(
+                id: FfiConverterInt64.read(from: &buf), 
+                watchId: FfiConverterInt64.read(from: &buf), 
+                eventType: FfiConverterString.read(from: &buf), 
+                matchedRules: FfiConverterSequenceString.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                status: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: WatchEventInfo, into buf: inout [UInt8]) {
+        FfiConverterInt64.write(value.id, into: &buf)
+        FfiConverterInt64.write(value.watchId, into: &buf)
+        FfiConverterString.write(value.eventType, into: &buf)
+        FfiConverterSequenceString.write(value.matchedRules, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterString.write(value.status, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchEventInfo_lift(_ buf: RustBuffer) throws -> WatchEventInfo {
+    return try FfiConverterTypeWatchEventInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchEventInfo_lower(_ value: WatchEventInfo) -> RustBuffer {
+    return FfiConverterTypeWatchEventInfo.lower(value)
+}
+
+
+/**
+ * A watch as a list shows it.
+ */
+public struct WatchInfo: Equatable, Hashable {
+    /**
+     * Its id.
+     */
+    public var id: Int64
+    /**
+     * The source (`time`, `train`).
+     */
+    public var source: String
+    /**
+     * What it watches.
+     */
+    public var resourceRef: String
+    /**
+     * The person's words.
+     */
+    public var instruction: String
+    /**
+     * `active`, `stopped`, `expired` or `completed`.
+     */
+    public var status: String
+    /**
+     * Unix seconds.
+     */
+    public var expiresAt: Int64
+    /**
+     * The last source failure, until a check succeeds.
+     */
+    public var lastError: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id.
+         */id: Int64, 
+        /**
+         * The source (`time`, `train`).
+         */source: String, 
+        /**
+         * What it watches.
+         */resourceRef: String, 
+        /**
+         * The person's words.
+         */instruction: String, 
+        /**
+         * `active`, `stopped`, `expired` or `completed`.
+         */status: String, 
+        /**
+         * Unix seconds.
+         */expiresAt: Int64, 
+        /**
+         * The last source failure, until a check succeeds.
+         */lastError: String?) {
+        self.id = id
+        self.source = source
+        self.resourceRef = resourceRef
+        self.instruction = instruction
+        self.status = status
+        self.expiresAt = expiresAt
+        self.lastError = lastError
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension WatchInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeWatchInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> WatchInfo {
+        return
+            try WatchInfo(
+                id: FfiConverterInt64.read(from: &buf), 
+                source: FfiConverterString.read(from: &buf), 
+                resourceRef: FfiConverterString.read(from: &buf), 
+                instruction: FfiConverterString.read(from: &buf), 
+                status: FfiConverterString.read(from: &buf), 
+                expiresAt: FfiConverterInt64.read(from: &buf), 
+                lastError: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: WatchInfo, into buf: inout [UInt8]) {
+        FfiConverterInt64.write(value.id, into: &buf)
+        FfiConverterString.write(value.source, into: &buf)
+        FfiConverterString.write(value.resourceRef, into: &buf)
+        FfiConverterString.write(value.instruction, into: &buf)
+        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterInt64.write(value.expiresAt, into: &buf)
+        FfiConverterOptionString.write(value.lastError, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchInfo_lift(_ buf: RustBuffer) throws -> WatchInfo {
+    return try FfiConverterTypeWatchInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchInfo_lower(_ value: WatchInfo) -> RustBuffer {
+    return FfiConverterTypeWatchInfo.lower(value)
+}
+
+
+/**
  * An error from Steward: the coarse kind (pick a UI reaction from it), the stable code (match
  * on it), and a message for people.
  */
@@ -2006,6 +2694,436 @@ public func FfiConverterTypeFfiError_lower(_ value: FfiError) -> RustBuffer {
     return FfiConverterTypeFfiError.lower(value)
 }
 
+
+/**
+ * One protocol event; `cursor` is where to resume after applying it.
+ */
+
+public enum LiveEvent: Equatable, Hashable {
+    
+    /**
+     * An approval request changed (`requested`, `approved`, `denied`, `expired`, …).
+     */
+    case approval(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The request.
+         */approvalId: Int64, 
+        /**
+         * What happened to it.
+         */event: String, 
+        /**
+         * Who did it.
+         */actor: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
+     * A journaled operation changed state.
+     */
+    case operation(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The operation.
+         */operationId: Int64, 
+        /**
+         * The state it left (absent when it was recorded).
+         */from: String?, 
+        /**
+         * The state it entered.
+         */to: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
+     * A watch queued an event.
+     */
+    case watch(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The watch.
+         */watchId: Int64, 
+        /**
+         * `time.reached`, `watch.expired`, …
+         */eventType: String, 
+        /**
+         * The rules it matched.
+         */matchedRules: [String], 
+        /**
+         * The deterministic text.
+         */text: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
+     * A sync run progressed or finished (an observation: the cursor does not move).
+     */
+    case ingest(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The sync run.
+         */runId: Int64, 
+        /**
+         * The account synced.
+         */account: String, 
+        /**
+         * Files the run set out to ingest.
+         */filesTotal: Int64, 
+        /**
+         * Files ingested so far.
+         */filesDone: Int64, 
+        /**
+         * Whether the run has finished.
+         */finished: Bool, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
+     * A status item changed state (an observation: the cursor does not move).
+     */
+    case status(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The item (`disk`, `ingest`, `watches`, …).
+         */name: String, 
+        /**
+         * Its state before.
+         */from: String?, 
+        /**
+         * Its state now.
+         */to: String, 
+        /**
+         * For a person.
+         */detail: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension LiveEvent: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
+    typealias SwiftType = LiveEvent
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> LiveEvent {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .approval(cursor: try FfiConverterString.read(from: &buf), approvalId: try FfiConverterInt64.read(from: &buf), event: try FfiConverterString.read(from: &buf), actor: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 2: return .operation(cursor: try FfiConverterString.read(from: &buf), operationId: try FfiConverterInt64.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 3: return .watch(cursor: try FfiConverterString.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), eventType: try FfiConverterString.read(from: &buf), matchedRules: try FfiConverterSequenceString.read(from: &buf), text: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 4: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 5: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: LiveEvent, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case let .approval(cursor,approvalId,event,actor,at):
+            writeInt(&buf, Int32(1))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterInt64.write(approvalId, into: &buf)
+            FfiConverterString.write(event, into: &buf)
+            FfiConverterString.write(actor, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .operation(cursor,operationId,from,to,at):
+            writeInt(&buf, Int32(2))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterInt64.write(operationId, into: &buf)
+            FfiConverterOptionString.write(from, into: &buf)
+            FfiConverterString.write(to, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .watch(cursor,watchId,eventType,matchedRules,text,at):
+            writeInt(&buf, Int32(3))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterInt64.write(watchId, into: &buf)
+            FfiConverterString.write(eventType, into: &buf)
+            FfiConverterSequenceString.write(matchedRules, into: &buf)
+            FfiConverterString.write(text, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+            writeInt(&buf, Int32(4))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterInt64.write(runId, into: &buf)
+            FfiConverterString.write(account, into: &buf)
+            FfiConverterInt64.write(filesTotal, into: &buf)
+            FfiConverterInt64.write(filesDone, into: &buf)
+            FfiConverterBool.write(finished, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .status(cursor,name,from,to,detail,at):
+            writeInt(&buf, Int32(5))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterString.write(name, into: &buf)
+            FfiConverterOptionString.write(from, into: &buf)
+            FfiConverterString.write(to, into: &buf)
+            FfiConverterString.write(detail, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLiveEvent_lift(_ buf: RustBuffer) throws -> LiveEvent {
+    return try FfiConverterTypeLiveEvent.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeLiveEvent_lower(_ value: LiveEvent) -> RustBuffer {
+    return FfiConverterTypeLiveEvent.lower(value)
+}
+
+
+
+
+
+/**
+ * Receives a live stream. Called on the stream's own thread, never concurrently.
+ */
+public protocol LiveListener: AnyObject, Sendable {
+    
+    /**
+     * The current state (only when the stream started without a cursor), before any event.
+     */
+    func onSnapshot(snapshot: LiveSnapshot) 
+    
+    /**
+     * One event, in order.
+     */
+    func onEvent(event: LiveEvent) 
+    
+    /**
+     * The stream failed and has stopped.
+     */
+    func onError(error: FfiError) 
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceLiveListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceLiveListener = UniffiVTableCallbackInterfaceLiveListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceLiveListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface LiveListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceLiveListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface LiveListener: handle missing in uniffiClone")
+            }
+        },
+        onSnapshot: { (
+            uniffiHandle: UInt64,
+            snapshot: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLiveListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onSnapshot(
+                     snapshot: try FfiConverterTypeLiveSnapshot_lift(snapshot)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        onEvent: { (
+            uniffiHandle: UInt64,
+            event: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLiveListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onEvent(
+                     event: try FfiConverterTypeLiveEvent_lift(event)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        onError: { (
+            uniffiHandle: UInt64,
+            error: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLiveListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onError(
+                     error: try FfiConverterTypeFfiError_lift(error)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceLiveListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceLiveListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitLiveListener() {
+    uniffi_steward_ffi_fn_init_callback_vtable_livelistener(UniffiCallbackInterfaceLiveListener.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceLiveListener {
+    fileprivate static let handleMap = UniffiHandleMap<LiveListener>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceLiveListener : FfiConverter {
+    typealias SwiftType = LiveListener
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceLiveListener_lift(_ handle: UInt64) throws -> LiveListener {
+    return try FfiConverterCallbackInterfaceLiveListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceLiveListener_lower(_ v: LiveListener) -> UInt64 {
+    return FfiConverterCallbackInterfaceLiveListener.lower(v)
+}
+
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
@@ -2057,6 +3175,30 @@ fileprivate struct FfiConverterOptionUInt64: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionInt64: FfiConverterRustBuffer {
+    typealias SwiftType = Int64?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterInt64.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterInt64.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionBool: FfiConverterRustBuffer {
     typealias SwiftType = Bool?
 
@@ -2099,6 +3241,31 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
         case 1: return try FfiConverterString.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
+    typealias SwiftType = [String]
+
+    public static func write(_ value: [String], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterString.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [String] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [String]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterString.read(from: &buf))
+        }
+        return seq
     }
 }
 
@@ -2176,6 +3343,56 @@ fileprivate struct FfiConverterSequenceTypeSearchHit: FfiConverterRustBuffer {
         return seq
     }
 }
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeWatchEventInfo: FfiConverterRustBuffer {
+    typealias SwiftType = [WatchEventInfo]
+
+    public static func write(_ value: [WatchEventInfo], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeWatchEventInfo.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [WatchEventInfo] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [WatchEventInfo]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeWatchEventInfo.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeWatchInfo: FfiConverterRustBuffer {
+    typealias SwiftType = [WatchInfo]
+
+    public static func write(_ value: [WatchInfo], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeWatchInfo.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [WatchInfo] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [WatchInfo]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeWatchInfo.read(from: &buf))
+        }
+        return seq
+    }
+}
 /**
  * The version of the Steward library.
  */
@@ -2211,6 +3428,12 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_human_deny() != 40156) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_taskhandle_cancel() != 27527) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_taskhandle_is_finished() != 9198) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_approvals() != 24238) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -2218,6 +3441,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_write_operations() != 4719) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_search() != 15571) {
@@ -2235,10 +3461,35 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_mirror_stats() != 14158) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_constructor_steward_open() != 52762) {
+    if (uniffi_steward_ffi_checksum_method_steward_create_watch() != 63979) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_poll_watches() != 32249) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_stop_watch() != 49875) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_watch_events() != 6759) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_watches() != 59519) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_constructor_steward_open() != 19575) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_livelistener_on_snapshot() != 3499) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_livelistener_on_event() != 6868) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_livelistener_on_error() != 45022) {
         return InitializationResult.apiChecksumMismatch
     }
 
+    uniffiCallbackInitLiveListener()
     return InitializationResult.ok
 }()
 

@@ -243,6 +243,38 @@ typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureRes
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceLiveListenerMethod0)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD1
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD1
+typedef void (*UniffiCallbackInterfaceLiveListenerMethod1)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD2
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD2
+typedef void (*UniffiCallbackInterfaceLiveListenerMethod2)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LIVE_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LIVE_LISTENER
+typedef struct UniffiVTableCallbackInterfaceLiveListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceLiveListenerMethod0 _Nonnull onSnapshot;
+    UniffiCallbackInterfaceLiveListenerMethod1 _Nonnull onEvent;
+    UniffiCallbackInterfaceLiveListenerMethod2 _Nonnull onError;
+} UniffiVTableCallbackInterfaceLiveListener;
+
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_HUMAN
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_HUMAN
 uint64_t uniffi_steward_ffi_fn_clone_human(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -261,6 +293,26 @@ RustBuffer uniffi_steward_ffi_fn_method_human_approve(uint64_t ptr, int64_t id, 
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_DENY
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_DENY
 RustBuffer uniffi_steward_ffi_fn_method_human_deny(uint64_t ptr, int64_t id, RustBuffer note, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TASKHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TASKHANDLE
+uint64_t uniffi_steward_ffi_fn_clone_taskhandle(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_TASKHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_TASKHANDLE
+void uniffi_steward_ffi_fn_free_taskhandle(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TASKHANDLE_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TASKHANDLE_CANCEL
+void uniffi_steward_ffi_fn_method_taskhandle_cancel(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TASKHANDLE_IS_FINISHED
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TASKHANDLE_IS_FINISHED
+int8_t uniffi_steward_ffi_fn_method_taskhandle_is_finished(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_STEWARD
@@ -293,6 +345,11 @@ uint64_t uniffi_steward_ffi_fn_method_steward_human(uint64_t ptr, RustBuffer per
 RustBuffer uniffi_steward_ffi_fn_method_steward_write_operations(uint64_t ptr, RustBuffer state, uint32_t offset, uint32_t limit, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
+uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer after, uint64_t listener, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH
 RustBuffer uniffi_steward_ffi_fn_method_steward_search(uint64_t ptr, RustBuffer query, RustCallStatus *_Nonnull out_status
@@ -316,6 +373,36 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuf
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MIRROR_STATS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MIRROR_STATS
 RustBuffer uniffi_steward_ffi_fn_method_steward_mirror_stats(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_WATCH
+RustBuffer uniffi_steward_ffi_fn_method_steward_create_watch(uint64_t ptr, RustBuffer definition_json, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES
+RustBuffer uniffi_steward_ffi_fn_method_steward_poll_watches(uint64_t ptr, RustBuffer now, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_STOP_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_STOP_WATCH
+RustBuffer uniffi_steward_ffi_fn_method_steward_stop_watch(uint64_t ptr, int64_t id, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WATCH_EVENTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WATCH_EVENTS
+RustBuffer uniffi_steward_ffi_fn_method_steward_watch_events(uint64_t ptr, int8_t pending, uint32_t offset, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WATCHES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WATCHES
+RustBuffer uniffi_steward_ffi_fn_method_steward_watches(uint64_t ptr, RustBuffer status, uint32_t offset, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
+void uniffi_steward_ffi_fn_init_callback_vtable_livelistener(const UniffiVTableCallbackInterfaceLiveListener* _Nonnull vtable
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_STEWARD_VERSION
@@ -602,6 +689,18 @@ uint16_t uniffi_steward_ffi_checksum_method_human_deny(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_CANCEL
+uint16_t uniffi_steward_ffi_checksum_method_taskhandle_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_IS_FINISHED
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_IS_FINISHED
+uint16_t uniffi_steward_ffi_checksum_method_taskhandle_is_finished(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_APPROVALS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_APPROVALS
 uint16_t uniffi_steward_ffi_checksum_method_steward_approvals(void
@@ -617,6 +716,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_human(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WRITE_OPERATIONS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WRITE_OPERATIONS
 uint16_t uniffi_steward_ffi_checksum_method_steward_write_operations(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SUBSCRIBE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SUBSCRIBE
+uint16_t uniffi_steward_ffi_checksum_method_steward_subscribe(void
     
 );
 #endif
@@ -650,9 +755,57 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_mirror_stats(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CREATE_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CREATE_WATCH
+uint16_t uniffi_steward_ffi_checksum_method_steward_create_watch(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES
+uint16_t uniffi_steward_ffi_checksum_method_steward_poll_watches(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_STOP_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_STOP_WATCH
+uint16_t uniffi_steward_ffi_checksum_method_steward_stop_watch(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WATCH_EVENTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WATCH_EVENTS
+uint16_t uniffi_steward_ffi_checksum_method_steward_watch_events(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WATCHES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WATCHES
+uint16_t uniffi_steward_ffi_checksum_method_steward_watches(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_CONSTRUCTOR_STEWARD_OPEN
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_CONSTRUCTOR_STEWARD_OPEN
 uint16_t uniffi_steward_ffi_checksum_constructor_steward_open(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_SNAPSHOT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_SNAPSHOT
+uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_snapshot(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_EVENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_EVENT
+uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_event(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_ERROR
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_ERROR
+uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_error(void
     
 );
 #endif
