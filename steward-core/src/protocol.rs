@@ -1,6 +1,7 @@
-//! The protocol events a live frontend follows: approval transitions, write-journal transitions
-//! and queued watch events, merged from their durable feeds (`approval_events` in steward.db,
-//! `operation_events` in ops.db, `watch_events` in watches.db) under one opaque [`Cursor`].
+//! The protocol events a live frontend follows: approval transitions, write-journal transitions,
+//! queued watch events and their delivery outcomes, merged from their durable feeds
+//! (`approval_events` in steward.db, `operation_events` in ops.db, `watch_events` and
+//! `watch_deliveries` in watches.db) under one opaque [`Cursor`].
 //!
 //! A client starts from a [`ProtocolSnapshot`] (the current state and the cursor it reflects),
 //! then applies events after that cursor. After a reconnect it asks for the events after the
@@ -40,8 +41,8 @@ pub const STATUS_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// always reported at once).
 pub const INGEST_PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Where a client is in every feed. Written `a<approvals>-j<journal>-w<watches>`; clients
-/// treat it as opaque.
+/// Where a client is in every feed. Written `a<approvals>-j<journal>-w<watches>-d<deliveries>`;
+/// clients treat it as opaque.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cursor {
     /// Position in the approval feed.
@@ -50,11 +51,13 @@ pub struct Cursor {
     pub journal: i64,
     /// Position in the watch event queue.
     pub watches: i64,
+    /// Position in the watch delivery feed.
+    pub deliveries: i64,
 }
 
 impl std::fmt::Display for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "a{}-j{}-w{}", self.approvals, self.journal, self.watches)
+        write!(f, "a{}-j{}-w{}-d{}", self.approvals, self.journal, self.watches, self.deliveries)
     }
 }
 
@@ -71,7 +74,12 @@ impl std::str::FromStr for Cursor {
             }
             p.parse().map_err(|_| bad())
         };
-        let c = Self { approvals: num('a')?, journal: num('j')?, watches: num('w')? };
+        let c = Self {
+            approvals: num('a')?,
+            journal: num('j')?,
+            watches: num('w')?,
+            deliveries: num('d')?,
+        };
         if parts.next().is_some() {
             return Err(bad());
         }
@@ -86,6 +94,7 @@ impl Cursor {
             ProtocolEvent::Approval { seq, .. } => *seq <= self.approvals,
             ProtocolEvent::Operation { seq, .. } => *seq <= self.journal,
             ProtocolEvent::Watch { seq, .. } => *seq <= self.watches,
+            ProtocolEvent::WatchDelivery { seq, .. } => *seq <= self.deliveries,
             // Observations have no feed position: always new.
             ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => false,
         }
@@ -97,6 +106,9 @@ impl Cursor {
             ProtocolEvent::Approval { seq, .. } => self.approvals = self.approvals.max(*seq),
             ProtocolEvent::Operation { seq, .. } => self.journal = self.journal.max(*seq),
             ProtocolEvent::Watch { seq, .. } => self.watches = self.watches.max(*seq),
+            ProtocolEvent::WatchDelivery { seq, .. } => {
+                self.deliveries = self.deliveries.max(*seq);
+            }
             ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => {}
         }
         self
@@ -149,6 +161,19 @@ pub enum ProtocolEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// A queued watch event was delivered, or given up after its attempts ran out.
+    WatchDelivery {
+        /// Position in the delivery feed.
+        seq: i64,
+        /// The queued event (the `seq` of its `watch` event).
+        event_id: i64,
+        /// The watch.
+        watch_id: i64,
+        /// `delivered` or `failed`.
+        outcome: String,
+        /// Unix seconds.
+        at: i64,
+    },
     /// A sync run started, progressed (at most every [`INGEST_PROGRESS_INTERVAL`]) or
     /// finished. An observation: no feed position.
     Ingest {
@@ -178,6 +203,7 @@ impl ProtocolEvent {
             Self::Approval { at, .. }
             | Self::Operation { at, .. }
             | Self::Watch { at, .. }
+            | Self::WatchDelivery { at, .. }
             | Self::Ingest { at, .. }
             | Self::Status { at, .. } => *at,
         }
@@ -252,7 +278,7 @@ pub struct ProtocolSnapshot {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
-    /// A cursor that is not `a<N>-j<N>`.
+    /// A cursor that is not `a<N>-j<N>-w<N>-d<N>`.
     #[error("{0:?} is not a protocol cursor (expected the cursor of a snapshot or event)")]
     BadCursor(String),
     /// A page size out of range.
@@ -365,14 +391,20 @@ impl Steward {
         let journal = self.journal()?;
         let journal_at = journal.feed_position()?;
         let watches_at = self.watches()?.feed_position()?;
+        let deliveries_at = self.watches()?.delivery_position()?;
         let approvals = self.approvals()?;
         let sub = approvals.subscribe(None)?;
         debug_assert!(sub.pending.len() <= MAX_APPROVAL_PAGE);
         let operations =
             journal.list(None, 0, SNAPSHOT_OPERATIONS)?.iter().map(Into::into).collect();
         Ok(ProtocolSnapshot {
-            cursor: Cursor { approvals: sub.cursor, journal: journal_at, watches: watches_at }
-                .to_string(),
+            cursor: Cursor {
+                approvals: sub.cursor,
+                journal: journal_at,
+                watches: watches_at,
+                deliveries: deliveries_at,
+            }
+            .to_string(),
             pending_approvals: sub.pending,
             operations,
             observation: self.protocol_observation()?,
@@ -447,7 +479,8 @@ impl Steward {
         let journal = self.journal()?.feed_position()?;
         let approvals = self.approvals()?.feed_position()?;
         let watches = self.watches()?.feed_position()?;
-        Ok(Cursor { approvals, journal, watches })
+        let deliveries = self.watches()?.delivery_position()?;
+        Ok(Cursor { approvals, journal, watches, deliveries })
     }
 
     /// Up to `limit` events after `cursor`, in time order (each feed in its own order).
@@ -462,6 +495,7 @@ impl Steward {
         let approvals = self.approvals()?.events_after(cursor.approvals, limit)?;
         let ops = self.journal()?.events_after(cursor.journal, limit)?;
         let watch_events = self.watches()?.events_after(cursor.watches, limit)?;
+        let deliveries = self.watches()?.deliveries_after(cursor.deliveries, limit)?;
         let approvals = approvals.into_iter().map(|e| ProtocolEvent::Approval {
             seq: e.seq,
             approval_id: e.approval_id,
@@ -484,12 +518,20 @@ impl Steward {
             text: e.event.fallback_text,
             at: e.created_at,
         });
+        let deliveries = deliveries.into_iter().map(|d| ProtocolEvent::WatchDelivery {
+            seq: d.seq,
+            event_id: d.event_id,
+            watch_id: d.watch_id,
+            outcome: d.outcome,
+            at: d.at,
+        });
         // Each feed is in order; merging by time keeps every feed's order (ties: approvals,
-        // then the journal, then watches).
+        // then the journal, then watches, then deliveries).
         let mut feeds: Vec<std::iter::Peekable<Box<dyn Iterator<Item = ProtocolEvent>>>> = vec![
             (Box::new(approvals) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(ops) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(watches) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
+            (Box::new(deliveries) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
         ];
         let mut out = Vec::new();
         let mut at = cursor;
@@ -514,9 +556,9 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bad_ones_are_typed() {
-        let c: Cursor = "a12-j7-w3".parse().unwrap();
-        assert_eq!(c, Cursor { approvals: 12, journal: 7, watches: 3 });
-        assert_eq!(c.to_string(), "a12-j7-w3");
+        let c: Cursor = "a12-j7-w3-d2".parse().unwrap();
+        assert_eq!(c, Cursor { approvals: 12, journal: 7, watches: 3, deliveries: 2 });
+        assert_eq!(c.to_string(), "a12-j7-w3-d2");
         for bad in [
             "",
             "a-j-w",
@@ -526,7 +568,9 @@ mod tests {
             "a1-j-2-w3",
             "a1-jx-w1",
             "a99999999999999999999-j1-w1",
-            "a1-j1-w1 ",
+            "a1-j1-w1",
+            "a1-j1-w1-d1 ",
+            "a1-j1-w1-d1-x1",
             "a1-j1-w1-x1",
         ] {
             assert_eq!(bad.parse::<Cursor>().unwrap_err().code(), "PROTOCOL_BAD_CURSOR", "{bad}");
@@ -540,6 +584,6 @@ mod tests {
         };
         assert!(!c.covers(&e));
         assert!(c.after(&e).covers(&e));
-        assert_eq!(c.after(&e).to_string(), "a12-j8-w3");
+        assert_eq!(c.after(&e).to_string(), "a12-j8-w3-d2");
     }
 }

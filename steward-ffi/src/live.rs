@@ -97,6 +97,19 @@ pub enum LiveEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// A queued watch event was delivered, or given up.
+    WatchDelivery {
+        /// Where to resume after this event.
+        cursor: String,
+        /// The queued event.
+        event_id: i64,
+        /// The watch.
+        watch_id: i64,
+        /// `delivered` or `failed`.
+        outcome: String,
+        /// Unix seconds.
+        at: i64,
+    },
     /// A sync run progressed or finished (an observation: the cursor does not move).
     Ingest {
         /// Where to resume after this event.
@@ -143,6 +156,9 @@ impl From<Envelope> for LiveEvent {
             }
             ProtocolEvent::Watch { watch_id, event_type, matched_rules, text, at, .. } => {
                 Self::Watch { cursor, watch_id, event_type, matched_rules, text, at }
+            }
+            ProtocolEvent::WatchDelivery { event_id, watch_id, outcome, at, .. } => {
+                Self::WatchDelivery { cursor, event_id, watch_id, outcome, at }
             }
             ProtocolEvent::Ingest { progress, at } => Self::Ingest {
                 cursor,

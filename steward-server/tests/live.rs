@@ -222,7 +222,35 @@ async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
         (Some("watch"), Some(watch), Some("time.reached")),
         "{e}"
     );
-    assert!(e["cursor"].as_str().unwrap().ends_with("-w1"), "{e}");
+    assert!(e["cursor"].as_str().unwrap().ends_with("-w1-d0"), "{e}");
+    // Its delivery is an event too.
+    struct Sent;
+    impl steward_core::watch::Delivery for Sent {
+        fn compose(&self, e: &steward_core::watch::QueuedEvent) -> Result<String, String> {
+            Ok(e.event.fallback_text.clone())
+        }
+        fn send(
+            &self,
+            _: &steward_core::watch::QueuedEvent,
+            _: &str,
+        ) -> Result<(), steward_core::watch::DeliveryError> {
+            Ok(())
+        }
+    }
+    let st = Arc::clone(&s.steward);
+    let report = tokio::task::spawn_blocking(move || {
+        st.watches().unwrap().deliver(&Sent, 20, steward_core::time::now_secs()).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(report.delivered, 1);
+    let e = next(&mut ws).await;
+    assert_eq!(
+        (e["type"].as_str(), e["watch_id"].as_i64(), e["outcome"].as_str()),
+        (Some("watch_delivery"), Some(watch), Some("delivered")),
+        "{e}"
+    );
+    assert!(e["cursor"].as_str().unwrap().ends_with("-w1-d1"), "{e}");
     quiet(&mut ws, 400).await;
     drop(ws);
     s.running.stop().await.unwrap();

@@ -28,8 +28,8 @@ pub use model::{
     DomainEvent, SourceError, Trigger, WatchAdapter, WatchDefinition, WatchRule, at_path,
 };
 pub use store::{
-    Delivery, DeliveryError, DeliveryReport, PollReport, QueuedEvent, WatchEventQuery, WatchHealth,
-    WatchQuery, WatchSummary, Watches,
+    Delivery, DeliveryError, DeliveryOutcome, DeliveryReport, PollReport, QueuedEvent,
+    WatchEventQuery, WatchHealth, WatchQuery, WatchSummary, Watches,
 };
 
 use crate::{ErrorKind, StewardError, store::StoreError};

@@ -37,11 +37,18 @@ struct Observation {
 
 const SCHEMA: Schema = Schema {
     name: "watches",
-    migrations: &[Migration {
-        version: 1,
-        name: "watches",
-        sql: include_str!("../../migrations/watches/001_watches.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "watches",
+            sql: include_str!("../../migrations/watches/001_watches.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "deliveries",
+            sql: include_str!("../../migrations/watches/002_deliveries.sql"),
+        },
+    ],
 };
 
 fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> WatchError {
@@ -79,6 +86,21 @@ pub struct WatchSummary {
     pub last_checked_at: Option<i64>,
     /// The last source failure, kept until a snapshot succeeds.
     pub last_error: Option<String>,
+}
+
+/// A delivery outcome in the feed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct DeliveryOutcome {
+    /// Position in the delivery feed.
+    pub seq: i64,
+    /// The event.
+    pub event_id: i64,
+    /// Its watch.
+    pub watch_id: i64,
+    /// `delivered`, or `failed` (given up).
+    pub outcome: String,
+    /// Unix seconds.
+    pub at: i64,
 }
 
 /// What [`Watches::health`] counts.
@@ -699,12 +721,14 @@ impl Watches {
             match delivery.send(&ev, &text) {
                 Ok(()) => {
                     self.db.write(|tx| {
-                        tx.execute(
-                            "UPDATE watch_events SET status = 'delivered', delivered_at = ?2
-                             WHERE id = ?1 AND status = 'pending'",
-                            params![ev.id, now],
-                        )
-                        .map_err(q("delivered"))
+                        let changed = tx
+                            .execute(
+                                "UPDATE watch_events SET status = 'delivered', delivered_at = ?2
+                                 WHERE id = ?1 AND status = 'pending'",
+                                params![ev.id, now],
+                            )
+                            .map_err(q("delivered"))?;
+                        record_outcome(tx, changed, &ev, "delivered", now)
                     })?;
                     report.delivered += 1;
                 }
@@ -747,16 +771,73 @@ impl Watches {
         let error: String = error.chars().take(500).collect();
         let give_up = ev.attempts + 1 >= MAX_DELIVERY_ATTEMPTS;
         self.db.write(|tx| {
-            tx.execute(
-                "UPDATE watch_events SET attempts = attempts + 1, last_error = ?2, last_error_at = ?3,
-                    status = CASE WHEN ?4 THEN 'failed' ELSE status END
-                 WHERE id = ?1 AND status = 'pending'",
-                params![ev.id, error, now, give_up],
-            )
-            .map_err(q("delivery failure"))
+            let changed = tx
+                .execute(
+                    "UPDATE watch_events SET attempts = attempts + 1, last_error = ?2,
+                        last_error_at = ?3, status = CASE WHEN ?4 THEN 'failed' ELSE status END
+                     WHERE id = ?1 AND status = 'pending'",
+                    params![ev.id, error, now, give_up],
+                )
+                .map_err(q("delivery failure"))?;
+            if give_up { record_outcome(tx, changed, ev, "failed", now) } else { Ok(()) }
         })?;
         Ok(give_up)
     }
+
+    /// Up to `limit` delivery outcomes after position `after`, in order.
+    pub fn deliveries_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryOutcome>, WatchError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT seq, event_id, watch_id, outcome, at FROM watch_deliveries
+                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![after, limit], |r| {
+                    Ok(DeliveryOutcome {
+                        seq: r.get(0)?,
+                        event_id: r.get(1)?,
+                        watch_id: r.get(2)?,
+                        outcome: r.get(3)?,
+                        at: r.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(q("delivery feed"))
+        })
+    }
+
+    /// The position of the newest delivery outcome (0 when there is none).
+    pub fn delivery_position(&self) -> Result<i64, WatchError> {
+        self.db.read(|c| {
+            c.query_row("SELECT coalesce(max(seq), 0) FROM watch_deliveries", [], |r| r.get(0))
+                .map_err(q("delivery feed position"))
+        })
+    }
+}
+
+/// Appends an outcome to the delivery feed when the status update took (`changed` rows).
+fn record_outcome(
+    tx: &rusqlite::Transaction<'_>,
+    changed: usize,
+    ev: &QueuedEvent,
+    outcome: &str,
+    now: i64,
+) -> Result<(), WatchError> {
+    if changed == 0 {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO watch_deliveries (event_id, watch_id, outcome, at) VALUES (?1, ?2, ?3, ?4)",
+        params![ev.id, ev.watch_id, outcome, now],
+    )
+    .map(drop)
+    .map_err(q("record delivery outcome"))
 }
 
 fn page(limit: Option<usize>) -> Result<i64, WatchError> {

@@ -2765,6 +2765,26 @@ public enum LiveEvent: Equatable, Hashable {
          */at: Int64
     )
     /**
+     * A queued watch event was delivered, or given up.
+     */
+    case watchDelivery(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The queued event.
+         */eventId: Int64, 
+        /**
+         * The watch.
+         */watchId: Int64, 
+        /**
+         * `delivered` or `failed`.
+         */outcome: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
      * A sync run progressed or finished (an observation: the cursor does not move).
      */
     case ingest(
@@ -2843,10 +2863,13 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
         case 3: return .watch(cursor: try FfiConverterString.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), eventType: try FfiConverterString.read(from: &buf), matchedRules: try FfiConverterSequenceString.read(from: &buf), text: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 4: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 4: return .watchDelivery(cursor: try FfiConverterString.read(from: &buf), eventId: try FfiConverterInt64.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), outcome: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 5: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 5: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 6: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
         default: throw UniffiInternalError.unexpectedEnumCase
@@ -2885,8 +2908,17 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             FfiConverterInt64.write(at, into: &buf)
             
         
-        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+        case let .watchDelivery(cursor,eventId,watchId,outcome,at):
             writeInt(&buf, Int32(4))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterInt64.write(eventId, into: &buf)
+            FfiConverterInt64.write(watchId, into: &buf)
+            FfiConverterString.write(outcome, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+            writeInt(&buf, Int32(5))
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterInt64.write(runId, into: &buf)
             FfiConverterString.write(account, into: &buf)
@@ -2897,7 +2929,7 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             
         
         case let .status(cursor,name,from,to,detail,at):
-            writeInt(&buf, Int32(5))
+            writeInt(&buf, Int32(6))
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterString.write(name, into: &buf)
             FfiConverterOptionString.write(from, into: &buf)
