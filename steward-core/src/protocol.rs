@@ -419,8 +419,8 @@ impl Steward {
 
     /// What changed in the observed levels since the observer's last call: a sync run that
     /// started, progressed or finished, and each status item whose state changed (the status
-    /// is re-read at the observer's interval, [`STATUS_CHECK_INTERVAL`] by default). The first call only records where things
-    /// are (a subscriber's snapshot carries the current values).
+    /// is re-read at the observer's interval, [`STATUS_CHECK_INTERVAL`] by default). The first
+    /// call only records where things are (a subscriber's snapshot carries the current values).
     pub fn protocol_observe(
         &self,
         observer: &mut Observer,
