@@ -338,7 +338,8 @@ impl Subscription {
 
     /// The next events: the feeds' entries after the cursor and any change of the observed
     /// levels, waiting up to `timeout` (re-reading every [`SUBSCRIPTION_POLL`]) while there are
-    /// none. Returns early, possibly empty, once `cancelled` says so.
+    /// none (a zero `timeout` makes one pass). Returns early, possibly empty, once `cancelled`
+    /// says so.
     pub fn next(
         &mut self,
         steward: &Steward,

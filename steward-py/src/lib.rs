@@ -93,6 +93,15 @@ fn jsonl_of<'py>(py: Python<'py>, records: &Bound<'py, PyAny>) -> PyResult<Strin
     Ok(lines.join("\n"))
 }
 
+/// A Python value (a dict of parameters, a definition) as JSON text for the core to parse;
+/// `None` is the empty object.
+fn json_object_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult<String> {
+    match value {
+        Some(v) => py.import("json")?.call_method1("dumps", (v,))?.extract(),
+        None => Ok("{}".to_owned()),
+    }
+}
+
 /// A core result as plain Python values (dicts, lists, numbers, strings).
 fn to_python<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value)
@@ -242,10 +251,7 @@ impl PySteward {
         py: Python<'py>,
         params: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let json = match params {
-            Some(d) => py.import("json")?.call_method1("dumps", (d,))?.extract::<String>()?,
-            None => "{}".to_owned(),
-        };
+        let json = json_object_of(py, params.map(|d| d.as_any()))?;
         let page = py
             .detach(|| {
                 let request = SearchParams::from_json(&json)?.into_request()?;
@@ -310,10 +316,7 @@ impl PySteward {
         py: Python<'py>,
         query: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let text = match query {
-            Some(q) => py.import("json")?.call_method1("dumps", (q,))?.extract::<String>()?,
-            None => "{}".to_owned(),
-        };
+        let text = json_object_of(py, query)?;
         let q = steward_core::audit::AuditQuery::from_json(&text).map_err(|e| to_py(&e))?;
         let rows =
             py.detach(|| self.inner.audit().and_then(|a| a.query(&q))).map_err(|e| to_py(&e))?;
@@ -327,7 +330,7 @@ impl PySteward {
         py: Python<'py>,
         definition: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let text = py.import("json")?.call_method1("dumps", (definition,))?.extract::<String>()?;
+        let text = json_object_of(py, Some(definition))?;
         let def = steward_core::watch::WatchDefinition::from_json(&text).map_err(|e| to_py(&e))?;
         let now = steward_core::time::now_secs();
         let w = py

@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::json;
 use steward_core::{
     StewardError as _,
-    protocol::{Cursor, Envelope, MAX_PROTOCOL_PAGE, Observer},
+    protocol::{Cursor, Envelope, MAX_PROTOCOL_PAGE, Subscription},
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 
@@ -137,53 +137,60 @@ async fn feed(state: &AppState) -> Result<broadcast::Sender<Arc<Outgoing>>, ApiE
         .live
         .feed
         .get_or_try_init(|| async {
-            let start = state.call(|s| s.protocol_cursor()).await?;
+            let (_, sub) = state
+                .call(|s| s.protocol_cursor().and_then(|c| s.protocol_subscribe(Some(c))))
+                .await?;
             let (tx, _) = broadcast::channel(FEED_CAPACITY);
-            tokio::spawn(pump(state.clone(), tx.clone(), start));
+            tokio::spawn(pump(state.clone(), tx.clone(), sub));
             Ok(tx)
         })
         .await
         .cloned()
 }
 
-async fn pump(state: AppState, tx: broadcast::Sender<Arc<Outgoing>>, start: Cursor) {
+/// Publishes what the core's [`Subscription`] returns (feeds and observed levels), one pass per
+/// [`PUMP_POLL_MS`] (at once again while a pass fills a page).
+async fn pump(state: AppState, tx: broadcast::Sender<Arc<Outgoing>>, sub: Subscription) {
     let mut stop = state.live.stop.subscribe();
-    let mut cursor = start;
-    let mut observer = Some(Observer::default());
-    let publish = |cursor: Cursor, event: steward_core::protocol::ProtocolEvent| {
-        let envelope = Envelope { cursor: cursor.to_string(), event };
-        if let Ok(text) = serde_json::to_string(&envelope) {
-            // No receiver is fine: nobody is connected.
-            let _ = tx.send(Arc::new(Outgoing { event: envelope.event, text: text.into() }));
-        }
-    };
+    let mut sub = Some(sub);
     loop {
         if *stop.borrow() {
             return;
         }
         let mut more = false;
-        match state.call(move |s| s.protocol_after(cursor, MAX_PROTOCOL_PAGE)).await {
-            Ok(events) => {
-                more = events.len() == MAX_PROTOCOL_PAGE;
-                for e in events {
-                    cursor = cursor.after(&e.event);
-                    publish(cursor, e.event);
-                }
-            }
-            Err(e) => tracing::warn!(code = e.code(), "protocol feed unreadable"),
-        }
-        if let Some(mut obs) = observer.take() {
-            match state.run(move |s| (s.protocol_observe(&mut obs), obs)).await {
-                Ok((result, obs)) => {
-                    observer = Some(obs);
+        if let Some(mut current) = sub.take() {
+            let at = current.cursor();
+            let pass =
+                state.run(move |s| (current.next(s, Duration::ZERO, &|| false), current)).await;
+            match pass {
+                Ok((result, current)) => {
+                    sub = Some(current);
                     match result {
-                        Ok(events) => events.into_iter().for_each(|e| publish(cursor, e)),
-                        Err(e) => tracing::warn!(code = e.code(), "observed levels unreadable"),
+                        Ok(events) => {
+                            more = events.len() >= MAX_PROTOCOL_PAGE;
+                            for e in events {
+                                let Ok(text) = serde_json::to_string(&e) else { continue };
+                                // No receiver is fine: nobody is connected.
+                                let _ = tx
+                                    .send(Arc::new(Outgoing { event: e.event, text: text.into() }));
+                            }
+                        }
+                        Err(e) => tracing::warn!(code = e.code(), "protocol feed unreadable"),
                     }
                 }
-                // The call panicked: start over from a fresh baseline.
-                Err(_) => observer = Some(Observer::default()),
+                // The pass panicked and took the subscription: start again where it was.
+                Err(_) => {
+                    sub = state
+                        .call(move |s| s.protocol_subscribe(Some(at)))
+                        .await
+                        .ok()
+                        .map(|(_, n)| n);
+                }
             }
+        }
+        if sub.is_none() {
+            tracing::error!("the protocol pump cannot resubscribe; live sessions get no events");
+            return;
         }
         if more {
             continue;
