@@ -53,8 +53,8 @@ impl Embedder for Fixed {
     fn model(&self) -> &str {
         "bench"
     }
-    fn dimension(&self) -> usize {
-        self.0.len()
+    fn dimension(&self) -> Option<usize> {
+        Some(self.0.len())
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         Ok(texts.iter().map(|_| self.0.clone()).collect())

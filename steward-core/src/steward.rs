@@ -40,6 +40,9 @@ pub enum OpenError {
     /// A tool could not be registered.
     #[error(transparent)]
     Tool(#[from] PolicyError),
+    /// The embedding configuration cannot be used.
+    #[error(transparent)]
+    Embed(#[from] crate::embed::EmbedConfigError),
 }
 
 impl StewardError for OpenError {
@@ -50,6 +53,7 @@ impl StewardError for OpenError {
             Self::InvalidLimit(_) => "STEWARD_INVALID_LIMIT",
             Self::Mirror(e) => e.code(),
             Self::Tool(e) => e.code(),
+            Self::Embed(e) => e.code(),
         }
     }
 
@@ -59,6 +63,7 @@ impl StewardError for OpenError {
             Self::Home { .. } => ErrorKind::Unavailable,
             Self::Mirror(e) => e.kind(),
             Self::Tool(e) => e.kind(),
+            Self::Embed(e) => e.kind(),
         }
     }
 }
@@ -77,6 +82,7 @@ pub struct StewardBuilder {
     home: Option<PathBuf>,
     limits: Limits,
     embedder: Option<Arc<dyn Embedder>>,
+    embedder_from_config: bool,
     tools: Vec<ToolSpec>,
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
 }
@@ -115,6 +121,16 @@ impl StewardBuilder {
         self
     }
 
+    /// Uses the embedder configured for the home (`[embed]` in `<home>/config.toml` and the
+    /// `STEWARD_EMBED_*` environment, see [`crate::embed::EmbedConfig::load`]) unless one is
+    /// given with [`StewardBuilder::embedder`]; none when embedding is off. What the frontends
+    /// call; an unusable configuration fails the open.
+    #[must_use]
+    pub fn embedder_from_config(mut self) -> Self {
+        self.embedder_from_config = true;
+        self
+    }
+
     /// Registers a watch source (a connector's adapter: `time`, `train`, …).
     #[must_use]
     pub fn watch_adapter(mut self, adapter: Arc<dyn crate::watch::WatchAdapter>) -> Self {
@@ -143,6 +159,11 @@ impl StewardBuilder {
             tools.register(spec)?;
         }
         let mirror = Mirror::open(&home, &self.limits)?;
+        let embedder = match self.embedder {
+            Some(e) => Some(e),
+            None if self.embedder_from_config => crate::embed::configured(&home)?,
+            None => None,
+        };
         Ok(Steward {
             tools,
             policy: std::sync::OnceLock::new(),
@@ -155,7 +176,7 @@ impl StewardBuilder {
             vectors: std::sync::OnceLock::new(),
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
-            embedder: self.embedder,
+            embedder,
             attachments: crate::attachments::Registry::default(),
             watch_adapters: self.watch_adapters,
             watches: std::sync::OnceLock::new(),
@@ -439,6 +460,23 @@ impl Steward {
     /// Whether an embedder was configured (semantic search takes part).
     pub fn has_embedder(&self) -> bool {
         self.embedder.is_some()
+    }
+
+    /// The configured embedder's model, if any.
+    pub fn embed_model(&self) -> Option<&str> {
+        self.embedder.as_deref().map(Embedder::model)
+    }
+
+    /// One drain of the mail embedding queue with the configured embedder (see
+    /// [`crate::embed`]): embeds what changed since the last drain, reports progress after
+    /// every batch. The endpoint failing is not an error: the report says so and what remains.
+    pub fn embed_mail(
+        &self,
+        opts: &crate::embed::EmbedOptions<'_>,
+        progress: &mut dyn FnMut(crate::embed::EmbedProgress),
+    ) -> Result<crate::embed::EmbedReport, crate::embed::EmbedRunError> {
+        let e = self.embedder.as_deref().ok_or(crate::embed::EmbedRunError::NotConfigured)?;
+        crate::embed::drain(&self.mirror, self.vectors()?, e, opts, progress)
     }
 
     /// The registered tools: the built-in catalog and the builder's.

@@ -15,10 +15,13 @@ pub struct Steward {
 
 #[uniffi::export]
 impl Steward {
-    /// Opens (creating if needed) the home at `home`, with every watch source registered.
+    /// Opens (creating if needed) the home at `home`, with every watch source registered and
+    /// the embedder its configuration names (none when embedding is off).
     #[uniffi::constructor]
     pub fn open(home: String) -> Result<Arc<Self>, FfiError> {
-        let builder = steward_connectors::watches::register(steward_core::Steward::builder());
+        let builder = steward_connectors::watches::register(
+            steward_core::Steward::builder().embedder_from_config(),
+        );
         Ok(Arc::new(Self { inner: Arc::new(builder.home(home).open()?) }))
     }
 

@@ -161,8 +161,10 @@ impl PySteward {
     fn new(py: Python<'_>, home: PathBuf) -> PyResult<Self> {
         let inner = py
             .detach(|| {
-                steward_connectors::watches::register(steward_core::Steward::builder().home(home))
-                    .open()
+                steward_connectors::watches::register(
+                    steward_core::Steward::builder().home(home).embedder_from_config(),
+                )
+                .open()
             })
             .map_err(|e| to_py(&e))?;
         Ok(Self { inner })

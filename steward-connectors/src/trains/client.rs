@@ -49,6 +49,7 @@ pub struct ViaggiaTreno {
 impl ViaggiaTreno {
     /// A client for `base` (ending in `/`).
     pub fn new(base: &str) -> Result<Self, String> {
+        steward_core::net::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS))
             .build()

@@ -3,6 +3,7 @@
 //! when they skip.
 
 mod differential;
+mod embed;
 mod eval;
 mod fixtures;
 mod lexical;

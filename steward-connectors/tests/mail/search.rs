@@ -53,10 +53,9 @@ impl Embedder for ConceptEmbedder {
         "concept-test"
     }
 
-    fn dimension(&self) -> usize {
-        DIM
+    fn dimension(&self) -> Option<usize> {
+        Some(DIM)
     }
-
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if self.fail {
             return Err(EmbedError::Unavailable("connection refused".into()));
@@ -200,7 +199,7 @@ fn embed_all(s: &Steward, e: &dyn Embedder) {
         let texts: Vec<&str> = chunk.iter().map(|(_, t)| t.as_str()).collect();
         let vectors = e.embed(&texts).unwrap();
         let batch: Vec<(i64, Vec<f32>)> = chunk.iter().map(|(id, _)| *id).zip(vectors).collect();
-        s.vectors().unwrap().upsert(e.model(), e.dimension(), &batch).unwrap();
+        s.vectors().unwrap().upsert(e.model(), DIM, &batch).unwrap();
     }
 }
 

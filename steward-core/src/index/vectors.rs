@@ -46,10 +46,11 @@ pub const MAX_VECTOR_BATCH: usize = 1024;
 /// The migrations of `vectors.db`.
 pub(super) const SCHEMA: Schema = Schema {
     name: "vectors",
-    migrations: &[Migration {
-        version: 1,
-        name: "init",
-        sql: "CREATE TABLE vector_spaces (
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "init",
+            sql: "CREATE TABLE vector_spaces (
                   id          INTEGER PRIMARY KEY,
                   model       TEXT NOT NULL,
                   dimension   INTEGER NOT NULL CHECK (dimension > 0 AND dimension % 8 = 0),
@@ -57,8 +58,65 @@ pub(super) const SCHEMA: Schema = Schema {
                   created_at  INTEGER NOT NULL,
                   UNIQUE (model, dimension)
               );",
-    }],
+        },
+        Migration {
+            version: 2,
+            name: "embed_state",
+            // One row per message the embedding queue has handled: the model and the hash of
+            // the source text it embedded (or failed on), when, and the last error. A row whose
+            // `embedded_at` is NULL is a failure; `attempts` counts failures charged to the item.
+            sql: "CREATE TABLE embed_state (
+                  message_id   INTEGER PRIMARY KEY,
+                  model        TEXT NOT NULL,
+                  dimension    INTEGER,
+                  source_hash  BLOB NOT NULL,
+                  embedded_at  INTEGER,
+                  attempts     INTEGER NOT NULL DEFAULT 0,
+                  last_error   TEXT,
+                  updated_at   INTEGER NOT NULL
+              );",
+        },
+    ],
 };
+
+/// What the embedding queue last recorded for one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedState {
+    /// The model it was embedded with (or failed on).
+    pub model: String,
+    /// The dimension of its vector; `None` after a failure.
+    pub dimension: Option<usize>,
+    /// SHA-256 of the source text.
+    pub source_hash: [u8; 32],
+    /// When it was embedded (Unix seconds); `None` after a failure.
+    pub embedded_at: Option<i64>,
+    /// Failures charged to this message for this source and model.
+    pub attempts: u32,
+    /// The last failure.
+    pub last_error: Option<String>,
+}
+
+/// One embedded message for [`VectorStore::store_embedded`].
+#[derive(Debug, Clone)]
+pub struct EmbeddedItem {
+    /// The message id.
+    pub id: i64,
+    /// SHA-256 of the source text.
+    pub source_hash: [u8; 32],
+    /// Its vector.
+    pub vector: Vec<f32>,
+}
+
+/// One message the embedder refused, for [`VectorStore::record_embed_failures`].
+#[derive(Debug, Clone)]
+pub struct FailedItem {
+    /// The message id.
+    pub id: i64,
+    /// SHA-256 of the source text.
+    pub source_hash: [u8; 32],
+    /// Why.
+    pub error: String,
+}
 
 /// Why an embedder failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +128,12 @@ pub enum EmbedError {
     /// The endpoint refused this input.
     #[error("embedder rejected the input: {0}")]
     Rejected(String),
+    /// The endpoint asked to be called again later (HTTP 429).
+    #[error("embedder is rate limited; retry in {retry_after_secs} s")]
+    Throttled {
+        /// Its `Retry-After`, in seconds (a default when it gave none).
+        retry_after_secs: u64,
+    },
 }
 
 impl StewardError for EmbedError {
@@ -77,26 +141,38 @@ impl StewardError for EmbedError {
         match self {
             Self::Unavailable(_) => "EMBED_UNAVAILABLE",
             Self::Rejected(_) => "EMBED_REJECTED",
+            Self::Throttled { .. } => "EMBED_THROTTLED",
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::Unavailable(_) => ErrorKind::Unavailable,
+            Self::Unavailable(_) | Self::Throttled { .. } => ErrorKind::Unavailable,
             Self::Rejected(_) => ErrorKind::InvalidInput,
         }
     }
 }
 
-/// Turns texts into vectors. Implementations: the OpenAI-compatible client (its own issue) and,
-/// in tests and benchmarks, fixed vectors.
+/// Turns texts into vectors. Implementations: [`crate::embed::OpenAiEmbedder`] (any
+/// OpenAI-compatible `/v1/embeddings` endpoint) and, in tests and benchmarks, fixed vectors.
 pub trait Embedder: Send + Sync {
     /// The model name; with the dimension it names the vector space.
     fn model(&self) -> &str;
-    /// The dimension every vector of this model has.
-    fn dimension(&self) -> usize;
-    /// One vector per text, in order.
+    /// The dimension this embedder is known to produce before its first answer (configured),
+    /// else `None`: the answers then tell, and the store keeps one space per dimension.
+    fn dimension(&self) -> Option<usize>;
+    /// Document vectors, one per text, in order. A member the endpoint left out comes back
+    /// empty (the queue retries it alone).
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The vector of a search query. Models trained with query and passage prefixes embed the
+    /// two differently; by default a query is embedded like a document.
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let mut v = self.embed(&[text])?;
+        match (v.pop(), v.is_empty()) {
+            (Some(q), true) => Ok(q),
+            _ => Err(EmbedError::Unavailable("the embedder answered with a wrong count".into())),
+        }
+    }
     /// The farthest cosine distance that still means "related" for this model (models differ:
     /// the gateway takes it from configuration).
     fn max_distance(&self) -> f32 {
@@ -224,6 +300,103 @@ fn words_of(bytes: &[u8], words: usize, out: &mut Vec<u64>) {
     }
 }
 
+/// A vector checked against its space and turned into its stored forms.
+fn vector_row(
+    model: &str,
+    dimension: usize,
+    id: i64,
+    v: &[f32],
+) -> Result<(i64, Vec<u8>, Vec<u8>), VectorError> {
+    if v.len() != dimension {
+        return Err(VectorError::DimensionMismatch {
+            model: model.to_owned(),
+            expected: dimension,
+            found: v.len(),
+        });
+    }
+    let unit = normalized(id, v)?;
+    Ok((id, float_blob(&unit), sign_bits(&unit)))
+}
+
+/// Writes checked rows into the space of (`model`, `dimension`), creating it on first use.
+fn write_vectors(
+    tx: &rusqlite::Transaction<'_>,
+    model: &str,
+    dimension: usize,
+    rows: &[(i64, Vec<u8>, Vec<u8>)],
+) -> Result<(), VectorError> {
+    let dim = i64::try_from(dimension).unwrap_or(i64::MAX);
+    let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+    tx.execute(
+        "INSERT OR IGNORE INTO vector_spaces (model, dimension, created_at)
+         VALUES (?1, ?2, ?3)",
+        params![model, dim, crate::time::now_secs()],
+    )
+    .map_err(q("create vector space"))?;
+    let id: i64 = tx
+        .query_row(
+            "SELECT id FROM vector_spaces WHERE model = ?1 AND dimension = ?2",
+            params![model, dim],
+            |r| r.get(0),
+        )
+        .map_err(q("vector space id"))?;
+    // Small float chunks: a re-rank reads single vectors, and SQLite reaches an offset
+    // inside a blob by walking its overflow chain — through a 4 MB chunk (1,024 vectors
+    // of 1,024-d, sqlite-vec's default) that cost ~300 µs per vector.
+    tx.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS vec_f_{id}
+             USING vec0(embedding float[{dimension}] distance_metric=cosine,
+                        chunk_size={FLOAT_CHUNK});
+         CREATE TABLE IF NOT EXISTS vec_b_{id} (id INTEGER PRIMARY KEY, code BLOB NOT NULL);"
+    ))
+    .map_err(q("create vector tables"))?;
+    for (mid, floats, bits) in rows {
+        tx.execute(&format!("DELETE FROM vec_f_{id} WHERE rowid = ?1"), [mid])
+            .map_err(q("replace vector"))?;
+        tx.execute(
+            &format!("INSERT INTO vec_f_{id} (rowid, embedding) VALUES (?1, ?2)"),
+            params![mid, floats],
+        )
+        .map_err(q("insert vector"))?;
+        tx.execute(
+            &format!("INSERT OR REPLACE INTO vec_b_{id} (id, code) VALUES (?1, ?2)"),
+            params![mid, bits],
+        )
+        .map_err(q("insert code"))?;
+    }
+    tx.execute("UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1", [id])
+        .map_err(q("bump vector generation"))?;
+    Ok(())
+}
+
+/// Deletes `ids` from every space in `spaces`.
+fn delete_vectors(
+    tx: &rusqlite::Transaction<'_>,
+    spaces: &[i64],
+    ids: &[i64],
+) -> Result<(), StoreError> {
+    let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+    for space in spaces {
+        for id in ids {
+            tx.execute(&format!("DELETE FROM vec_f_{space} WHERE rowid = ?1"), [id])
+                .map_err(q("remove vector"))?;
+            tx.execute(&format!("DELETE FROM vec_b_{space} WHERE id = ?1"), [id])
+                .map_err(q("remove code"))?;
+        }
+        tx.execute("UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1", [space])
+            .map_err(q("bump vector generation"))?;
+    }
+    Ok(())
+}
+
+fn hash_of(blob: &[u8]) -> [u8; 32] {
+    let mut h = [0u8; 32];
+    if blob.len() == 32 {
+        h.copy_from_slice(blob);
+    }
+    h
+}
+
 impl VectorStore {
     /// Opens (creating if needed) `<dir>/vectors.db`.
     pub fn open(dir: &Path, limits: &Limits) -> Result<Self, VectorError> {
@@ -283,88 +456,178 @@ impl VectorStore {
                 max: MAX_VECTOR_BATCH,
             });
         }
-        let mut rows = Vec::with_capacity(vectors.len());
-        for (id, v) in vectors {
-            if v.len() != dimension {
-                return Err(VectorError::DimensionMismatch {
-                    model: model.to_owned(),
-                    expected: dimension,
-                    found: v.len(),
-                });
-            }
-            let unit = normalized(*id, v)?;
-            rows.push((*id, float_blob(&unit), sign_bits(&unit)));
-        }
-        let dim = i64::try_from(dimension).unwrap_or(i64::MAX);
-        self.db.write(|tx| {
-            let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
-            tx.execute(
-                "INSERT OR IGNORE INTO vector_spaces (model, dimension, created_at)
-                 VALUES (?1, ?2, ?3)",
-                params![model, dim, crate::time::now_secs()],
-            )
-            .map_err(q("create vector space"))?;
-            let id: i64 = tx
-                .query_row(
-                    "SELECT id FROM vector_spaces WHERE model = ?1 AND dimension = ?2",
-                    params![model, dim],
-                    |r| r.get(0),
-                )
-                .map_err(q("vector space id"))?;
-            // Small float chunks: a re-rank reads single vectors, and SQLite reaches an offset
-            // inside a blob by walking its overflow chain — through a 4 MB chunk (1,024 vectors
-            // of 1,024-d, sqlite-vec's default) that cost ~300 µs per vector.
-            tx.execute_batch(&format!(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS vec_f_{id}
-                     USING vec0(embedding float[{dimension}] distance_metric=cosine,
-                                chunk_size={FLOAT_CHUNK});
-                 CREATE TABLE IF NOT EXISTS vec_b_{id} (id INTEGER PRIMARY KEY, code BLOB NOT NULL);"
-            ))
-            .map_err(q("create vector tables"))?;
-            for (mid, floats, bits) in &rows {
-                tx.execute(&format!("DELETE FROM vec_f_{id} WHERE rowid = ?1"), [mid])
-                    .map_err(q("replace vector"))?;
-                tx.execute(
-                    &format!("INSERT INTO vec_f_{id} (rowid, embedding) VALUES (?1, ?2)"),
-                    params![mid, floats],
-                )
-                .map_err(q("insert vector"))?;
-                tx.execute(
-                    &format!("INSERT OR REPLACE INTO vec_b_{id} (id, code) VALUES (?1, ?2)"),
-                    params![mid, bits],
-                )
-                .map_err(q("insert code"))?;
-            }
-            tx.execute("UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1", [id])
-                .map_err(q("bump vector generation"))?;
-            Ok::<_, VectorError>(())
-        })
+        let rows = vectors
+            .iter()
+            .map(|(id, v)| vector_row(model, dimension, *id, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.db.write(|tx| write_vectors(tx, model, dimension, &rows))
     }
 
     /// Drops the vectors of `ids` from every space (messages soft-deleted or re-embedded).
     pub fn remove(&self, ids: &[i64]) -> Result<(), VectorError> {
-        let spaces: Vec<i64> = self.db.read(|c| {
-            c.prepare_cached("SELECT id FROM vector_spaces")
-                .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-                .map_err(|e| StoreError::query("vector spaces", e))
-        })?;
+        let spaces = self.space_ids()?;
         self.db.write(|tx| {
-            let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
-            for space in &spaces {
-                for id in ids {
-                    tx.execute(&format!("DELETE FROM vec_f_{space} WHERE rowid = ?1"), [id])
-                        .map_err(q("remove vector"))?;
-                    tx.execute(&format!("DELETE FROM vec_b_{space} WHERE id = ?1"), [id])
-                        .map_err(q("remove code"))?;
-                }
-                tx.execute(
-                    "UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1",
-                    [space],
-                )
-                .map_err(q("bump vector generation"))?;
+            delete_vectors(tx, &spaces, ids)?;
+            for id in ids {
+                tx.execute("DELETE FROM embed_state WHERE message_id = ?1", [id])
+                    .map_err(|e| StoreError::query("remove embed state", e))?;
             }
             Ok::<_, VectorError>(())
         })
+    }
+
+    fn space_ids(&self) -> Result<Vec<i64>, StoreError> {
+        self.db.read(|c| {
+            c.prepare_cached("SELECT id FROM vector_spaces")
+                .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+                .map_err(|e| StoreError::query("vector spaces", e))
+        })
+    }
+
+    /// What the embedding queue recorded, by message id.
+    pub fn embed_states(&self) -> Result<HashMap<i64, EmbedState>, VectorError> {
+        Ok(self.db.read(|c| {
+            let mut s = c
+                .prepare(
+                    "SELECT message_id, model, dimension, source_hash, embedded_at, attempts,
+                            last_error
+                     FROM embed_state",
+                )
+                .map_err(|e| StoreError::query("embed state", e))?;
+            let rows = s
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        EmbedState {
+                            model: r.get(1)?,
+                            dimension: r
+                                .get::<_, Option<i64>>(2)?
+                                .and_then(|d| usize::try_from(d).ok()),
+                            source_hash: hash_of(&r.get::<_, Vec<u8>>(3)?),
+                            embedded_at: r.get(4)?,
+                            attempts: r.get(5)?,
+                            last_error: r.get(6)?,
+                        },
+                    ))
+                })
+                .and_then(Iterator::collect::<Result<HashMap<_, _>, _>>)
+                .map_err(|e| StoreError::query("embed state", e))?;
+            Ok::<_, StoreError>(rows)
+        })?)
+    }
+
+    /// Stores freshly embedded messages and their state in one transaction: their vectors go
+    /// into the space of (`model`, `dimension`) and leave every other space.
+    pub fn store_embedded(
+        &self,
+        model: &str,
+        dimension: usize,
+        items: &[EmbeddedItem],
+    ) -> Result<(), VectorError> {
+        if dimension == 0 || !dimension.is_multiple_of(8) || dimension > MAX_DIMENSION {
+            return Err(VectorError::BadDimension(dimension));
+        }
+        if items.len() > MAX_VECTOR_BATCH {
+            return Err(VectorError::OutOfRange {
+                what: "vector batch",
+                value: items.len(),
+                max: MAX_VECTOR_BATCH,
+            });
+        }
+        let rows = items
+            .iter()
+            .map(|i| vector_row(model, dimension, i.id, &i.vector))
+            .collect::<Result<Vec<_>, _>>()?;
+        let spaces = self.space_ids()?;
+        let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
+        let now = crate::time::now_secs();
+        let dim = i64::try_from(dimension).unwrap_or(i64::MAX);
+        self.db.write(|tx| {
+            delete_vectors(tx, &spaces, &ids)?;
+            write_vectors(tx, model, dimension, &rows)?;
+            for i in items {
+                tx.execute(
+                    "INSERT OR REPLACE INTO embed_state
+                         (message_id, model, dimension, source_hash, embedded_at, attempts,
+                          last_error, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL, ?5)",
+                    params![i.id, model, dim, &i.source_hash[..], now],
+                )
+                .map_err(|e| StoreError::query("record embedding", e))?;
+            }
+            Ok::<_, VectorError>(())
+        })
+    }
+
+    /// Records messages the embedder refused: a failure charged to each (counted again only
+    /// for the same model and source), and their now stale vectors removed.
+    pub fn record_embed_failures(
+        &self,
+        model: &str,
+        items: &[FailedItem],
+    ) -> Result<(), VectorError> {
+        let spaces = self.space_ids()?;
+        let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
+        let now = crate::time::now_secs();
+        self.db.write(|tx| {
+            delete_vectors(tx, &spaces, &ids)?;
+            for i in items {
+                tx.execute(
+                    "INSERT INTO embed_state
+                         (message_id, model, dimension, source_hash, embedded_at, attempts,
+                          last_error, updated_at)
+                     VALUES (?1, ?2, NULL, ?3, NULL, 1, ?4, ?5)
+                     ON CONFLICT (message_id) DO UPDATE SET
+                         attempts = CASE WHEN model = excluded.model
+                                          AND source_hash = excluded.source_hash
+                                          AND embedded_at IS NULL
+                                    THEN attempts + 1 ELSE 1 END,
+                         model = excluded.model, dimension = NULL,
+                         source_hash = excluded.source_hash, embedded_at = NULL,
+                         last_error = excluded.last_error, updated_at = excluded.updated_at",
+                    params![i.id, model, &i.source_hash[..], i.error, now],
+                )
+                .map_err(|e| StoreError::query("record embedding failure", e))?;
+            }
+            Ok::<_, VectorError>(())
+        })
+    }
+
+    /// Drops every space but (`model`, `dimension`) and the queue state of what was in them,
+    /// so that vectors of two models or dimensions never mix. Returns the messages reset.
+    pub fn reset_incompatible(&self, model: &str, dimension: usize) -> Result<u64, VectorError> {
+        let dim = i64::try_from(dimension).unwrap_or(i64::MAX);
+        let dropped: Vec<i64> = self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT id FROM vector_spaces WHERE NOT (model = ?1 AND dimension = ?2)",
+            )
+            .and_then(|mut s| s.query_map(params![model, dim], |r| r.get(0))?.collect())
+            .map_err(|e| StoreError::query("vector spaces", e))
+        })?;
+        let reset = self.db.write(|tx| {
+            let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+            for space in &dropped {
+                tx.execute_batch(&format!(
+                    "DROP TABLE IF EXISTS vec_f_{space}; DROP TABLE IF EXISTS vec_b_{space};"
+                ))
+                .map_err(q("drop vector space"))?;
+                tx.execute("DELETE FROM vector_spaces WHERE id = ?1", [space])
+                    .map_err(q("drop vector space"))?;
+            }
+            let n = tx
+                .execute(
+                    "DELETE FROM embed_state
+                     WHERE model <> ?1 OR (dimension IS NOT NULL AND dimension <> ?2)",
+                    params![model, dim],
+                )
+                .map_err(q("reset embed state"))?;
+            Ok::<_, VectorError>(u64::try_from(n).unwrap_or(0))
+        })?;
+        let mut cache = self.codes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for space in &dropped {
+            cache.remove(space);
+        }
+        Ok(reset)
     }
 
     /// Vectors stored for `model` at `dimension`.

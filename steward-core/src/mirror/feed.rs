@@ -150,6 +150,45 @@ impl Mirror {
         )
     }
 
+    /// Live (not deleted) messages.
+    pub fn live_message_count(&self) -> Result<u64, StoreError> {
+        self.db.read(|c| {
+            c.query_row("SELECT count(*) FROM messages WHERE deleted_at IS NULL", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|e| StoreError::query("count live messages", e))
+        })
+    }
+
+    /// Up to `limit` live messages with an id above `after`, in id order: id, subject and the
+    /// first `max_body_chars` characters of the body (the embedding queue's source; the cut is
+    /// made in SQL, so a long body is never loaded whole).
+    pub fn embed_sources(
+        &self,
+        after: i64,
+        limit: usize,
+        max_body_chars: usize,
+    ) -> Result<Vec<(i64, String, String)>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let chars = i64::try_from(max_body_chars).unwrap_or(i64::MAX);
+        self.db.read(|c| {
+            let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+            let mut s = c
+                .prepare_cached(
+                    "SELECT m.id, m.subject, substr(coalesce(b.body_text, ''), 1, ?3)
+                     FROM messages m LEFT JOIN message_bodies b ON b.message_id = m.id
+                     WHERE m.deleted_at IS NULL AND m.id > ?1 ORDER BY m.id LIMIT ?2",
+                )
+                .map_err(q("prepare embed sources"))?;
+            s.query_map(rusqlite::params![after, limit, chars], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .and_then(Iterator::collect)
+            .map_err(q("embed sources"))
+        })
+    }
+
     fn feed(
         &self,
         filter: &str,

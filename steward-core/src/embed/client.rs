@@ -1,0 +1,213 @@
+//! The OpenAI-compatible `/v1/embeddings` client.
+//!
+//! One POST per batch: `{"model", "input": [..], "encoding_format": "float"}`, plus
+//! `"input_type": "passage" | "query"` when configured (servers of query/passage models such as
+//! e5 read it; OpenAI itself does not want it). The answer's `data[i].index` places each
+//! vector; a member missing from the answer comes back empty, so the queue retries it alone.
+//! Attribution rides in `x-usage-service` / `x-usage-action` headers.
+//!
+//! Failures are classified for the queue: a transport error, a timeout, a 5xx, a 401/403 or an
+//! unreadable answer → [`EmbedError::Unavailable`]; 429 → [`EmbedError::Throttled`] with its
+//! `Retry-After`; any other 4xx → [`EmbedError::Rejected`] (this input was refused).
+
+use std::{io::Read as _, time::Duration};
+
+use serde::Deserialize;
+
+use super::{EmbedConfig, MAX_RESPONSE_BYTES};
+use crate::index::{EmbedError, Embedder};
+
+/// `Retry-After` assumed when a 429 gives none.
+pub const DEFAULT_RETRY_AFTER_SECS: u64 = 30;
+/// The longest `Retry-After` honoured; a longer one is cut to this.
+pub const MAX_RETRY_AFTER_SECS: u64 = 3_600;
+/// The service name sent in `x-usage-service`.
+pub const USAGE_SERVICE: &str = "steward";
+
+/// What a batch is for: documents to store, or a search query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Documents,
+    Query,
+}
+
+impl Purpose {
+    fn input_type(self) -> &'static str {
+        match self {
+            Self::Documents => "passage",
+            Self::Query => "query",
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            Self::Documents => "embed.mail",
+            Self::Query => "search.query",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    data: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    index: usize,
+    embedding: Vec<f32>,
+}
+
+/// An [`Embedder`] over an OpenAI-compatible HTTP endpoint. Its calls block (the queue and
+/// search run on blocking threads); it keeps connections alive between calls.
+pub struct OpenAiEmbedder {
+    config: EmbedConfig,
+    url: String,
+    http: reqwest::blocking::Client,
+}
+
+impl std::fmt::Debug for OpenAiEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbedder").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl OpenAiEmbedder {
+    /// A client for `config` (checked by [`EmbedConfig::validate`]).
+    pub fn new(config: EmbedConfig) -> Result<Self, super::EmbedConfigError> {
+        config.validate()?;
+        crate::net::install_crypto_provider();
+        let http = reqwest::blocking::Client::builder()
+            .timeout(config.timeout)
+            .connect_timeout(Duration::from_secs(config.timeout.as_secs().clamp(1, 10)))
+            .build()
+            .map_err(|e| super::EmbedConfigError(format!("cannot build the HTTP client: {e}")))?;
+        let base = config.endpoint.trim_end_matches('/');
+        let url = if base.ends_with("/embeddings") {
+            base.to_owned()
+        } else {
+            format!("{base}/embeddings")
+        };
+        Ok(Self { config, url, http })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EmbedConfig {
+        &self.config
+    }
+
+    fn call(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut body = serde_json::json!({
+            "model": self.config.model,
+            "input": texts,
+            "encoding_format": "float",
+        });
+        if self.config.input_type {
+            body["input_type"] = purpose.input_type().into();
+        }
+        let mut req = self
+            .http
+            .post(&self.url)
+            .header("x-usage-service", USAGE_SERVICE)
+            .header("x-usage-action", purpose.action())
+            .json(&body);
+        if let Some(key) = &self.config.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().map_err(|e| EmbedError::Unavailable(transport_error(e)))?;
+        let status = resp.status();
+        if status.as_u16() == 429 {
+            let retry_after_secs = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(DEFAULT_RETRY_AFTER_SECS)
+                .min(MAX_RETRY_AFTER_SECS);
+            return Err(EmbedError::Throttled { retry_after_secs });
+        }
+        let mut raw = Vec::new();
+        resp.take(MAX_RESPONSE_BYTES + 1)
+            .read_to_end(&mut raw)
+            .map_err(|e| EmbedError::Unavailable(format!("reading the answer: {e}")))?;
+        if raw.len() as u64 > MAX_RESPONSE_BYTES {
+            return Err(EmbedError::Unavailable(format!(
+                "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
+        }
+        if !status.is_success() {
+            let detail = error_message(&raw);
+            let msg = format!("HTTP {}: {detail}", status.as_u16());
+            return Err(match status.as_u16() {
+                401 | 403 => EmbedError::Unavailable(format!(
+                    "{msg} (check STEWARD_EMBED_API_KEY / [embed] api_key)"
+                )),
+                400..=499 => EmbedError::Rejected(msg),
+                _ => EmbedError::Unavailable(msg),
+            });
+        }
+        let answer: Answer = serde_json::from_slice(&raw)
+            .map_err(|e| EmbedError::Unavailable(format!("malformed answer: {e}")))?;
+        let mut out = vec![Vec::new(); texts.len()];
+        for item in answer.data {
+            if let Some(slot) = out.get_mut(item.index) {
+                *slot = item.embedding;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The `error.message` of an OpenAI-style error body, else its first 200 characters.
+fn error_message(raw: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Body {
+        error: Detail,
+    }
+    #[derive(Deserialize)]
+    struct Detail {
+        message: String,
+    }
+    match serde_json::from_slice::<Body>(raw) {
+        Ok(b) => b.error.message.chars().take(200).collect(),
+        Err(_) => String::from_utf8_lossy(raw).chars().take(200).collect(),
+    }
+}
+
+fn transport_error(e: reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connect() {
+        "cannot connect".to_owned()
+    } else {
+        // Without the URL: a misconfigured endpoint may carry a key in its query string.
+        e.without_url().to_string()
+    }
+}
+
+impl Embedder for OpenAiEmbedder {
+    fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    fn dimension(&self) -> Option<usize> {
+        self.config.dimension
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.call(texts, Purpose::Documents)
+    }
+
+    fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let capped: String = text.chars().take(self.config.max_source_chars).collect();
+        let mut v = self.call(&[&capped], Purpose::Query)?;
+        match v.pop() {
+            Some(q) if !q.is_empty() => Ok(q),
+            _ => Err(EmbedError::Unavailable("the answer had no vector for the query".into())),
+        }
+    }
+
+    fn max_distance(&self) -> f32 {
+        self.config.max_distance
+    }
+}
