@@ -21,9 +21,9 @@ pub use lexical::{
 };
 pub(crate) use lexical::{analyzer, query_terms};
 pub use vectors::{
-    DEFAULT_MAX_VECTOR_DISTANCE, EmbedError, EmbedState, EmbeddedItem, Embedder, FailedItem,
-    MAX_CODE_CACHE_BYTES, MAX_DIMENSION, MAX_KNN, MAX_VECTOR_BATCH, Neighbour, RERANK_FACTOR,
-    VectorError, VectorStore,
+    COARSE_FACTOR, DEFAULT_MAX_VECTOR_DISTANCE, EmbedError, EmbedState, EmbeddedItem, Embedder,
+    FailedItem, INT8_FULL_SCAN_BYTES, MAX_CODE_CACHE_BYTES, MAX_DIMENSION, MAX_KNN,
+    MAX_VECTOR_BATCH, MIN_COARSE, Neighbour, Q_HEADROOM, RERANK_FACTOR, VectorError, VectorStore,
 };
 
 use crate::error::{ErrorKind, StewardError};
