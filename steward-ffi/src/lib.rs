@@ -18,7 +18,7 @@ mod watches;
 pub use authority::{ApprovalCard, Human, OperationSummary};
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
-pub use mirror::{MirrorStats, SyncSummary};
+pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
 pub use search::{SearchHit, SearchQuery, SearchResults};
 pub use steward::Steward;
 pub use watches::{PollSummary, WatchEventInfo, WatchInfo};

@@ -66,3 +66,48 @@ impl From<steward_core::mirror::MirrorStats> for MirrorStats {
         }
     }
 }
+
+/// What one drain of the embedding queue did (see `steward_core::embed::EmbedReport`).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct EmbedReport {
+    /// The model.
+    pub model: String,
+    /// The dimension the endpoint answered in (none when it could not be reached).
+    pub dimension: Option<u32>,
+    /// Live messages looked at.
+    pub checked: u64,
+    /// Already embedded from the same text with the same model.
+    pub up_to_date: u64,
+    /// Embedded now.
+    pub embedded: u64,
+    /// Charged a failure now (retried by later drains).
+    pub failed: u64,
+    /// Failed too often on this text and model; retried when the text changes.
+    pub given_up: u64,
+    /// Still to embed when the drain stopped.
+    pub remaining: u64,
+    /// Vectors dropped because the model or dimension changed.
+    pub reset: u64,
+    /// Why the endpoint stopped the drain, if it did.
+    pub unavailable: Option<String>,
+    /// The endpoint's Retry-After, when it rate limited.
+    pub retry_after_secs: Option<u64>,
+}
+
+impl From<steward_core::embed::EmbedReport> for EmbedReport {
+    fn from(r: steward_core::embed::EmbedReport) -> Self {
+        Self {
+            model: r.model,
+            dimension: r.dimension.and_then(|d| u32::try_from(d).ok()),
+            checked: r.checked,
+            up_to_date: r.up_to_date,
+            embedded: r.embedded,
+            failed: r.failed,
+            given_up: r.given_up,
+            remaining: r.remaining,
+            reset: r.reset,
+            unavailable: r.unavailable,
+            retry_after_secs: r.retry_after_secs,
+        }
+    }
+}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use steward_connectors::mail::{EmlxSource, MaildirSource, MboxSource};
 use steward_core::mirror::{MailSource, SyncOptions};
 
-use crate::{FfiError, MirrorStats, SyncSummary};
+use crate::{EmbedReport, FfiError, MirrorStats, SyncSummary};
 
 /// One person's Steward home.
 #[derive(uniffi::Object)]
@@ -32,6 +32,16 @@ impl Steward {
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
         self.sync(&MaildirSource::new(path), account)
+    }
+
+    /// One drain of the mail embedding queue with the configured embedder: embeds what is new
+    /// or changed. An endpoint that is down is reported, not an error; no embedder configured
+    /// is `EMBED_NOT_CONFIGURED`.
+    pub fn embed_mail(&self) -> Result<EmbedReport, FfiError> {
+        self.inner
+            .embed_mail(&Default::default(), &mut |_| {})
+            .map(Into::into)
+            .map_err(|e| FfiError::from_core(&e))
     }
 
     /// Mirrors an mbox file (mboxrd quoting).

@@ -181,6 +181,15 @@ impl PySteward {
         self.sync(py, &MaildirSource::new(path), account)
     }
 
+    /// One drain of the mail embedding queue with the configured embedder; returns its report
+    /// as a dict (an endpoint that is down is in `unavailable`, not an exception).
+    fn embed_mail<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let r = py
+            .detach(|| self.inner.embed_mail(&Default::default(), &mut |_| {}))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &r)
+    }
+
     /// Mirrors an mbox file (mboxrd quoting).
     #[pyo3(signature = (path, account=None))]
     fn index_mbox<'py>(

