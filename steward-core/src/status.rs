@@ -110,6 +110,35 @@ fn when(secs: i64) -> String {
 }
 
 impl Steward {
+    /// The embedding queue's state for the configured model (no call to the endpoint: its
+    /// reachability shows in the next drain's report).
+    fn embedder_item(&self) -> StatusItem {
+        let Some(model) = self.embed_model() else {
+            return item("embedder", Health::Unknown, "not configured: lexical search only");
+        };
+        let summary = self
+            .vectors()
+            .map_err(|e| e.to_string())
+            .and_then(|v| v.embed_summary(model).map_err(|e| e.to_string()));
+        let live = self.mirror().live_message_count();
+        match (summary, live) {
+            (Err(e), _) => item("embedder", Health::Error, format!("vector store unreadable: {e}")),
+            (_, Err(e)) => item("embedder", Health::Error, format!("mirror unreadable: {e}")),
+            (Ok((embedded, failing, last)), Ok(live)) => {
+                let mut detail = format!("{model}: {embedded} of {live} messages embedded");
+                if failing > 0 {
+                    detail.push_str(&format!(
+                        "; {failing} failing (last: {})",
+                        last.unwrap_or_default()
+                    ));
+                }
+                let health =
+                    if failing == 0 && embedded >= live { Health::Ok } else { Health::Warning };
+                item("embedder", health, detail)
+            }
+        }
+    }
+
     /// The status of this home, item by item (see the module documentation).
     pub fn system_status(&self) -> SystemStatus {
         let home = self.home();
@@ -152,11 +181,7 @@ impl Steward {
                 ),
             ),
         });
-        items.push(if self.has_embedder() {
-            item("embedder", Health::Unknown, "configured; reachability is checked when used")
-        } else {
-            item("embedder", Health::Unknown, "not configured: lexical search only")
-        });
+        items.push(self.embedder_item());
         items.push(match self.mirror().last_run() {
             Err(e) => item("ingest", Health::Error, format!("mirror unreadable: {e}")),
             Ok(None) => item("ingest", Health::Unknown, "never synced"),

@@ -61,6 +61,13 @@ fn healthy(dim: usize) -> ScriptedServer {
     })
 }
 
+/// The embedder item of the system status: (health, detail).
+fn embedder_status(s: &Steward) -> (String, String) {
+    let status = s.system_status();
+    let item = status.items.into_iter().find(|i| i.name == "embedder").unwrap();
+    (item.status.as_str().to_owned(), item.detail)
+}
+
 fn has(requests: &[Recorded], needle: &str) -> bool {
     requests.iter().any(|r| r.inputs().iter().any(|t| t.contains(needle)))
 }
@@ -99,6 +106,10 @@ fn a_drain_embeds_everything_once_then_only_what_changed() {
     assert_eq!(reqs.iter().map(|q| q.inputs().len()).sum::<usize>() as u64, n + 1);
     let cut = server.inputs().into_iter().find(|t| t.starts_with("Long one")).unwrap();
     assert_eq!(cut.chars().count(), MAX_SOURCE_CHARS, "the long message is cut before sending");
+
+    let status = embedder_status(&s);
+    assert_eq!(status.0, "ok", "{status:?}");
+    assert!(status.1.contains(&format!("{n} of {n} messages embedded")), "{status:?}");
 
     // Nothing changed: only the probe goes out.
     let again = drain(&s);
@@ -148,6 +159,9 @@ fn one_poisoned_input_never_blocks_the_others() {
         let n = live(&s);
         let r = drain(&s);
         assert_eq!((r.embedded, r.failed, r.remaining), (n - 2, 2, 0), "{status}: {r:?}");
+        let (health, detail) = embedder_status(&s);
+        assert_eq!(health, "warning");
+        assert!(detail.contains("2 failing (last: "), "{detail}");
         assert_eq!(r.unavailable, None, "{status}: a bad input is not an outage");
         for attempt in 2..=MAX_ITEM_ATTEMPTS {
             let r = drain(&s);

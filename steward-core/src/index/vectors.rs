@@ -713,6 +713,29 @@ impl VectorStore {
         })?)
     }
 
+    /// For `model`: messages embedded, messages whose last attempt failed, and the newest
+    /// failure's message (for status screens; one indexed pass over the queue's state).
+    pub fn embed_summary(&self, model: &str) -> Result<(u64, u64, Option<String>), VectorError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT count(embedded_at), count(*) - count(embedded_at),
+                        (SELECT last_error FROM embed_state
+                         WHERE model = ?1 AND embedded_at IS NULL
+                         ORDER BY updated_at DESC LIMIT 1)
+                 FROM embed_state WHERE model = ?1",
+                [model],
+                |r| {
+                    Ok((
+                        u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                        u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                        r.get(2)?,
+                    ))
+                },
+            )
+            .map_err(|e| StoreError::query("embed summary", e))
+        })?)
+    }
+
     /// Stores freshly embedded messages and their state in one transaction: their vectors go
     /// into the space of (`model`, `dimension`) and leave every other space.
     pub fn store_embedded(
