@@ -479,6 +479,18 @@ impl Steward {
         crate::embed::drain(&self.mirror, self.vectors()?, e, opts, progress)
     }
 
+    /// Drains the mail embedding queue until nothing is left, backing off while the endpoint is
+    /// unavailable, for at most about `within` ([`crate::embed::drain_until_done`]).
+    pub fn embed_mail_until_done(
+        &self,
+        opts: &crate::embed::EmbedOptions<'_>,
+        within: std::time::Duration,
+        progress: &mut dyn FnMut(crate::embed::EmbedProgress),
+    ) -> Result<crate::embed::EmbedReport, crate::embed::EmbedRunError> {
+        let e = self.embedder.as_deref().ok_or(crate::embed::EmbedRunError::NotConfigured)?;
+        crate::embed::drain_until_done(&self.mirror, self.vectors()?, e, opts, within, progress)
+    }
+
     /// The registered tools: the built-in catalog and the builder's.
     pub fn tools(&self) -> &ToolRegistry {
         &self.tools

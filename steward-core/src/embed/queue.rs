@@ -26,15 +26,16 @@ pub struct EmbedOptions<'a> {
     /// Messages sent to the embedder at most (embedded or charged); the rest is counted as
     /// remaining.
     pub max_items: usize,
-    /// Messages per request (1..=[`super::MAX_EMBED_BATCH`]).
-    pub batch_size: usize,
+    /// Messages per request (1..=[`super::MAX_EMBED_BATCH`]); `None`: what the embedder
+    /// wants ([`Embedder::batch_size`], from `[embed] batch_size`).
+    pub batch_size: Option<usize>,
     /// Stops the drain after the batch in flight.
     pub cancel: Option<&'a AtomicBool>,
 }
 
 impl Default for EmbedOptions<'_> {
     fn default() -> Self {
-        Self { max_items: usize::MAX, batch_size: super::EMBED_BATCH, cancel: None }
+        Self { max_items: usize::MAX, batch_size: None, cancel: None }
     }
 }
 
@@ -80,6 +81,21 @@ pub struct EmbedReport {
     pub retry_after_secs: Option<u64>,
     /// Stopped by the caller (cancel or the item bound).
     pub stopped: bool,
+}
+
+impl EmbedReport {
+    /// The endpoint's failure as a typed error (`EMBED_UNAVAILABLE`), when it stopped the
+    /// drain: for frontends that end with an error status after printing the report.
+    pub fn endpoint_error(&self) -> Option<EmbedError> {
+        self.unavailable.as_ref().map(|why| {
+            EmbedError::Unavailable(format!("{why}; {} messages left to embed", self.remaining))
+        })
+    }
+
+    /// Nothing left and the endpoint answered.
+    pub fn is_done(&self) -> bool {
+        self.unavailable.is_none() && self.remaining == 0
+    }
 }
 
 /// Why a drain could not run (the endpoint failing is not an error: see
@@ -349,10 +365,11 @@ pub fn drain(
     opts: &EmbedOptions<'_>,
     progress: &mut dyn FnMut(EmbedProgress),
 ) -> Result<EmbedReport, EmbedRunError> {
-    if !(1..=super::MAX_EMBED_BATCH).contains(&opts.batch_size) {
+    let batch_size = opts.batch_size.unwrap_or_else(|| embedder.batch_size());
+    if !(1..=super::MAX_EMBED_BATCH).contains(&batch_size) {
         return Err(EmbedRunError::OutOfRange {
             what: "embedding batch",
-            value: opts.batch_size,
+            value: batch_size,
             max: super::MAX_EMBED_BATCH,
         });
     }
@@ -411,7 +428,7 @@ pub fn drain(
                 d.report.remaining += rest.count() as u64;
                 break;
             }
-            let n = opts.batch_size.min(opts.max_items - sent);
+            let n = batch_size.min(opts.max_items - sent);
             let batch: Vec<Pending> = rest.by_ref().take(n).collect();
             sent += batch.len();
             if let Err(h) = d.batch(batch)? {
@@ -440,6 +457,37 @@ pub fn drain(
         None => {}
     }
     Ok(d.report)
+}
+
+/// Drains on the [`EmbedSchedule`] until nothing is left, or until the next wait would end
+/// after `within` (or `opts.cancel` is set); returns the last drain's report. Waits while the
+/// endpoint is unavailable, backing off.
+pub fn drain_until_done(
+    mirror: &Mirror,
+    store: &VectorStore,
+    embedder: &dyn Embedder,
+    opts: &EmbedOptions<'_>,
+    within: Duration,
+    progress: &mut dyn FnMut(EmbedProgress),
+) -> Result<EmbedReport, EmbedRunError> {
+    let deadline = std::time::Instant::now() + within;
+    let cancelled = || opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed));
+    let mut schedule = EmbedSchedule::default();
+    loop {
+        let report = drain(mirror, store, embedder, opts, progress)?;
+        let delay = schedule.next_delay(&report);
+        if report.is_done() || cancelled() || std::time::Instant::now() + delay > deadline {
+            return Ok(report);
+        }
+        if let Some(why) = &report.unavailable {
+            tracing::warn!(retry_in = ?delay, "embedding endpoint unavailable: {why}");
+        }
+        // Sleep in short steps so a cancel is seen.
+        let until = std::time::Instant::now() + delay;
+        while std::time::Instant::now() < until && !cancelled() {
+            std::thread::sleep(Duration::from_millis(200).min(until - std::time::Instant::now()));
+        }
+    }
 }
 
 #[cfg(test)]

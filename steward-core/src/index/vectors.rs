@@ -206,6 +206,10 @@ pub trait Embedder: Send + Sync {
     fn max_distance(&self) -> f32 {
         DEFAULT_MAX_VECTOR_DISTANCE
     }
+    /// Texts per request this embedder wants (the queue's batches).
+    fn batch_size(&self) -> usize {
+        crate::embed::EMBED_BATCH
+    }
 }
 
 /// Errors of the vector store.

@@ -1,11 +1,11 @@
 //! `steward embed`: drain the mail embedding queue (the core's `Steward::embed_mail`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use steward_core::{
-    ErrorKind, Steward,
-    embed::{EmbedOptions, EmbedReport, EmbedSchedule},
+    Steward,
+    embed::{EmbedOptions, EmbedProgress, EmbedReport},
 };
 
 use super::{Failure, json_line, progress_bar};
@@ -32,46 +32,38 @@ pub(super) struct EmbedArgs {
 pub(super) fn embed(steward: &Steward, a: &EmbedArgs) -> Result<(), Failure> {
     let opts =
         EmbedOptions { max_items: a.max_items.unwrap_or(usize::MAX), ..EmbedOptions::default() };
-    let deadline = Instant::now() + Duration::from_secs(a.timeout);
-    let mut schedule = EmbedSchedule::default();
-    loop {
-        let report = drain_with_progress(steward, &opts)?;
-        let done = report.unavailable.is_none() && report.remaining == 0;
-        let delay = schedule.next_delay(&report);
-        if !a.wait || done || Instant::now() + delay > deadline {
-            print_report(&report, a.json);
-            return match &report.unavailable {
-                Some(why) => Err(Failure {
-                    code: "EMBED_UNAVAILABLE".to_owned(),
-                    kind: ErrorKind::Unavailable,
-                    message: format!("{why}; {} messages left to embed", report.remaining),
-                }),
-                None => Ok(()),
-            };
-        }
-        if let Some(why) = &report.unavailable {
-            tracing::warn!(retry_in = ?delay, "embedding endpoint unavailable: {why}");
-        }
-        std::thread::sleep(delay);
-    }
+    let report =
+        drain_with_progress(steward, &opts, a.wait.then(|| Duration::from_secs(a.timeout)))?;
+    finish(&report, a.json)
 }
 
-/// One drain with a progress bar on a terminal.
+/// One drain (or, `within` a time, drains until done) with a progress bar on a terminal.
 pub(super) fn drain_with_progress(
     steward: &Steward,
     opts: &EmbedOptions<'_>,
+    within: Option<Duration>,
 ) -> Result<EmbedReport, Failure> {
     let pb = progress_bar();
     pb.set_message("embedding");
-    let report = steward.embed_mail(opts, &mut |p| {
+    let mut show = |p: EmbedProgress| {
         pb.set_length(p.messages);
         pb.set_position(p.checked);
-    });
+    };
+    let report = match within {
+        Some(w) => steward.embed_mail_until_done(opts, w, &mut show),
+        None => steward.embed_mail(opts, &mut show),
+    };
     pb.finish_and_clear();
     Ok(report?)
 }
 
-pub(super) fn print_report(r: &EmbedReport, json: bool) {
+/// Prints the report; an endpoint that stopped the drain ends the command with its error.
+pub(super) fn finish(report: &EmbedReport, json: bool) -> Result<(), Failure> {
+    print_report(report, json);
+    report.endpoint_error().map_or(Ok(()), |e| Err(e.into()))
+}
+
+fn print_report(r: &EmbedReport, json: bool) {
     if json {
         json_line(r);
         return;

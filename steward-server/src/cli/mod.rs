@@ -422,12 +422,12 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
     }
     let steward = open_with(home, limits)?;
     let source = source_of(&m)?;
+    if m.embed && !steward.has_embedder() {
+        return Err(steward_core::embed::EmbedRunError::NotConfigured.into());
+    }
     if m.watch {
         let stop = AtomicBool::new(false);
         let (json, embed) = (m.json, m.embed);
-        if embed && !steward.has_embedder() {
-            return Err(steward_core::embed::EmbedRunError::NotConfigured.into());
-        }
         watch_and_sync(
             &steward,
             source.as_ref(),
@@ -454,14 +454,11 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
         })?;
         return Ok(());
     }
-    if m.embed && !steward.has_embedder() {
-        return Err(steward_core::embed::EmbedRunError::NotConfigured.into());
-    }
     let summary = sync_with_progress(&steward, source.as_ref(), m.account.clone())?;
     print_summary(&summary, m.json);
     if m.embed {
-        let report = embed::drain_with_progress(&steward, &Default::default())?;
-        embed::print_report(&report, m.json);
+        let report = embed::drain_with_progress(&steward, &Default::default(), None)?;
+        return embed::finish(&report, m.json);
     }
     Ok(())
 }
@@ -469,8 +466,12 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
 /// `index mail --watch --embed`: a drain after each reconcile; an endpoint that is down is
 /// logged and retried after the next reconcile.
 fn embed_after_sync(steward: &Steward, json: bool) {
-    match embed::drain_with_progress(steward, &Default::default()) {
-        Ok(r) => embed::print_report(&r, json),
+    match embed::drain_with_progress(steward, &Default::default(), None) {
+        Ok(r) => {
+            if let Err(f) = embed::finish(&r, json) {
+                tracing::warn!(code = %f.code, "{}", f.message);
+            }
+        }
         Err(f) => tracing::error!(code = %f.code, "embedding failed: {}", f.message),
     }
 }
