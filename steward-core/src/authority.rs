@@ -8,14 +8,29 @@ use serde_json::{Value, json};
 
 use crate::{
     Steward,
+    approval::NewApproval,
     approval::{
         Approval, ApprovalDetail, ApprovalError, ApprovalHistoryEntry, ApprovalQuery,
         DecisionInput, DecisionKind, HumanAuthority, MAX_INPUT_BYTES, canonical_json,
     },
     audit::{AuditEvent, Risk},
-    policy::{Decision, DecisionContext, PolicyChange, PolicyError, PolicyVersion, decide},
+    policy::{Decision, DecisionContext, Level, PolicyChange, PolicyError, PolicyVersion, decide},
     time::now_secs as now,
+    watch::{WatchDefinition, WatchError, WatchSummary, describe_grants},
 };
+
+/// What proposing a watch did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum WatchProposal {
+    /// A watch without grants: started.
+    Started(WatchSummary),
+    /// A watch with grants: this approval starts it once a person approves.
+    NeedsApproval(Approval),
+}
+
+/// The approval that creates a watch with grants.
+pub const WATCH_GRANTS_TOOL: &str = "watch.create_agent";
 
 /// The tool that changes the policy.
 pub const POLICY_SET_TOOL: &str = "policy.set";
@@ -257,14 +272,109 @@ impl Steward {
         who: &HumanAuthority,
     ) -> Result<Approval, ApprovalError> {
         let resolution = input.resolution(kind)?;
-        self.approvals()?.resolve(
+        let approvals = self.approvals()?;
+        let is_watch = approvals.get(id)?.tool == WATCH_GRANTS_TOOL;
+        // An edited watch card is checked and frozen like the proposal was.
+        let check = |v: &Value| self.prepare_watch_input(v);
+        let approval = approvals.resolve(
             id,
             &resolution,
             input.note.as_deref(),
             who,
             input.pin.as_deref(),
-            None,
+            is_watch.then_some(&check as &dyn Fn(&Value) -> Result<Value, String>),
             now(),
-        )
+        )?;
+        if is_watch
+            && approval.status.allows_execution()
+            && let Err(e) = self.create_approved_watch(id)
+        {
+            // The approval stands; activation is retried with `create_approved_watch`.
+            tracing::warn!(approval = id, error = %e, "the approved watch could not start yet");
+        }
+        Ok(approval)
+    }
+
+    fn prepare_watch_input(&self, v: &Value) -> Result<Value, String> {
+        let def: WatchDefinition = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        let prepared = self
+            .watches()
+            .map_err(|e| e.to_string())?
+            .prepare(&def, now())
+            .map_err(|e| e.to_string())?;
+        serde_json::to_value(prepared).map_err(|e| e.to_string())
+    }
+
+    /// An agent asks for a watch whose rules grant future actions: the definition is checked
+    /// against the capability registry and frozen (relative times become instants now, before
+    /// anyone looks at the card), and a Confirm (L2) approval is requested whose summary says
+    /// in words what the watch may do. Once a person approves, the watch starts (see
+    /// [`Steward::create_approved_watch`]).
+    pub fn request_agent_watch(
+        &self,
+        def: &WatchDefinition,
+        agent: &str,
+    ) -> Result<Approval, WatchError> {
+        let prepared = self.watches()?.prepare(def, now())?;
+        if prepared.rules.iter().all(|r| r.grants.is_empty()) {
+            return Err(WatchError::Invalid(
+                "no rule grants an action: create the watch directly".to_owned(),
+            ));
+        }
+        let input =
+            serde_json::to_value(&prepared).map_err(|e| WatchError::Invalid(e.to_string()))?;
+        let summary = format!(
+            "Watch {} {} until it ends — \"{}\". {}.",
+            prepared.source,
+            prepared.resource_ref,
+            prepared.instruction,
+            describe_grants(&prepared.rules)
+        );
+        let request = NewApproval {
+            chat: prepared.chat,
+            requested_by: agent.to_owned(),
+            tool: WATCH_GRANTS_TOOL.to_owned(),
+            input,
+            summary,
+            level: Level::Confirm,
+            timeout_secs: None,
+        };
+        let check = |v: &Value| self.prepare_watch_input(v);
+        self.approvals()
+            .map_err(|e| WatchError::Approval(Box::new(e)))?
+            .request(&request, Some(&check), now())
+            .map_err(|e| WatchError::Approval(Box::new(e)))
+    }
+
+    /// Creates a watch, or — when its rules grant future actions — asks for the approval that
+    /// will start it (requested by `agent`).
+    pub fn propose_watch(
+        &self,
+        def: &WatchDefinition,
+        agent: &str,
+    ) -> Result<WatchProposal, WatchError> {
+        if def.rules.iter().any(|r| !r.grants.is_empty()) {
+            return self.request_agent_watch(def, agent).map(WatchProposal::NeedsApproval);
+        }
+        self.watches()?.create(def, now()).map(WatchProposal::Started)
+    }
+
+    /// Starts the watch a person approved: the approval must be a `watch.create_agent`
+    /// request, approved or edited, and the definition started is exactly the approved one
+    /// (by hash). Idempotent: the same approval always gives the same watch.
+    pub fn create_approved_watch(&self, approval_id: i64) -> Result<WatchSummary, WatchError> {
+        let boxed = |e| WatchError::Approval(Box::new(e));
+        let approvals = self.approvals().map_err(boxed)?;
+        let a = approvals.get(approval_id).map_err(boxed)?;
+        if a.tool != WATCH_GRANTS_TOOL {
+            return Err(WatchError::Invalid(format!(
+                "approval {approval_id} is not a {WATCH_GRANTS_TOOL} request"
+            )));
+        }
+        let input = a.effective_input.unwrap_or(Value::Null);
+        let input = approvals.authorize_execution(approval_id, &input).map_err(boxed)?;
+        let def: WatchDefinition =
+            serde_json::from_value(input).map_err(|e| WatchError::Invalid(e.to_string()))?;
+        self.watches()?.create_approved(&def, approval_id, now())
     }
 }

@@ -36,7 +36,10 @@ pub mod store;
 pub mod time;
 pub mod watch;
 
-pub use authority::{POLICY_SET_TOOL, PolicyOverview, ToolCall, ToolRuleInput, ToolSummary};
+pub use authority::{
+    POLICY_SET_TOOL, PolicyOverview, ToolCall, ToolRuleInput, ToolSummary, WATCH_GRANTS_TOOL,
+    WatchProposal,
+};
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;
 pub use steward::{OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home};

@@ -4,6 +4,12 @@
 //! — over 10,000 seeds (`STEWARD_WATCH_SEEDS` overrides). For every seed: no event key is
 //! queued twice, no transition is lost, no event is delivered twice, and events are delivered
 //! in queue order. A failing seed is printed and replays exactly with `STEWARD_WATCH_SEED=N`.
+//!
+//! Granted actions ride along: one rule grants a call at every stage, run after delivery with
+//! crashes between claim and execution and between execution and its record. For every seed:
+//! no action runs twice, no action runs without a claim, and the journal of claims only moves
+//! forward (`claimed → succeeded`, never back, never lost). The clock starts just before the
+//! Europe/Rome autumn changeover (2026-10-25 01:00 UTC) and jumps back an hour at random.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,8 +17,9 @@ use serde_json::{Value, json};
 use steward_core::{
     Limits,
     watch::{
-        Delivery, DeliveryError, DomainEvent, QueuedEvent, SourceError, WatchAdapter,
-        WatchDefinition, WatchEventQuery, Watches,
+        ActionResult, ActionStatus, Capability, CapabilityRegistry, Delivery, DeliveryError,
+        DomainEvent, GrantFields, QueuedEvent, SourceError, WatchAdapter, WatchDefinition,
+        WatchError, WatchEventQuery, Watches,
     },
 };
 
@@ -71,6 +78,17 @@ impl WatchAdapter for Stages {
     fn is_terminal(&self, s: &Value) -> bool {
         s["stage"].as_u64() == Some(LAST_STAGE)
     }
+    fn grant_fields(&self) -> GrantFields {
+        GrantFields::new(&["event.stage"], &[])
+    }
+}
+
+/// The capability the simulation grants.
+fn capabilities() -> CapabilityRegistry {
+    let mut caps = CapabilityRegistry::empty();
+    caps.register(Capability::new("voice.call", &["number", "message"], &["number"], 10))
+        .expect("a valid capability");
+    caps
 }
 
 /// A channel that is sometimes busy or failing, and a composer that sometimes fails; records
@@ -105,20 +123,32 @@ fn run(seed: u64) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let source = Arc::new(Stages::default());
     let adapters: Vec<Arc<dyn WatchAdapter>> = vec![source.clone()];
-    let open =
-        || Watches::open(dir.path(), &Limits::default(), &adapters).map_err(|e| e.to_string());
+    let open = || {
+        Watches::open(dir.path(), &Limits::default(), &adapters)
+            .map(|w| w.with_capabilities(capabilities()))
+            .map_err(|e| e.to_string())
+    };
     let mut engine = open()?;
     let def: WatchDefinition = serde_json::from_value(json!({
         "source": "stages", "resource_ref": "r", "instruction": "tell me each stage",
         "rules": [
             {"id": "each", "event": "stage.reached"},
             {"id": "first", "event": "stage.reached", "once": true},
-            {"id": "third", "event": "stage.reached", "where": {"stage": 3}}
+            {"id": "third", "event": "stage.reached", "where": {"stage": 3}},
+            {"id": "call", "event": "stage.reached", "grants": [{"tool": "voice.call",
+                "constraints": {"fields": {
+                    "number": {"kind": "exact", "value": "+390000000"},
+                    "message": {"kind": "template", "template": "Stage {{event.stage}}"}}}}]}
         ]
     }))
     .map_err(|e| e.to_string())?;
-    let mut now: i64 = 1_000_000;
-    engine.create(&def, now).map_err(|e| e.to_string())?;
+    // 2026-10-25T00:30:00Z: half an hour before Europe/Rome falls back.
+    let mut now: i64 = 1_792_888_200;
+    engine.create_approved(&def, 1, now).map_err(|e| e.to_string())?;
+    // action key → times executed; run id → the furthest status seen.
+    let mut executed: std::collections::BTreeMap<String, u32> = Default::default();
+    let mut journal: std::collections::BTreeMap<i64, String> = Default::default();
+    let mut handled = std::collections::BTreeSet::new();
     let channel =
         Channel { rng: Mutex::new(Rng(seed ^ 0xdead_beef | 1)), sent: Mutex::new(Vec::new()) };
     for _ in 0..40 {
@@ -144,6 +174,43 @@ fn run(seed: u64) -> Result<(), String> {
             engine = open()?;
         }
         engine.deliver(&channel, 1 + (rng.next() % 20) as usize, now).map_err(|e| e.to_string())?;
+        // The delivered events' granted actions, with crashes around the call.
+        let delivered = engine
+            .events(&WatchEventQuery { limit: Some(100), ..Default::default() })
+            .map_err(|e| e.to_string())?;
+        let mut crashed = false;
+        for ev in delivered.iter().filter(|e| e.status == "delivered") {
+            // A retried delivery handler comes back to an event now and then.
+            if !handled.insert(ev.id) && !rng.chance(20) {
+                continue;
+            }
+            let Some(a) = engine.granted_actions(ev.id).map_err(|e| e.to_string())?.pop() else {
+                continue;
+            };
+            let claim = match engine.claim_action(ev.id, &a.rule_id, &a.tool, &a.arguments, now) {
+                Ok(c) => c,
+                Err(WatchError::AlreadyClaimed(_)) => continue,
+                Err(e) => return Err(format!("claim refused: {e}")),
+            };
+            if rng.chance(10) {
+                drop(engine); // crashed after the claim, before the call
+                engine = open()?;
+                crashed = true;
+                continue;
+            }
+            *executed.entry(claim.action_key.clone()).or_default() += 1;
+            if rng.chance(10) {
+                drop(engine); // crashed after the call, before its record
+                engine = open()?;
+                crashed = true;
+                continue;
+            }
+            let ok = ActionResult { status: ActionStatus::Succeeded, outcome: None, error: None };
+            engine.finish_action(claim.run_id, &ok, now).map_err(|e| e.to_string())?;
+        }
+        if crashed {
+            check_journal(&engine, &delivered, &mut journal)?;
+        }
     }
     // Let the world finish and everything drain.
     *source.stage.lock().unwrap() = LAST_STAGE;
@@ -196,11 +263,49 @@ fn run(seed: u64) -> Result<(), String> {
     if sent.windows(2).any(|w| w[0] > w[1]) {
         return Err(format!("delivered out of order: {sent:?}"));
     }
+    check_journal(&engine, &all, &mut journal)?;
+    if let Some((key, n)) = executed.iter().find(|(_, n)| **n > 1) {
+        return Err(format!("action {key} ran {n} times"));
+    }
+    for key in executed.keys() {
+        if !all.iter().any(|e| key.starts_with(&format!("{}:", e.id))) {
+            return Err(format!("action {key} ran for no queued event"));
+        }
+    }
+    if journal.len() < executed.len() {
+        return Err(format!("{} actions ran but {} claims exist", executed.len(), journal.len()));
+    }
     if sent.len() + failed != all.len() {
         return Err(format!(
             "{} events neither delivered nor given up",
             all.len() - sent.len() - failed
         ));
+    }
+    Ok(())
+}
+
+/// Every claim seen before is still there, and its status only moved forward.
+fn check_journal(
+    engine: &Watches,
+    events: &[QueuedEvent],
+    journal: &mut std::collections::BTreeMap<i64, String>,
+) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for ev in events {
+        let runs = engine.action_runs(ev.id).map_err(|e| e.to_string())?;
+        if runs.len() > 1 {
+            return Err(format!("event {} has {} claims", ev.id, runs.len()));
+        }
+        for r in runs {
+            seen.insert(r.id);
+            let before = journal.insert(r.id, r.status.clone());
+            if before.is_some_and(|b| b != "claimed" && b != r.status) {
+                return Err(format!("run {} moved back to {}", r.id, r.status));
+            }
+        }
+    }
+    if let Some(lost) = journal.keys().find(|id| !seen.contains(id)) {
+        return Err(format!("claim {lost} disappeared"));
     }
     Ok(())
 }

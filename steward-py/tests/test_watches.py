@@ -44,7 +44,14 @@ def test_bad_definitions_are_typed_errors(tmp_path):
     with pytest.raises(steward.InvalidInputError) as e:
         s.create_watch({"source": "time", "resource_ref": instant(60), "instruction": "i",
                         "rules": [{"id": "a", "event": "time.reached", "grants": [{"tool": "mail.send"}]}]})
-    assert e.value.code == "WATCH_GRANTS_UNSUPPORTED"
+    assert e.value.code == "WATCH_INVALID"
+    grant = {"tool": "mail.send", "constraints": {"fields": {
+        "to": {"kind": "exact", "value": ["a@b.c"]}, "subject": {"kind": "exact", "value": "s"},
+        "body": {"kind": "exact", "value": "b"}}}}
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.create_watch({"source": "time", "resource_ref": instant(60), "instruction": "i",
+                        "rules": [{"id": "a", "event": "time.reached", "grants": [grant]}]})
+    assert e.value.code == "WATCH_NEEDS_APPROVAL"
     with pytest.raises(steward.NotFoundError) as e:
         s.stop_watch(42)
     assert e.value.code == "WATCH_NOT_FOUND"

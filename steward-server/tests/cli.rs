@@ -519,6 +519,26 @@ fn watch_commands_create_poll_list_stop() {
     let missing = run(&["watch", "stop", "99"]);
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("WATCH_NOT_FOUND"));
+
+    // Grants: the file becomes an approval request; approving it starts the watch.
+    let soon = steward_core::time::CivilTime::from_unix(steward_core::time::now_secs() + 3_600);
+    let granted = serde_json::json!({"source": "time", "resource_ref": soon.rfc3339(),
+        "instruction": "mail my sister", "rules": [{"id": "m", "event": "time.reached", "once": true,
+        "grants": [{"tool": "mail.send", "constraints": {"fields": {
+            "to": {"kind": "exact", "value": ["sister@example.com"]},
+            "subject": {"kind": "exact", "value": "Hi"},
+            "body": {"kind": "template", "template": "It is {{event.at}}."}}}}]}]});
+    std::fs::write(&def, granted.to_string()).unwrap();
+    let proposal = json(&run(&["watch", "create", def.to_str().unwrap(), "--json"]));
+    assert_eq!(proposal["outcome"], "needs_approval", "{proposal}");
+    assert_eq!(proposal["tool"], "watch.create_agent");
+    let before = json(&run(&["watch", "list", "--json"])).as_array().unwrap().len();
+    let approval = proposal["id"].as_i64().unwrap().to_string();
+    let ok = run(&["approvals", "approve", &approval, "--as", "Ada", "--json"]);
+    assert!(ok.status.success(), "{ok:?}");
+    let list = json(&run(&["watch", "list", "--json"]));
+    assert_eq!(list.as_array().unwrap().len(), before + 1);
+    assert_eq!(list[0]["approval_id"].as_i64().unwrap().to_string(), approval);
 }
 
 #[test]

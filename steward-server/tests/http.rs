@@ -892,7 +892,12 @@ async fn watches_are_created_listed_stopped_and_their_events_read() {
         (
             json!({"source": "time", "resource_ref": at(now + 60), "instruction": "i", "rules": [{"id": "a", "event": "time.reached", "grants": [{"tool": "mail.send"}]}]}),
             400,
-            "WATCH_GRANTS_UNSUPPORTED",
+            "WATCH_INVALID",
+        ),
+        (
+            json!({"source": "time", "resource_ref": at(now + 60), "instruction": "i", "rules": [{"id": "a", "event": "time.reached", "grants": [{"tool": "mail.send", "constraints": {"fields": {"to": {"kind": "exact", "value": ["a@b.c"]}, "subject": {"kind": "exact", "value": "s"}, "body": {"kind": "exact", "value": "b"}}}}]}]}),
+            400,
+            "WATCH_NEEDS_APPROVAL",
         ),
         (json!({"source": "time"}), 422, "BAD_JSON"),
     ] {

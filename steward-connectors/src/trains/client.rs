@@ -9,7 +9,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use steward_core::watch::{DomainEvent, SourceError, WatchAdapter};
+use steward_core::watch::{DomainEvent, GrantFields, SourceError, WatchAdapter, WatchRule};
 
 use super::{Station, StationSource, TrainSnapshot, normalize_run, train_events};
 
@@ -189,6 +189,9 @@ impl TrainRef {
     }
 }
 
+/// The `where` keys that select a stop; a stop rule needs one.
+pub const STOP_SELECTORS: [&str; 3] = ["station", "stationId", "positionRelativeToDestination"];
+
 /// The `train` watch source.
 #[derive(Debug, Clone)]
 pub struct TrainAdapter {
@@ -213,6 +216,42 @@ impl WatchAdapter for TrainAdapter {
 
     fn check_ref(&self, resource_ref: &str) -> Result<(), String> {
         TrainRef::decode(resource_ref).map(|_| ())
+    }
+
+    fn check_rule(&self, rule: &WatchRule) -> Result<(), String> {
+        // A stop rule without a selector would fire at every stop.
+        let stop_event =
+            matches!(rule.event.as_deref(), Some("train.stop_arrived" | "train.stop_departed"));
+        if stop_event && !STOP_SELECTORS.iter().any(|k| rule.filter.contains_key(*k)) {
+            return Err(format!(
+                "a stop rule needs a selector in where: one of {}",
+                STOP_SELECTORS.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    fn grant_fields(&self) -> GrantFields {
+        GrantFields::new(
+            &[
+                "state.number",
+                "state.from.name",
+                "state.to.name",
+                "state.estimatedArrival",
+                "state.delayMinutes",
+                "state.platform",
+                "event.station",
+                "event.platform",
+                "event.delayMinutes",
+                "event.estimatedArrival",
+            ],
+            &[
+                "state.scheduledDepartureMs",
+                "state.estimatedDepartureMs",
+                "state.scheduledArrivalMs",
+                "state.estimatedArrivalMs",
+            ],
+        )
     }
 
     fn snapshot(&self, resource_ref: &str, now: i64) -> Result<Value, SourceError> {

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use steward_core::{
     time::{CivilTime, parse_instant},
-    watch::{DomainEvent, SourceError, WatchAdapter},
+    watch::{DomainEvent, GrantFields, SourceError, WatchAdapter},
 };
 
 /// How long after its instant a time watch is kept if nobody polled (seconds).
@@ -27,6 +27,10 @@ impl WatchAdapter for TimeAdapter {
 
     fn check_ref(&self, resource_ref: &str) -> Result<(), String> {
         instant(resource_ref).map(|_| ())
+    }
+
+    fn grant_fields(&self) -> GrantFields {
+        GrantFields::new(&["event.at"], &["state.at"])
     }
 
     fn snapshot(&self, resource_ref: &str, now: i64) -> Result<Value, SourceError> {

@@ -3,8 +3,18 @@
 //!
 //! Owns: definitions (rules, the person's instruction, expiry), the last observed snapshot, the
 //! queue of matched events and rule participation. Never does: talk to a source itself (an
-//! [`WatchAdapter`] does), compose or send a notification (a [`Delivery`] does), or act on
-//! anything (grants are refused until the capability registry lands).
+//! [`WatchAdapter`] does), compose or send a notification (a [`Delivery`] does), or run an
+//! action (an [`ActionExecutor`] does, after the engine's guard and claim).
+//!
+//! Grants ([`Grant`]): a rule's pre-approved capabilities from the [`CapabilityRegistry`], each
+//! argument constrained. A definition with grants is created only from a person's approval
+//! ([`Watches::create_approved`], reached through `Steward::request_agent_watch`). At an event,
+//! [`Watches::granted_actions`] offers only the matched rules' grants; [`Watches::claim_action`]
+//! is the second guard (every argument against its constraint, extra fields denied, invocation
+//! limit) and writes the durable claim `<event id>:<rule id>:<tool>` before anything runs — a
+//! claim is not proof of effect, [`Watches::finish_action`] records the outcome, and a matching
+//! continuation outcome schedules a child `time` watch with exactly the parent's grants and
+//! event context, up to its `max_attempts`.
 //!
 //! Lifecycle: `active → stopped | expired | completed`; nothing leaves a final state.
 //!
@@ -21,14 +31,22 @@
 //! inside `[deadline − minutes, deadline − minutes + RELATIVE_GRACE_SECS)` and before the
 //! deadline itself: a window that passed while the host was down is skipped, never sent stale.
 
+mod grants;
 mod model;
 mod store;
 
+pub use grants::{
+    Capability, CapabilityRegistry, Constraint, Constraints, Continuation, Grant, GrantContext,
+    GrantFields, MAX_CONTINUATION_ATTEMPTS, MAX_CONTINUATION_MINUTES, MAX_CONTINUATION_OUTCOMES,
+    MAX_EXACT_BYTES, MAX_GRANTS_PER_RULE, MAX_ONE_OF, MAX_RELATIVE_MINUTES, MAX_TEMPLATE_CHARS,
+    describe_grants,
+};
 pub use model::{
     DomainEvent, SourceError, Trigger, WatchAdapter, WatchDefinition, WatchRule, at_path,
 };
 pub use store::{
-    Delivery, DeliveryError, DeliveryOutcome, DeliveryReport, PollReport, QueuedEvent,
+    ActionClaim, ActionExecutor, ActionResult, ActionRun, ActionStatus, Delivery, DeliveryError,
+    DeliveryOutcome, DeliveryReport, GrantedAction, GrantedRunReport, PollReport, QueuedEvent,
     WatchEventQuery, WatchHealth, WatchQuery, WatchSummary, Watches,
 };
 
@@ -87,16 +105,25 @@ pub enum WatchError {
         /// Why.
         reason: String,
     },
-    /// Grants or continuations, which need the capability registry.
-    #[error("rule {0}: pre-approved actions are not available yet; watch and notify only")]
-    GrantsUnsupported(String),
+    /// A definition with grants, which only a person's approval can create.
+    #[error("rule {0} grants future actions: the watch needs a person's approval first")]
+    NeedsApproval(String),
+    /// The second guard refused a granted action (nothing ran).
+    #[error("not granted: {0}")]
+    GrantDenied(String),
+    /// The action was already claimed for this event, rule and tool (it never runs twice).
+    #[error("action {0} was already claimed")]
+    AlreadyClaimed(String),
+    /// The approval behind a watch with grants.
+    #[error(transparent)]
+    Approval(Box<crate::approval::ApprovalError>),
     /// Too many active watches.
     #[error("at most {MAX_ACTIVE_WATCHES} active watches")]
     TooMany,
     /// No watch or event has this id.
     #[error("{what} {id} not found")]
     NotFound {
-        /// `watch` or `event`.
+        /// `watch`, `event` or `action run`.
         what: &'static str,
         /// The id.
         id: i64,
@@ -116,7 +143,10 @@ impl StewardError for WatchError {
             Self::UnknownSource(_) => "WATCH_UNKNOWN_SOURCE",
             Self::BadResource { .. } => "WATCH_BAD_RESOURCE",
             Self::SourceUnavailable { .. } => "WATCH_SOURCE_UNAVAILABLE",
-            Self::GrantsUnsupported(_) => "WATCH_GRANTS_UNSUPPORTED",
+            Self::NeedsApproval(_) => "WATCH_NEEDS_APPROVAL",
+            Self::GrantDenied(_) => "WATCH_GRANT_DENIED",
+            Self::AlreadyClaimed(_) => "WATCH_ACTION_CLAIMED",
+            Self::Approval(e) => e.code(),
             Self::TooMany => "WATCH_LIMIT",
             Self::NotFound { .. } => "WATCH_NOT_FOUND",
             Self::Corrupt(_) => "WATCH_CORRUPT",
@@ -129,7 +159,10 @@ impl StewardError for WatchError {
             Self::Invalid(_)
             | Self::UnknownSource(_)
             | Self::BadResource { .. }
-            | Self::GrantsUnsupported(_) => ErrorKind::InvalidInput,
+            | Self::NeedsApproval(_) => ErrorKind::InvalidInput,
+            Self::GrantDenied(_) => ErrorKind::Denied,
+            Self::AlreadyClaimed(_) => ErrorKind::Conflict,
+            Self::Approval(e) => e.kind(),
             Self::SourceUnavailable { .. } => ErrorKind::Unavailable,
             Self::TooMany => ErrorKind::Conflict,
             Self::NotFound { .. } => ErrorKind::NotFound,

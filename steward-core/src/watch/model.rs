@@ -51,13 +51,13 @@ pub struct WatchRule {
     /// Match at most once, ever (participation counts, not delivery).
     #[serde(default)]
     pub once: bool,
-    /// Pre-approved actions for this rule (need the capability registry; refused for now).
+    /// Pre-approved actions for this rule (a watch with any needs a person's approval).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 0))]
-    pub grants: Vec<Value>,
-    /// A follow-up on a structured outcome (needs grants; refused for now).
+    #[schemars(length(max = 4))]
+    pub grants: Vec<super::Grant>,
+    /// A bounded retry of the granted action on a structured outcome.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub continuation: Option<Value>,
+    pub continuation: Option<super::Continuation>,
 }
 
 /// A temporal trigger.
@@ -121,6 +121,16 @@ pub trait WatchAdapter: Send + Sync {
     fn check_ref(&self, resource_ref: &str) -> Result<(), String> {
         let _ = resource_ref;
         Ok(())
+    }
+    /// Checks a rule against what this source means (a stop rule needs a stop selector, …);
+    /// `Err` says why not.
+    fn check_rule(&self, rule: &WatchRule) -> Result<(), String> {
+        let _ = rule;
+        Ok(())
+    }
+    /// The snapshot and event fields a grant may read (templates and `relative_time`).
+    fn grant_fields(&self) -> super::GrantFields {
+        super::GrantFields::default()
     }
     /// The current state of the resource at `now` (Unix seconds).
     fn snapshot(&self, resource_ref: &str, now: i64) -> Result<Value, SourceError>;

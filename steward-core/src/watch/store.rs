@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    COMPOSE_ATTEMPTS, DEFAULT_POLL_SECS, DomainEvent, MAX_ACTIVE_WATCHES, MAX_DELIVERY_ATTEMPTS,
-    MAX_DELIVERY_BATCH, MAX_FILTERS, MAX_INSTRUCTION_CHARS, MAX_REF_CHARS, MAX_RULES,
-    MAX_WATCH_PAGE, MIN_POLL_SECS, MIN_URGENT_POLL_SECS, RELATIVE_GRACE_SECS, Trigger,
-    WatchAdapter, WatchDefinition, WatchError, WatchRule, at_path,
+    COMPOSE_ATTEMPTS, CapabilityRegistry, DEFAULT_POLL_SECS, DomainEvent, GrantContext,
+    MAX_ACTIVE_WATCHES, MAX_DELIVERY_ATTEMPTS, MAX_DELIVERY_BATCH, MAX_FILTERS,
+    MAX_INSTRUCTION_CHARS, MAX_REF_CHARS, MAX_RULES, MAX_WATCH_PAGE, MIN_POLL_SECS,
+    MIN_URGENT_POLL_SECS, RELATIVE_GRACE_SECS, Trigger, WatchAdapter, WatchDefinition, WatchError,
+    WatchRule, at_path,
+    grants::{check_rule_grants, determined_arguments, guard_arguments},
 };
 use crate::{
     Limits,
@@ -47,6 +49,11 @@ const SCHEMA: Schema = Schema {
             version: 2,
             name: "deliveries",
             sql: include_str!("../../migrations/watches/002_deliveries.sql"),
+        },
+        Migration {
+            version: 3,
+            name: "grants",
+            sql: include_str!("../../migrations/watches/003_grants.sql"),
         },
     ],
 };
@@ -86,6 +93,12 @@ pub struct WatchSummary {
     pub last_checked_at: Option<i64>,
     /// The last source failure, kept until a snapshot succeeds.
     pub last_error: Option<String>,
+    /// The person's approval of its grants (a continuation's child: its parent's).
+    pub approval_id: Option<i64>,
+    /// The watch whose continuation made this one.
+    pub parent_id: Option<i64>,
+    /// Which attempt of a continuation this is (1 for a watch a person created).
+    pub attempt: i64,
 }
 
 /// A delivery outcome in the feed.
@@ -223,10 +236,122 @@ pub struct DeliveryReport {
     pub abandoned: usize,
 }
 
+/// A granted action an event makes available to a background turn.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct GrantedAction {
+    /// The event.
+    pub event_id: i64,
+    /// The rule that grants it.
+    pub rule_id: String,
+    /// The capability.
+    pub tool: String,
+    /// Every argument its constraints fix (templates filled, relative times frozen).
+    pub arguments: Value,
+    /// Arguments still to choose within their constraint (`one_of`, `range`).
+    pub open_fields: Vec<String>,
+    /// Why it cannot run now (a template field without a value), if so.
+    pub unavailable: Option<String>,
+    /// Already claimed for this event (it never runs again).
+    pub claimed: bool,
+}
+
+/// A durable claim, written before the action runs.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ActionClaim {
+    /// The run's id (to finish it).
+    pub run_id: i64,
+    /// `<event id>:<rule id>:<tool>`.
+    pub action_key: String,
+    /// The checked arguments to run (relative times frozen).
+    pub arguments: Value,
+}
+
+/// How a granted action ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionStatus {
+    /// It took effect.
+    Succeeded,
+    /// It did not.
+    Failed,
+    /// Nobody knows (a crash, a timeout after sending).
+    Unknown,
+}
+
+impl ActionStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// What the executor reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ActionResult {
+    /// How it ended.
+    pub status: ActionStatus,
+    /// A structured outcome (`not_answered`, `busy`, …) a continuation may follow.
+    #[serde(default)]
+    pub outcome: Option<String>,
+    /// The error, when it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A recorded action run.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ActionRun {
+    /// Its id.
+    pub id: i64,
+    /// `<event id>:<rule id>:<tool>`.
+    pub action_key: String,
+    /// The watch.
+    pub watch_id: i64,
+    /// The event.
+    pub event_id: i64,
+    /// The rule.
+    pub rule_id: String,
+    /// The capability.
+    pub tool: String,
+    /// `claimed` (running, or cut off), `succeeded`, `failed` or `unknown`.
+    pub status: String,
+    /// The checked arguments.
+    pub arguments: Value,
+    /// The structured outcome.
+    pub outcome: Option<String>,
+    /// The error.
+    pub error: Option<String>,
+    /// Unix seconds.
+    pub started_at: i64,
+    /// Unix seconds.
+    pub finished_at: Option<i64>,
+    /// The continuation's child watch, when the outcome scheduled one.
+    pub child_watch_id: Option<i64>,
+}
+
+/// Runs a granted action (the host's connectors). Called only after the claim is durable.
+pub trait ActionExecutor {
+    /// Runs `tool` with the checked `arguments`.
+    fn execute(&self, tool: &str, arguments: &Value) -> ActionResult;
+}
+
+/// What [`Watches::run_granted`] did for one event.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct GrantedRunReport {
+    /// Actions that ran (claimed, executed, finished).
+    pub ran: Vec<ActionRun>,
+    /// `<rule>:<tool>: why` for each granted action that did not run.
+    pub skipped: Vec<String>,
+}
+
 /// The watches of one home.
 pub struct Watches {
     db: Database,
     adapters: BTreeMap<String, Arc<dyn WatchAdapter>>,
+    caps: CapabilityRegistry,
     polling: Mutex<()>,
 }
 
@@ -250,7 +375,7 @@ fn rfc3339(secs: i64) -> String {
 }
 
 /// A snapshot timestamp: Unix milliseconds, Unix seconds, or RFC 3339.
-fn timestamp(v: &Value) -> Option<i64> {
+pub(crate) fn timestamp(v: &Value) -> Option<i64> {
     match v {
         Value::Number(n) => n.as_i64().map(|x| if x > 100_000_000_000 { x / 1000 } else { x }),
         Value::String(s) => parse_date(s).ok(),
@@ -268,7 +393,19 @@ impl Watches {
         let db =
             Database::open(&home.join("watches.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         let adapters = adapters.iter().map(|a| (a.source().to_owned(), Arc::clone(a))).collect();
-        Ok(Self { db, adapters, polling: Mutex::new(()) })
+        Ok(Self { db, adapters, caps: CapabilityRegistry::builtin(), polling: Mutex::new(()) })
+    }
+
+    /// Replaces the capabilities grants may name (default: [`CapabilityRegistry::builtin`]).
+    #[must_use]
+    pub fn with_capabilities(mut self, caps: CapabilityRegistry) -> Self {
+        self.caps = caps;
+        self
+    }
+
+    /// The capabilities grants may name.
+    pub fn capabilities(&self) -> &CapabilityRegistry {
+        &self.caps
     }
 
     /// The sources this engine can watch.
@@ -282,7 +419,13 @@ impl Watches {
 
     /// Checks and freezes the rules: unique ids, exactly one of event or trigger, bounded
     /// filters, relative `after_minutes` turned into an instant now.
-    fn freeze_rules(rules: &[WatchRule], now: i64) -> Result<Vec<WatchRule>, WatchError> {
+    fn freeze_rules(
+        &self,
+        adapter: &dyn WatchAdapter,
+        rules: &[WatchRule],
+        now: i64,
+    ) -> Result<Vec<WatchRule>, WatchError> {
+        let fields = adapter.grant_fields();
         let bad = |m: String| Err(WatchError::Invalid(m));
         if rules.is_empty() || rules.len() > MAX_RULES {
             return bad(format!("a watch has 1..={MAX_RULES} rules"));
@@ -299,9 +442,10 @@ impl Watches {
             if !ids.insert(r.id.clone()) {
                 return bad(format!("rule id {:?} is used twice", r.id));
             }
-            if !r.grants.is_empty() || r.continuation.is_some() {
-                return Err(WatchError::GrantsUnsupported(r.id.clone()));
-            }
+            check_rule_grants(r, &self.caps, &fields)?;
+            adapter
+                .check_rule(r)
+                .map_err(|m| WatchError::Invalid(format!("rule {}: {m}", r.id)))?;
             if r.filter.len() > MAX_FILTERS {
                 return bad(format!("rule {}: at most {MAX_FILTERS} where filters", r.id));
             }
@@ -340,9 +484,9 @@ impl Watches {
         Ok(out)
     }
 
-    /// Creates a watch: checks it, captures the initial snapshot (conditions already true are
-    /// not replayed) and stores it. A source that fails now fails the creation.
-    pub fn create(&self, def: &WatchDefinition, now: i64) -> Result<WatchSummary, WatchError> {
+    /// Checks a definition and freezes it (relative times become instants) without asking its
+    /// source: what an approval card shows and, once approved, exactly what is created.
+    pub fn prepare(&self, def: &WatchDefinition, now: i64) -> Result<WatchDefinition, WatchError> {
         let adapter = self.adapter(&def.source)?;
         if def.resource_ref.is_empty() || def.resource_ref.chars().count() > MAX_REF_CHARS {
             return Err(WatchError::Invalid(format!(
@@ -360,11 +504,68 @@ impl Watches {
             source_name: def.source.clone(),
             reason,
         })?;
-        let rules = Self::freeze_rules(&def.rules, now)?;
-        let expires = def.expires_at.as_deref().map(instant).transpose()?;
-        if expires.is_some_and(|e| e <= now) {
+        let rules = self.freeze_rules(adapter.as_ref(), &def.rules, now)?;
+        if let Some(e) = def.expires_at.as_deref().map(instant).transpose()?
+            && e <= now
+        {
             return Err(WatchError::Invalid("expires_at is in the past".to_owned()));
         }
+        Ok(WatchDefinition { rules, instruction: def.instruction.trim().to_owned(), ..def.clone() })
+    }
+
+    /// Creates a watch: checks it, captures the initial snapshot (conditions already true are
+    /// not replayed) and stores it. A source that fails now fails the creation. A definition
+    /// with grants is refused (`WATCH_NEEDS_APPROVAL`): see [`Watches::create_approved`].
+    pub fn create(&self, def: &WatchDefinition, now: i64) -> Result<WatchSummary, WatchError> {
+        let def = self.prepare(def, now)?;
+        if let Some(r) = def.rules.iter().find(|r| !r.grants.is_empty()) {
+            return Err(WatchError::NeedsApproval(r.id.clone()));
+        }
+        self.insert(&def, &Origin::default(), now)
+    }
+
+    /// Creates the watch a person approved (`approval_id`, checked by the caller against the
+    /// approval's hash). Idempotent: a second activation of the same approval returns the
+    /// watch the first made.
+    pub fn create_approved(
+        &self,
+        def: &WatchDefinition,
+        approval_id: i64,
+        now: i64,
+    ) -> Result<WatchSummary, WatchError> {
+        if let Some(w) = self.by_approval(approval_id)? {
+            return Ok(w);
+        }
+        let def = self.prepare(def, now)?;
+        let origin = Origin { approval_id: Some(approval_id), ..Origin::default() };
+        match self.insert(&def, &origin, now) {
+            // A concurrent activation won the unique index.
+            Err(WatchError::Store(_)) if self.by_approval(approval_id)?.is_some() => {
+                self.by_approval(approval_id)?.ok_or(WatchError::NotFound { what: "watch", id: 0 })
+            }
+            other => other,
+        }
+    }
+
+    fn by_approval(&self, approval_id: i64) -> Result<Option<WatchSummary>, WatchError> {
+        self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {WATCH_COLUMNS} FROM watches WHERE approval_id = ?1 AND parent_id IS NULL"
+            ))
+            .and_then(|mut s| s.query_row([approval_id], watch_row).optional())
+            .map_err(q("watch by approval"))
+        })
+    }
+
+    /// Snapshots and stores a prepared definition.
+    fn insert(
+        &self,
+        def: &WatchDefinition,
+        origin: &Origin,
+        now: i64,
+    ) -> Result<WatchSummary, WatchError> {
+        let adapter = self.adapter(&def.source)?;
+        let expires = def.expires_at.as_deref().map(instant).transpose()?;
         let snapshot = adapter.snapshot(&def.resource_ref, now).map_err(|e| {
             WatchError::SourceUnavailable { source_name: def.source.clone(), reason: e.0 }
         })?;
@@ -375,33 +576,7 @@ impl Watches {
                     .to_owned(),
             ));
         }
-        let rules_json =
-            serde_json::to_string(&rules).map_err(|e| WatchError::Invalid(e.to_string()))?;
-        let id = self.db.write(|tx| {
-            let active: i64 = tx
-                .query_row("SELECT count(*) FROM watches WHERE status = 'active'", [], |r| r.get(0))
-                .map_err(q("count watches"))?;
-            if active >= MAX_ACTIVE_WATCHES {
-                return Err(WatchError::TooMany);
-            }
-            tx.execute(
-                "INSERT INTO watches (source, resource_ref, rules, instruction, chat, status,
-                    snapshot, created_at, expires_at, last_checked_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'active', ?6, ?7, ?8, ?7)",
-                params![
-                    def.source,
-                    def.resource_ref,
-                    rules_json,
-                    def.instruction.trim(),
-                    def.chat,
-                    canonical_json(&snapshot),
-                    now,
-                    expires_at
-                ],
-            )
-            .map_err(q("create watch"))?;
-            Ok(tx.last_insert_rowid())
-        })?;
+        let id = self.db.write(|tx| insert_watch(tx, def, origin, &snapshot, expires_at, now))?;
         self.get(id)
     }
 
@@ -581,6 +756,16 @@ impl Watches {
                     if matched.is_empty() {
                         continue;
                     }
+                    // A granted action reads the state at its event: keep it with the event.
+                    let granted =
+                        o.rules.iter().any(|r| !r.grants.is_empty() && matched.contains(&r.id));
+                    let with_state;
+                    let ev = if granted && ev.current.is_none() {
+                        with_state = DomainEvent { current: Some(o.current.clone()), ..ev.clone() };
+                        &with_state
+                    } else {
+                        ev
+                    };
                     if insert_event(tx, o.id, ev, &matched, now)? {
                         queued += 1;
                         participated.extend(matched);
@@ -784,6 +969,291 @@ impl Watches {
         Ok(give_up)
     }
 
+    /// The authority behind an event: the event, its watch, the rules it matched and the
+    /// context grants read.
+    fn event_authority(
+        &self,
+        event_id: i64,
+    ) -> Result<(QueuedEvent, WatchSummary, GrantContext), WatchError> {
+        let ev = self
+            .db
+            .read(|c| {
+                c.prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM watch_events WHERE id = ?1"))
+                    .and_then(|mut s| s.query_row([event_id], event_row).optional())
+                    .map_err(q("get event"))
+            })?
+            .ok_or(WatchError::NotFound { what: "event", id: event_id })?;
+        let watch = self.get(ev.watch_id)?;
+        let stored: Option<GrantContext> = self
+            .db
+            .read(|c| {
+                c.query_row("SELECT context FROM watches WHERE id = ?1", [ev.watch_id], |r| {
+                    r.get::<_, Option<String>>(0)
+                })
+                .map_err(q("watch context"))
+            })?
+            .map(|t| serde_json::from_str(&t))
+            .transpose()
+            .map_err(|e| WatchError::Corrupt(format!("watch context: {e}")))?;
+        let ctx = stored.unwrap_or_else(|| GrantContext {
+            state: ev.event.current.clone().unwrap_or_else(|| watch.snapshot.clone()),
+            event: ev.event.data.clone(),
+        });
+        Ok((ev, watch, ctx))
+    }
+
+    /// The granted actions an event makes available: the union of the grants of the rules it
+    /// matched, nothing else.
+    pub fn granted_actions(&self, event_id: i64) -> Result<Vec<GrantedAction>, WatchError> {
+        let (ev, watch, ctx) = self.event_authority(event_id)?;
+        if watch.approval_id.is_none() {
+            return Ok(Vec::new());
+        }
+        let claimed: HashSet<String> =
+            self.action_runs(event_id)?.into_iter().map(|r| r.action_key).collect();
+        let mut out = Vec::new();
+        for rule in watch.rules.iter().filter(|r| ev.matched_rules.contains(&r.id)) {
+            for g in &rule.grants {
+                let (arguments, open_fields, unavailable) = match determined_arguments(g, &ctx) {
+                    Ok((args, open)) => (Value::Object(args), open, None),
+                    Err(e) => (json!({}), Vec::new(), Some(e)),
+                };
+                out.push(GrantedAction {
+                    event_id,
+                    rule_id: rule.id.clone(),
+                    tool: g.tool.clone(),
+                    arguments,
+                    open_fields,
+                    unavailable,
+                    claimed: claimed.contains(&format!("{event_id}:{}:{}", rule.id, g.tool)),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The second guard and the claim: `tool` must be granted by a rule this event matched,
+    /// every argument must meet its constraint (extra fields denied), the grant's invocations
+    /// must not be used up, and no claim may exist for `<event>:<rule>:<tool>`. The claim is
+    /// durable before this returns; run the action only after it.
+    pub fn claim_action(
+        &self,
+        event_id: i64,
+        rule_id: &str,
+        tool: &str,
+        arguments: &Value,
+        now: i64,
+    ) -> Result<ActionClaim, WatchError> {
+        let (ev, watch, ctx) = self.event_authority(event_id)?;
+        let deny = |m: String| Err(WatchError::GrantDenied(m));
+        if watch.approval_id.is_none() {
+            return deny(format!("watch {} has no approved grants", watch.id));
+        }
+        if !ev.matched_rules.iter().any(|r| r == rule_id) {
+            return deny(format!("rule {rule_id} did not match event {event_id}"));
+        }
+        let Some(grant) = watch
+            .rules
+            .iter()
+            .find(|r| r.id == rule_id)
+            .and_then(|r| r.grants.iter().find(|g| g.tool == tool))
+        else {
+            return deny(format!("rule {rule_id} does not grant {tool}"));
+        };
+        let Some(cap) = self.caps.get(tool) else {
+            return deny(format!("{tool} is not a registered capability"));
+        };
+        let checked =
+            guard_arguments(grant, cap, arguments, &ctx).map_err(WatchError::GrantDenied)?;
+        let limit = i64::from(
+            grant.max_invocations.unwrap_or(cap.max_invocations).min(cap.max_invocations),
+        );
+        let key = format!("{event_id}:{rule_id}:{tool}");
+        let args_json = canonical_json(&checked);
+        let run_id = self.db.write(|tx| {
+            let exists: bool = tx
+                .query_row("SELECT 1 FROM watch_action_runs WHERE action_key = ?1", [&key], |_| Ok(()))
+                .optional()
+                .map_err(q("find claim"))?
+                .is_some();
+            if exists {
+                return Err(WatchError::AlreadyClaimed(key.clone()));
+            }
+            let used: i64 = tx
+                .query_row(
+                    "SELECT count(*) FROM watch_action_runs WHERE watch_id = ?1 AND rule_id = ?2 AND tool = ?3",
+                    params![watch.id, rule_id, tool],
+                    |r| r.get(0),
+                )
+                .map_err(q("count invocations"))?;
+            if used >= limit {
+                return Err(WatchError::GrantDenied(format!(
+                    "{tool} of rule {rule_id} was already used {used} of {limit} time(s)"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO watch_action_runs (action_key, event_id, rule_id, tool, status,
+                    started_at, watch_id, arguments)
+                 VALUES (?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7)",
+                params![key, event_id, rule_id, tool, now, watch.id, args_json],
+            )
+            .map_err(q("claim action"))?;
+            Ok(tx.last_insert_rowid())
+        })?;
+        Ok(ActionClaim { run_id, action_key: key, arguments: checked })
+    }
+
+    /// Records how a claimed action ended (once; a second report is `WATCH_ACTION_CLAIMED`).
+    /// When the rule's continuation names this outcome and attempts remain, a child `time`
+    /// watch is created in the same transaction, with exactly the parent's rule, grants and
+    /// event context.
+    pub fn finish_action(
+        &self,
+        run_id: i64,
+        result: &ActionResult,
+        now: i64,
+    ) -> Result<ActionRun, WatchError> {
+        let run = self.action_run(run_id)?;
+        if run.status != "claimed" {
+            return Err(WatchError::AlreadyClaimed(format!("{} (finished)", run.action_key)));
+        }
+        let clip = |s: &Option<String>, n: usize| {
+            s.as_ref().map(|t| t.chars().take(n).collect::<String>())
+        };
+        let (outcome, error) = (clip(&result.outcome, 64), clip(&result.error, 500));
+        let child = self.continuation_child(&run, outcome.as_deref(), now)?;
+        self.db.write(|tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE watch_action_runs SET status = ?2, finished_at = ?3, outcome = ?4, error = ?5
+                     WHERE id = ?1 AND status = 'claimed'",
+                    params![run_id, result.status.as_str(), now, outcome, error],
+                )
+                .map_err(q("finish action"))?;
+            if changed == 0 {
+                return Err(WatchError::AlreadyClaimed(format!("{} (finished)", run.action_key)));
+            }
+            if let Some((def, origin, snapshot, expires_at)) = &child {
+                let id = insert_watch(tx, def, origin, snapshot, *expires_at, now)?;
+                tx.execute(
+                    "UPDATE watch_action_runs SET child_watch_id = ?2 WHERE id = ?1",
+                    params![run_id, id],
+                )
+                .map_err(q("record child watch"))?;
+            }
+            Ok(())
+        })?;
+        self.action_run(run_id)
+    }
+
+    /// The child watch a continuation schedules for this outcome, if any.
+    #[allow(clippy::type_complexity)]
+    fn continuation_child(
+        &self,
+        run: &ActionRun,
+        outcome: Option<&str>,
+        now: i64,
+    ) -> Result<Option<(WatchDefinition, Origin, Value, i64)>, WatchError> {
+        let (_, watch, ctx) = self.event_authority(run.event_id)?;
+        let Some(rule) = watch.rules.iter().find(|r| r.id == run.rule_id) else { return Ok(None) };
+        let Some(c) = &rule.continuation else { return Ok(None) };
+        let Some(outcome) = outcome else { return Ok(None) };
+        if !c.outcomes.iter().any(|o| o == outcome) || watch.attempt >= i64::from(c.max_attempts) {
+            return Ok(None);
+        }
+        let at = now + c.after_minutes * 60;
+        let def = WatchDefinition {
+            source: "time".to_owned(),
+            resource_ref: rfc3339(at),
+            rules: vec![WatchRule {
+                id: rule.id.clone(),
+                event: Some("time.reached".to_owned()),
+                trigger: None,
+                filter: BTreeMap::new(),
+                once: true,
+                grants: rule.grants.clone(),
+                continuation: rule.continuation.clone(),
+            }],
+            instruction: watch.instruction.clone(),
+            chat: watch.chat.clone(),
+            expires_at: None,
+        };
+        let adapter = self.adapter("time")?;
+        let snapshot = adapter.snapshot(&def.resource_ref, now).map_err(|e| {
+            WatchError::SourceUnavailable { source_name: "time".to_owned(), reason: e.0 }
+        })?;
+        let expires_at = adapter.default_expiry(&snapshot, now).max(at + 60);
+        let origin = Origin {
+            approval_id: watch.approval_id,
+            parent_id: Some(watch.id),
+            attempt: Some(watch.attempt + 1),
+            context: Some(ctx),
+        };
+        Ok(Some((def, origin, snapshot, expires_at)))
+    }
+
+    /// For each granted action of this event whose arguments its constraints fix entirely:
+    /// claim, run through `executor`, record. Claimed ones are never run again; one whose
+    /// guard refuses is skipped with the reason.
+    pub fn run_granted(
+        &self,
+        event_id: i64,
+        executor: &dyn ActionExecutor,
+        now: i64,
+    ) -> Result<GrantedRunReport, WatchError> {
+        let mut report = GrantedRunReport::default();
+        for a in self.granted_actions(event_id)? {
+            let label = format!("{}:{}", a.rule_id, a.tool);
+            if a.claimed {
+                report.skipped.push(format!("{label}: already claimed"));
+                continue;
+            }
+            if let Some(why) = &a.unavailable {
+                report.skipped.push(format!("{label}: {why}"));
+                continue;
+            }
+            if !a.open_fields.is_empty() {
+                report.skipped.push(format!("{label}: {} to choose", a.open_fields.join(", ")));
+                continue;
+            }
+            let claim = match self.claim_action(event_id, &a.rule_id, &a.tool, &a.arguments, now) {
+                Ok(c) => c,
+                Err(e @ (WatchError::GrantDenied(_) | WatchError::AlreadyClaimed(_))) => {
+                    report.skipped.push(format!("{label}: {e}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let result = executor.execute(&a.tool, &claim.arguments);
+            report.ran.push(self.finish_action(claim.run_id, &result, now)?);
+        }
+        Ok(report)
+    }
+
+    /// One action run.
+    pub fn action_run(&self, run_id: i64) -> Result<ActionRun, WatchError> {
+        self.db
+            .read(|c| {
+                c.prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM watch_action_runs WHERE id = ?1"
+                ))
+                .and_then(|mut s| s.query_row([run_id], run_row).optional())
+                .map_err(q("get action run"))
+            })?
+            .ok_or(WatchError::NotFound { what: "action run", id: run_id })
+    }
+
+    /// The action runs of an event, in order.
+    pub fn action_runs(&self, event_id: i64) -> Result<Vec<ActionRun>, WatchError> {
+        self.db.read(|c| {
+            c.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM watch_action_runs WHERE event_id = ?1 ORDER BY id LIMIT 100"
+            ))
+            .and_then(|mut s| s.query_map([event_id], run_row)?.collect::<Result<Vec<_>, _>>())
+            .map_err(q("action runs"))
+        })
+    }
+
     /// Up to `limit` delivery outcomes after position `after`, in order.
     pub fn deliveries_after(
         &self,
@@ -939,12 +1409,60 @@ fn insert_event(
     Ok(true)
 }
 
+/// Where a watch's authority comes from.
+#[derive(Debug, Default)]
+struct Origin {
+    approval_id: Option<i64>,
+    parent_id: Option<i64>,
+    attempt: Option<i64>,
+    context: Option<GrantContext>,
+}
+
+/// Stores a prepared watch (the active-watch limit checked in the same transaction).
+fn insert_watch(
+    tx: &rusqlite::Transaction<'_>,
+    def: &WatchDefinition,
+    origin: &Origin,
+    snapshot: &Value,
+    expires_at: i64,
+    now: i64,
+) -> Result<i64, WatchError> {
+    let active: i64 = tx
+        .query_row("SELECT count(*) FROM watches WHERE status = 'active'", [], |r| r.get(0))
+        .map_err(q("count watches"))?;
+    if active >= MAX_ACTIVE_WATCHES {
+        return Err(WatchError::TooMany);
+    }
+    tx.execute(
+        "INSERT INTO watches (source, resource_ref, rules, instruction, chat, status,
+            snapshot, created_at, expires_at, last_checked_at, approval_id, parent_id, attempt,
+            context)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'active', ?6, ?7, ?8, ?7, ?9, ?10, ?11, ?12)",
+        params![
+            def.source,
+            def.resource_ref,
+            to_json(&def.rules),
+            def.instruction,
+            def.chat,
+            canonical_json(snapshot),
+            now,
+            expires_at,
+            origin.approval_id,
+            origin.parent_id,
+            origin.attempt.unwrap_or(1),
+            origin.context.as_ref().map(to_json),
+        ],
+    )
+    .map_err(q("create watch"))?;
+    Ok(tx.last_insert_rowid())
+}
+
 fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
 }
 
 const WATCH_COLUMNS: &str = "id, source, resource_ref, rules, instruction, chat, status, snapshot,
-    created_at, expires_at, last_checked_at, last_error";
+    created_at, expires_at, last_checked_at, last_error, approval_id, parent_id, attempt";
 
 fn watch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WatchSummary> {
     Ok(WatchSummary {
@@ -960,6 +1478,30 @@ fn watch_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<WatchSummary> {
         expires_at: r.get(9)?,
         last_checked_at: r.get(10)?,
         last_error: r.get(11)?,
+        approval_id: r.get(12)?,
+        parent_id: r.get(13)?,
+        attempt: r.get(14)?,
+    })
+}
+
+const RUN_COLUMNS: &str = "id, action_key, coalesce(watch_id, 0), event_id, rule_id, tool, status,
+    coalesce(arguments, '{}'), outcome, error, started_at, finished_at, child_watch_id";
+
+fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActionRun> {
+    Ok(ActionRun {
+        id: r.get(0)?,
+        action_key: r.get(1)?,
+        watch_id: r.get(2)?,
+        event_id: r.get(3)?,
+        rule_id: r.get(4)?,
+        tool: r.get(5)?,
+        status: r.get(6)?,
+        arguments: json_column(r, 7)?,
+        outcome: r.get(8)?,
+        error: r.get(9)?,
+        started_at: r.get(10)?,
+        finished_at: r.get(11)?,
+        child_watch_id: r.get(12)?,
     })
 }
 

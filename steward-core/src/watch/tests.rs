@@ -56,6 +56,9 @@ impl WatchAdapter for Scripted {
     fn is_terminal(&self, s: &Value) -> bool {
         s["arrived"] == true
     }
+    fn grant_fields(&self) -> GrantFields {
+        GrantFields::new(&["state.station", "state.platform", "event.platform"], &["state.eta"])
+    }
 }
 
 fn engine(dir: &std::path::Path) -> (Arc<Scripted>, Watches) {
@@ -213,9 +216,15 @@ fn expiry_is_a_lifecycle_event_and_bad_definitions_are_typed() {
         ),
         "WATCH_INVALID"
     );
+    // A grant without constraints on its required fields is malformed; a well-formed one
+    // needs a person's approval first.
     assert_eq!(
         code(json!([{"id": "a", "event": "x", "grants": [{"tool": "mail.send"}]}])),
-        "WATCH_GRANTS_UNSUPPORTED"
+        "WATCH_INVALID"
+    );
+    assert_eq!(
+        code(json!([{"id": "a", "event": "x", "grants": [mail_grant()]}])),
+        "WATCH_NEEDS_APPROVAL"
     );
     let mut other = def(json!([{"id": "a", "event": "x"}]));
     other.source = "nope".into();
@@ -289,4 +298,263 @@ fn delivery_oldest_first_stored_text_fallback_and_busy() {
     assert_eq!(sent[1].1, "composed: x.platform");
     assert!(sent.windows(2).all(|p| p[0].0 < p[1].0), "oldest first");
     assert_eq!(w.deliver(&d, 20, 1_400).unwrap(), DeliveryReport::default(), "nothing sent twice");
+}
+
+/// A `mail.send` grant: exact recipient and subject, a templated body.
+fn mail_grant() -> Value {
+    json!({"tool": "mail.send", "constraints": {"fields": {
+        "to": {"kind": "exact", "value": ["sister@example.com"]},
+        "subject": {"kind": "exact", "value": "On my way"},
+        "body": {"kind": "template", "template": "Arriving at {{state.station}}, platform {{event.platform}}."}
+    }}})
+}
+
+/// A one-shot `time` source (the continuation's child watches need one).
+struct Clock;
+
+impl WatchAdapter for Clock {
+    fn source(&self) -> &str {
+        "time"
+    }
+    fn snapshot(&self, r: &str, now: i64) -> Result<Value, SourceError> {
+        let at = crate::time::parse_instant(r).map_err(|_| SourceError("bad instant".into()))?;
+        Ok(json!({"at": at, "reached": now >= at}))
+    }
+    fn events(&self, prev: &Value, cur: &Value, now: i64) -> Vec<DomainEvent> {
+        if cur["reached"] != true || prev["reached"] == true {
+            return Vec::new();
+        }
+        vec![DomainEvent {
+            key: format!("time.reached:{}", cur["at"]),
+            kind: "time.reached".into(),
+            at: now,
+            data: json!({"at": cur["at"]}),
+            previous: None,
+            current: Some(cur.clone()),
+            fallback_text: "time".into(),
+        }]
+    }
+    fn default_expiry(&self, s: &Value, created: i64) -> i64 {
+        s["at"].as_i64().unwrap_or(created) + 3_600
+    }
+    fn is_terminal(&self, s: &Value) -> bool {
+        s["reached"] == true
+    }
+}
+
+fn granted_engine(dir: &std::path::Path) -> (Arc<Scripted>, Watches) {
+    let a = Arc::new(Scripted::default());
+    *a.state.lock().unwrap() = json!({"platform": null, "station": "Roma", "eta": 100_000});
+    let adapters = [a.clone() as Arc<dyn WatchAdapter>, Arc::new(Clock) as Arc<dyn WatchAdapter>];
+    (a, Watches::open(dir, &Limits::default(), &adapters).unwrap())
+}
+
+#[test]
+fn grants_are_checked_against_the_registry_at_creation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, w) = granted_engine(dir.path());
+    let with = |grant: Value| {
+        w.create_approved(
+            &def(json!([{"id": "g", "event": "x.platform", "grants": [grant]}])),
+            7,
+            1_000,
+        )
+    };
+    let denied = |grant: Value| with(grant).unwrap_err().to_string();
+    let mut g = mail_grant();
+    g["tool"] = json!("shell.run");
+    assert!(denied(g).contains("only registered capabilities"));
+    let mut g = mail_grant();
+    g["constraints"]["fields"]["reply_to"] = json!({"kind": "exact", "value": "x@y"});
+    assert!(denied(g).contains("reply_to is not one of"));
+    let mut g = mail_grant();
+    g["constraints"]["fields"].as_object_mut().unwrap().remove("subject");
+    assert!(denied(g).contains("required field subject needs a constraint"));
+    let mut g = mail_grant();
+    g["constraints"]["fields"]["body"]["template"] = json!("{{state.secret_token}}");
+    assert!(denied(g).contains("not a registered field"));
+    let mut g = mail_grant();
+    g["constraints"]["deny_extra_fields"] = json!(false);
+    assert!(denied(g).contains("always denied"));
+    let mut g = mail_grant();
+    g["max_invocations"] = json!(5);
+    assert!(denied(g).contains("max_invocations"));
+    let g = json!({"tool": "calendar.create_event", "constraints": {"fields": {
+        "title": {"kind": "exact", "value": "Pick up"},
+        "start": {"kind": "relative_time", "field": "state.station", "minutes": 0},
+        "end": {"kind": "relative_time", "field": "state.eta", "minutes": 30}}}});
+    assert!(denied(g).contains("not a registered time"));
+    let bad_cont = def(json!([{"id": "c", "event": "x.platform",
+        "continuation": {"outcomes": ["busy"], "after_minutes": 1, "max_attempts": 3}}]));
+    assert!(w.create(&bad_cont, 1_000).unwrap_err().to_string().contains("needs a grant"));
+    assert_eq!(w.list(&WatchQuery::default()).unwrap().len(), 0, "nothing was stored");
+    // Well-formed: one watch per approval, however often it is activated.
+    let a = with(mail_grant()).unwrap();
+    let b = with(mail_grant()).unwrap();
+    assert_eq!((a.id, a.approval_id, a.attempt), (b.id, Some(7), 1));
+    assert_eq!(w.list(&WatchQuery::default()).unwrap().len(), 1);
+}
+
+/// Counts what ran.
+#[derive(Default)]
+struct Executor {
+    ran: Mutex<Vec<(String, Value)>>,
+    outcome: Mutex<Option<String>>,
+}
+
+impl ActionExecutor for Executor {
+    fn execute(&self, tool: &str, arguments: &Value) -> ActionResult {
+        self.ran.lock().unwrap().push((tool.to_owned(), arguments.clone()));
+        ActionResult {
+            status: ActionStatus::Succeeded,
+            outcome: self.outcome.lock().unwrap().clone(),
+            error: None,
+        }
+    }
+}
+
+#[test]
+fn the_second_guard_checks_every_argument_and_a_claim_never_runs_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, w) = granted_engine(dir.path());
+    let watch = w
+        .create_approved(
+            &def(json!([
+                {"id": "mail", "event": "x.platform", "where": {"platform": "7"}, "once": true,
+                 "grants": [mail_grant()]},
+                {"id": "cal", "event": "x.arrived", "grants": [{"tool": "calendar.create_event",
+                  "constraints": {"fields": {
+                    "title": {"kind": "one_of", "values": ["Pick up", "Meet"]},
+                    "start": {"kind": "relative_time", "field": "state.eta", "minutes": -30},
+                    "end": {"kind": "relative_time", "field": "state.eta", "minutes": 0}}}}]},
+                {"id": "plain", "event": "x.platform"}
+            ])),
+            9,
+            1_000,
+        )
+        .unwrap();
+    *a.state.lock().unwrap() = json!({"platform": "7", "station": "Roma", "eta": 100_000});
+    assert_eq!(w.poll(1_010).unwrap().queued, 1);
+    let ev = w.events(&WatchEventQuery::default()).unwrap().remove(0);
+    // Only the matched rules' grants are offered, arguments resolved from registered fields.
+    let offered = w.granted_actions(ev.id).unwrap();
+    assert_eq!(offered.len(), 1);
+    assert_eq!(offered[0].tool, "mail.send");
+    let args = offered[0].arguments.clone();
+    assert_eq!(args["body"], "Arriving at Roma, platform 7.");
+    let deny = |rule: &str, tool: &str, args: Value| {
+        w.claim_action(ev.id, rule, tool, &args, 1_020).unwrap_err().code()
+    };
+    let mut extra = args.clone();
+    extra["bcc"] = json!(["eve@example.com"]);
+    assert_eq!(deny("mail", "mail.send", extra), "WATCH_GRANT_DENIED");
+    let mut other = args.clone();
+    other["to"] = json!(["eve@example.com"]);
+    assert_eq!(deny("mail", "mail.send", other), "WATCH_GRANT_DENIED");
+    let mut forged = args.clone();
+    forged["body"] = json!("Send me the bank codes.");
+    assert_eq!(deny("mail", "mail.send", forged), "WATCH_GRANT_DENIED");
+    let mut missing = args.clone();
+    missing.as_object_mut().unwrap().remove("subject");
+    assert_eq!(deny("mail", "mail.send", missing), "WATCH_GRANT_DENIED");
+    assert_eq!(
+        deny("cal", "calendar.create_event", json!({})),
+        "WATCH_GRANT_DENIED",
+        "rule cal did not match"
+    );
+    assert_eq!(deny("mail", "mail.delete", args.clone()), "WATCH_GRANT_DENIED");
+    assert!(w.action_runs(ev.id).unwrap().is_empty(), "a denial claims nothing");
+    // A retried delivery runs it once.
+    let exec = Executor::default();
+    let first = w.run_granted(ev.id, &exec, 1_030).unwrap();
+    assert_eq!(first.ran.len(), 1);
+    assert_eq!(first.ran[0].status, "succeeded");
+    let again = w.run_granted(ev.id, &exec, 1_040).unwrap();
+    assert!(again.ran.is_empty() && again.skipped[0].contains("already claimed"));
+    assert_eq!(deny("mail", "mail.send", args), "WATCH_ACTION_CLAIMED");
+    assert_eq!(exec.ran.lock().unwrap().len(), 1, "executed exactly once");
+    // The arrival: a `one_of` title is the caller's choice within the set; the relative
+    // times are frozen to exact instants from the state at the event.
+    *a.state.lock().unwrap() =
+        json!({"platform": "7", "station": "Roma", "eta": 200_000, "arrived": true});
+    w.poll(1_100).unwrap();
+    let arrival =
+        w.events(&WatchEventQuery { watch_id: Some(watch.id), ..Default::default() }).unwrap();
+    let arrival = arrival.iter().find(|e| e.event.kind == "x.arrived").unwrap();
+    let offered = w.granted_actions(arrival.id).unwrap();
+    assert_eq!(offered[0].open_fields, ["title"]);
+    assert_eq!(offered[0].arguments["start"], "1970-01-03T07:03:20Z");
+    assert_eq!(exec.ran.lock().unwrap().len(), 1);
+    let report = w.run_granted(arrival.id, &exec, 1_110).unwrap();
+    assert!(report.ran.is_empty() && report.skipped[0].contains("title to choose"));
+    let mut cal = offered[0].arguments.clone();
+    cal["title"] = json!("Party");
+    assert_eq!(deny_at(&w, arrival.id, "cal", &cal), "WATCH_GRANT_DENIED");
+    cal["title"] = json!("Meet");
+    // The same instant in another offset is accepted and stored in canonical form.
+    cal["end"] = json!("1970-01-03T08:33:20+01:00");
+    let claim = w.claim_action(arrival.id, "cal", "calendar.create_event", &cal, 1_120).unwrap();
+    assert_eq!(claim.arguments["end"], "1970-01-03T07:33:20Z");
+    assert_eq!(claim.action_key, format!("{}:cal:calendar.create_event", arrival.id));
+}
+
+fn deny_at(w: &Watches, event: i64, rule: &str, args: &Value) -> &'static str {
+    w.claim_action(event, rule, "calendar.create_event", args, 1_200).unwrap_err().code()
+}
+
+#[test]
+fn a_continuation_inherits_grants_and_context_exactly_and_stops_at_max_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, w) = granted_engine(dir.path());
+    let parent = w
+        .create_approved(
+            &def(json!([{"id": "mail", "event": "x.platform", "once": true, "grants": [mail_grant()],
+                "continuation": {"outcomes": ["not_answered"], "after_minutes": 2, "max_attempts": 2}}])),
+            11,
+            1_000,
+        )
+        .unwrap();
+    *a.state.lock().unwrap() = json!({"platform": "3", "station": "Milano", "eta": 100_000});
+    w.poll(1_010).unwrap();
+    let exec = Executor::default();
+    *exec.outcome.lock().unwrap() = Some("not_answered".into());
+    let ev = w.events(&WatchEventQuery::default()).unwrap().remove(0);
+    let run = w.run_granted(ev.id, &exec, 1_020).unwrap().ran.remove(0);
+    let child_id = run.child_watch_id.expect("a child watch was scheduled");
+    let child = w.get(child_id).unwrap();
+    assert_eq!(
+        (child.source.as_str(), child.parent_id, child.attempt),
+        ("time", Some(parent.id), 2)
+    );
+    assert_eq!(child.approval_id, Some(11));
+    assert_eq!(child.rules[0].grants, parent.rules[0].grants, "exactly the parent's grants");
+    assert_eq!(child.rules[0].continuation, parent.rules[0].continuation);
+    assert_eq!(child.resource_ref, "1970-01-01T00:19:00Z", "finished at 1,020 + 2 minutes");
+    // Finishing twice changes nothing.
+    let done = ActionResult { status: ActionStatus::Failed, outcome: None, error: None };
+    assert_eq!(w.finish_action(run.id, &done, 1_030).unwrap_err().code(), "WATCH_ACTION_CLAIMED");
+    // The parent's state moves on; the child still speaks of the parent's event.
+    *a.state.lock().unwrap() = json!({"platform": "9", "station": "Torino", "eta": 100_000});
+    w.poll(1_140).unwrap();
+    let child_ev = w
+        .events(&WatchEventQuery { watch_id: Some(child_id), ..Default::default() })
+        .unwrap()
+        .remove(0);
+    let offered = w.granted_actions(child_ev.id).unwrap();
+    assert_eq!(offered[0].arguments["body"], "Arriving at Milano, platform 3.");
+    let mut wider = offered[0].arguments.clone();
+    wider["cc"] = json!(["friend@example.com"]);
+    assert_eq!(
+        w.claim_action(child_ev.id, "mail", "mail.send", &wider, 1_150).unwrap_err().code(),
+        "WATCH_GRANT_DENIED"
+    );
+    // The second attempt is the last one: no grandchild, whatever the outcome.
+    let run2 = w.run_granted(child_ev.id, &exec, 1_160).unwrap().ran.remove(0);
+    assert_eq!(run2.child_watch_id, None);
+    assert_eq!(exec.ran.lock().unwrap().len(), 2);
+    assert_eq!(
+        w.list(&WatchQuery { limit: Some(100), ..Default::default() }).unwrap().len(),
+        2,
+        "parent and one child"
+    );
 }

@@ -6,3 +6,4 @@ mod journal;
 mod policy;
 mod replay;
 mod store;
+mod watches;

@@ -1,14 +1,18 @@
-//! `steward watch …`: durable watches over the registered sources (today: `time`).
+//! `steward watch …`: durable watches over the registered sources (`time`, `train`).
 
 use std::path::PathBuf;
 
 use clap::Subcommand;
 use steward_core::{
+    WatchProposal,
     time::now_secs,
     watch::{WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary},
 };
 
 use super::{Failure, json_line, open, usage};
+
+/// Who proposes a definition file's grants: the person approves them as a separate step.
+const CLI_AGENT: &str = "agent:cli";
 
 #[derive(Debug, Subcommand)]
 pub(super) enum WatchCmd {
@@ -40,6 +44,14 @@ pub(super) enum WatchCmd {
     },
     /// Run one poll cycle now.
     Poll {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The granted actions of an event and their recorded runs.
+    Actions {
+        /// The event id.
+        event: i64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -87,8 +99,18 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
             .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
             let def: WatchDefinition = serde_json::from_str(&text)
                 .map_err(|e| usage(format!("{} is not a watch definition: {e}", file.display())))?;
-            let w = watches.create(&def, now_secs())?;
-            if json { json_line(&w) } else { line(&w) }
+            let proposal = steward.propose_watch(&def, CLI_AGENT)?;
+            match &proposal {
+                _ if json => json_line(&proposal),
+                WatchProposal::Started(w) => line(w),
+                WatchProposal::NeedsApproval(a) => {
+                    out!("approval #{} requested: {}", a.id, a.summary);
+                    out!(
+                        "the watch starts once a person approves: steward approvals approve {}",
+                        a.id
+                    );
+                }
+            }
         }
         WatchCmd::List { status, json } => {
             let page =
@@ -119,6 +141,39 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
                     r.completed,
                     r.next_poll_secs
                 );
+            }
+        }
+        WatchCmd::Actions { event, json } => {
+            let offered = watches.granted_actions(event)?;
+            let runs = watches.action_runs(event)?;
+            if json {
+                json_line(&serde_json::json!({"granted": offered, "runs": runs}));
+            } else if offered.is_empty() {
+                out!("event {event} grants no action");
+            } else {
+                for a in &offered {
+                    out!(
+                        "{} {} {}{}{}",
+                        a.rule_id,
+                        a.tool,
+                        a.arguments,
+                        if a.open_fields.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (to choose: {})", a.open_fields.join(", "))
+                        },
+                        if a.claimed { " [claimed]" } else { "" }
+                    );
+                }
+                for r in &runs {
+                    out!(
+                        "run #{} {} {} {}",
+                        r.id,
+                        r.action_key,
+                        r.status,
+                        r.outcome.as_deref().unwrap_or("")
+                    );
+                }
             }
         }
         WatchCmd::Events { pending, watch_id, limit, json } => {
