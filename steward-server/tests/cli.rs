@@ -587,3 +587,88 @@ fn serve_listens_on_loopback_prints_a_pairing_link_and_stops_on_sigterm() {
     assert!(status.success(), "{status:?}");
     assert!(rest.contains("stopped"), "{rest}");
 }
+
+/// A loopback server answering each request whose path starts with a key of `routes`.
+fn viaggiatreno(routes: Vec<(String, u16, String)>) -> String {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let mut h = String::new();
+            while reader.read_line(&mut h).is_ok_and(|n| n > 2) {
+                h.clear();
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/');
+            let (status, body) = routes
+                .iter()
+                .find(|(p, _, _)| path.starts_with(p.as_str()))
+                .map_or((404, String::new()), |(_, s, b)| (*s, b.clone()));
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    base
+}
+
+#[test]
+fn trains_next_and_status_over_a_replayed_endpoint() {
+    let Some(corpora) = std::env::var_os("STEWARD_CORPORA") else {
+        eprintln!("SKIP trains_next_and_status…: STEWARD_CORPORA is not set");
+        return;
+    };
+    let path = std::path::Path::new(&corpora)
+        .join("viaggiatreno/monga-viaggiatreno_ha/1767481200000.json");
+    let run_text = std::fs::read_to_string(path).unwrap();
+    let run: serde_json::Value = serde_json::from_str(&run_text).unwrap();
+    let (day, departs) =
+        (run["dataPartenzaTreno"].as_i64().unwrap(), run["orarioPartenza"].as_i64().unwrap());
+    let board = serde_json::json!([{"numeroTreno": 9600, "codOrigine": "S01700",
+        "dataPartenzaTreno": day, "orarioPartenza": departs}]);
+    let base = viaggiatreno(vec![
+        ("autocompletaStazione/Milano".into(), 200, "MILANO CENTRALE|S01700\n".into()),
+        ("autocompletaStazione/Torino".into(), 200, "TORINO PORTA NUOVA|S00219\n".into()),
+        ("partenze/S01700/".into(), 200, board.to_string()),
+        (format!("andamentoTreno/S01700/9600/{day}"), 200, run_text),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = |args: &[&str]| {
+        steward()
+            .arg("--home")
+            .arg(dir.path())
+            .args(args)
+            .env("VIAGGIATRENO_BASE_URL", &base)
+            .output()
+            .unwrap()
+    };
+    let after = steward_core::time::CivilTime::from_unix(departs / 1_000 - 600).rfc3339();
+    let next = json(&cmd(&[
+        "trains",
+        "next",
+        "Milano Centrale",
+        "Torino Porta Nuova",
+        "--after",
+        &after,
+        "--json",
+    ]));
+    assert_eq!(next["status"], "found", "{next}");
+    assert_eq!(next["snapshot"]["number"], 9600);
+    let train_ref = next["train_ref"].as_str().unwrap().to_owned();
+    let status = json(&cmd(&["trains", "status", &train_ref, "--json"]));
+    assert_eq!(
+        (status["status"].as_str(), status["snapshot"]["platform"].as_str()),
+        (Some("live"), Some("7"))
+    );
+    let bad = cmd(&["trains", "status", "vt1_nope"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("TRAIN_BAD_REF"), "{bad:?}");
+    let bad_time =
+        cmd(&["trains", "next", "Milano Centrale", "Torino Porta Nuova", "--after", "tomorrow"]);
+    assert_eq!(bad_time.status.code(), Some(2));
+}

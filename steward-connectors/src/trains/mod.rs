@@ -1,10 +1,11 @@
 //! Italian trains over ViaggiaTreno. Today: the dictated-station resolver over any
 //! [`StationSource`] (the live autocomplete endpoint, or a station list), and the normalization
 //! of a run's status into a [`TrainSnapshot`] with its semantic events, the HTTP client
-//! ([`ViaggiaTreno`]) and the `train` watch source ([`TrainAdapter`]). `find_next_train` and the
-//! `steward trains` commands come next.
+//! ([`ViaggiaTreno`]) with `find_next_train` and `train_status`, and the `train` watch source
+//! ([`TrainAdapter`]).
 
 mod client;
+mod next;
 mod snapshot;
 
 pub use client::{
@@ -12,6 +13,10 @@ pub use client::{
     MAX_RESPONSE_BYTES, REQUEST_TIMEOUT_SECS, STOP_SELECTORS, TrainAdapter, TrainRef, ViaggiaTreno,
 };
 mod stations;
+
+pub use next::{
+    MAX_CANDIDATES, NextTrain, STALE_DEPARTURE_SECS, TrainError, TrainStatus, board_time,
+};
 
 pub use snapshot::{
     SnapshotError, Stop, TrainSnapshot, normalize_run, rome_offset_secs, rome_rfc3339, train_events,

@@ -267,3 +267,271 @@ fn the_train_source_over_a_replayed_endpoint_drives_a_watch() {
         .collect();
     assert_eq!(kinds, ["train.platform_changed", "train.departed"]);
 }
+
+/// A departure-board row with the fields `partenze` carries for a run (the corpus has no
+/// `partenze` capture: the identity fields are taken from the real `andamentoTreno` responses).
+fn board_row(number: i64, origin: &str, day: i64, departs_ms: i64) -> serde_json::Value {
+    serde_json::json!({"numeroTreno": number, "codOrigine": origin, "dataPartenzaTreno": day,
+        "orarioPartenza": departs_ms, "compNumeroTreno": format!("{number}"), "ritardo": 0})
+}
+
+#[test]
+fn find_next_train_picks_the_earliest_direct_run_and_says_when_there_is_none() {
+    use steward_connectors::trains::{NextTrain, TrainRef, TrainStatus, ViaggiaTreno};
+    let (Some(fr), Some(reg)) = (sample("1767481200000.json"), sample("1767308400000.json")) else {
+        eprintln!("SKIP find_next_train…: STEWARD_CORPORA is not set");
+        return;
+    };
+    let server = Replay::start();
+    let client = ViaggiaTreno::new(&server.base).unwrap();
+    server.set("autocompletaStazione/Milano%20Centrale", 200, "MILANO CENTRALE|S01700\n");
+    server.set("autocompletaStazione/Torino%20Porta%20Nuova", 200, "TORINO PORTA NUOVA|S00219\n");
+    let fr_day = fr["dataPartenzaTreno"].as_i64().unwrap();
+    let fr_departs = fr["orarioPartenza"].as_i64().unwrap();
+    let reg_day = reg["dataPartenzaTreno"].as_i64().unwrap();
+    let after = fr_departs / 1_000 - 20 * 60;
+    // The board: a row ten minutes stale (it would win if kept), a regional train that does
+    // not call at Milano Centrale (not direct), then FR 9600.
+    let board = serde_json::json!([
+        board_row(9601, "S01700", fr_day, (after - 600) * 1_000),
+        board_row(136, "S01765", reg_day, (after + 300) * 1_000),
+        board_row(9600, "S01700", fr_day, fr_departs),
+    ]);
+    server.set("partenze/S01700/", 200, &board.to_string());
+    server.set(&format!("andamentoTreno/S01700/9601/{fr_day}"), 200, &fr.to_string());
+    server.set(&format!("andamentoTreno/S01765/136/{reg_day}"), 200, &reg.to_string());
+    server.set(&format!("andamentoTreno/S01700/9600/{fr_day}"), 200, &fr.to_string());
+    let found = client.find_next_train("Milano Centrale", "Torino Porta Nuova", after).unwrap();
+    let NextTrain::Found { train_ref, snapshot, from, to } = found else { panic!("{found:?}") };
+    let r = TrainRef::decode(&train_ref).unwrap();
+    assert_eq!((r.number, r.origin_id.as_str(), r.day_ms), (9600, "S01700", fr_day));
+    assert_eq!((r.from_id.as_str(), r.to_id.as_str()), ("S01700", "S00219"));
+    assert_eq!((from.id.as_str(), to.id.as_str()), ("S01700", "S00219"));
+    assert_eq!(snapshot.platform.as_deref(), Some("7"));
+    // The status call recomputes the same segment; a 204 is an explicit "no live data".
+    match client.train_status(&train_ref, after).unwrap() {
+        TrainStatus::Live { snapshot: s } => assert_eq!(s.to.id, "S00219"),
+        other @ TrainStatus::NoLiveData => panic!("{other:?}"),
+    }
+    server.set(&format!("andamentoTreno/S01700/9600/{fr_day}"), 204, "");
+    assert_eq!(client.train_status(&train_ref, after).unwrap(), TrainStatus::NoLiveData);
+    assert!(client.train_status("vt1_garbage", after).is_err());
+    // Only the regional train on the board: no direct train, said explicitly.
+    server.set(
+        "partenze/S01700/",
+        200,
+        &serde_json::json!([board_row(136, "S01765", reg_day, (after + 300) * 1_000)]).to_string(),
+    );
+    let none = client.find_next_train("Milano Centrale", "Torino Porta Nuova", after).unwrap();
+    assert!(matches!(none, NextTrain::NoDirectTrain { checked: 1, .. }), "{none:?}");
+    // The board is down: an error, not "no train".
+    server.set("partenze/S01700/", 503, "");
+    assert!(client.find_next_train("Milano Centrale", "Torino Porta Nuova", after).is_err());
+    // A name that matches nothing is an explicit answer.
+    let unknown = client.find_next_train("Xyzzy", "Torino Porta Nuova", after).unwrap();
+    assert!(matches!(unknown, NextTrain::StationNotFound { which: "from", .. }), "{unknown:?}");
+}
+
+/// Shifts every epoch-millisecond value of a run by `delta` ms.
+fn shift_ms(v: &mut serde_json::Value, delta: i64) {
+    match v {
+        serde_json::Value::Number(n) => {
+            if let Some(x) =
+                n.as_i64().filter(|x| (1_600_000_000_000..2_000_000_000_000).contains(x))
+            {
+                *v = serde_json::json!(x + delta);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| shift_ms(x, delta)),
+        serde_json::Value::Object(m) => m.values_mut().for_each(|x| shift_ms(x, delta)),
+        _ => {}
+    }
+}
+
+/// The run as the service reports it at `t` (Unix seconds): stops whose (delayed) time has
+/// passed are detected, the platform is assigned 10 minutes before departure, and a 3-minute
+/// delay appears once the fourth stop is passed.
+fn run_at(base: &serde_json::Value, t: i64) -> serde_json::Value {
+    use serde_json::Value;
+    let mut run = base.clone();
+    let stops = run["fermate"].as_array_mut().unwrap();
+    let when = |f: &Value| f["arrivo_teorico"].as_i64().or(f["partenza_teorica"].as_i64()).unwrap();
+    let delayed = stops.len() > 4 && when(&stops[4]) <= t * 1_000;
+    let delay = if delayed { 3 } else { 0 };
+    let mut last = None;
+    let departs = stops[0]["partenza_teorica"].as_i64().unwrap();
+    for (i, f) in stops.iter_mut().enumerate() {
+        let extra = if i > 4 { delay * 60_000 } else { 0 };
+        let arrival = f["arrivo_teorico"].as_i64().map(|x| x + extra);
+        let departure = f["partenza_teorica"].as_i64().map(|x| x + extra);
+        let reached = arrival.or(departure).is_some_and(|x| x <= t * 1_000);
+        f["arrivoReale"] = if reached { arrival.into() } else { Value::Null };
+        f["partenzaReale"] = match departure {
+            Some(d) if d <= t * 1_000 => d.into(),
+            _ => Value::Null,
+        };
+        f["actualFermataType"] = if reached { 1.into() } else { 0.into() };
+        f["ritardo"] = 0.into();
+        f["ritardoPartenza"] = 0.into();
+        f["binarioEffettivoPartenzaDescrizione"] = Value::Null;
+        if reached {
+            last = f["stazione"].as_str().map(str::to_owned);
+        }
+    }
+    if t * 1_000 >= departs - 600_000 {
+        stops[0]["binarioEffettivoPartenzaDescrizione"] = "2".into();
+    }
+    let n = stops.len();
+    let arrived = stops[n - 1]["arrivoReale"].is_i64();
+    run["ritardo"] = delay.into();
+    run["stazioneUltimoRilevamento"] = last.map_or("--".into(), Value::from);
+    run["nonPartito"] = (t * 1_000 < departs).into();
+    run["arrivato"] = arrived.into();
+    run
+}
+
+/// Counts the granted actions that ran.
+#[derive(Default)]
+struct Mailer(std::sync::Mutex<Vec<serde_json::Value>>);
+
+impl steward_core::watch::ActionExecutor for Mailer {
+    fn execute(&self, _tool: &str, args: &serde_json::Value) -> steward_core::watch::ActionResult {
+        self.0.lock().unwrap().push(args.clone());
+        steward_core::watch::ActionResult {
+            status: steward_core::watch::ActionStatus::Succeeded,
+            outcome: None,
+            error: None,
+        }
+    }
+}
+
+#[test]
+fn a_simulated_journey_across_the_dst_changeover_yields_each_event_once_through_a_kill() {
+    use std::{collections::BTreeMap, sync::Arc};
+
+    use steward_connectors::trains::{TrainAdapter, TrainRef, ViaggiaTreno};
+    use steward_core::{
+        Limits,
+        watch::{WatchAdapter, WatchDefinition, WatchEventQuery, Watches},
+    };
+    let Some(mut base) = sample("1767308400000.json") else {
+        eprintln!("SKIP a_simulated_journey…: STEWARD_CORPORA is not set");
+        return;
+    };
+    // REG 136 Como Lago → Milano Cadorna, moved to leave at 2026-10-25 00:40 UTC (02:40 CEST):
+    // Europe/Rome falls back at 01:00 UTC, in the middle of the journey.
+    let departs = base["fermate"][0]["partenza_teorica"].as_i64().unwrap();
+    let leave = steward_core::time::parse_date("2026-10-25T00:40:00Z").unwrap() * 1_000;
+    shift_ms(&mut base, leave - departs);
+    let stops = base["fermate"].as_array().unwrap().clone();
+    let n = stops.len();
+    let (from, to) = (stops[0]["id"].as_str().unwrap(), stops[n - 1]["id"].as_str().unwrap());
+    let fifth = stops[5]["stazione"].as_str().unwrap().to_owned();
+    let day = base["dataPartenzaTreno"].as_i64().unwrap();
+    let path = format!("andamentoTreno/{from}/136/{day}");
+    let server = Replay::start();
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        let adapter = TrainAdapter::new(ViaggiaTreno::new(&server.base).unwrap());
+        let adapters: Vec<Arc<dyn WatchAdapter>> = vec![Arc::new(adapter)];
+        Watches::open(dir.path(), &Limits::default(), &adapters).unwrap()
+    };
+    let t0 = leave / 1_000 - 20 * 60;
+    server.set(&path, 200, &run_at(&base, t0).to_string());
+    let train_ref = TrainRef {
+        v: 1,
+        number: 136,
+        origin_id: from.into(),
+        day_ms: day,
+        from_id: from.into(),
+        to_id: to.into(),
+    }
+    .encode();
+    let def: WatchDefinition = serde_json::from_value(serde_json::json!({
+        "source": "train", "resource_ref": train_ref,
+        "instruction": "tell me the platform and when it leaves, write to my sister one stop before",
+        "rules": [
+            {"id": "platform", "event": "train.platform_confirmed", "once": true},
+            {"id": "departed", "event": "train.departed", "once": true},
+            {"id": "fifth", "event": "train.stop_arrived", "where": {"station": fifth}},
+            {"id": "prepare", "event": "train.stop_arrived",
+             "where": {"positionRelativeToDestination": -1}, "once": true,
+             "grants": [{"tool": "mail.send", "constraints": {"fields": {
+                "to": {"kind": "exact", "value": ["sister@example.com"]},
+                "subject": {"kind": "exact", "value": "Almost there"},
+                "body": {"kind": "template",
+                         "template": "Arriving at {{state.to.name}} at {{state.estimatedArrival}}."}}}}]},
+            {"id": "soon", "trigger": {"kind": "before_time", "field": "estimatedArrivalMs", "minutes": 30}, "once": true},
+            {"id": "arrived", "event": "train.arrived"}
+        ]
+    }))
+    .unwrap();
+    // A stop rule without a selector is refused.
+    let mut loose = def.clone();
+    loose.rules[2].filter.clear();
+    let mut watches = open();
+    assert_eq!(
+        steward_core::StewardError::code(&watches.create_approved(&loose, 1, t0).unwrap_err()),
+        "WATCH_INVALID"
+    );
+    let watch = watches.create_approved(&def, 1, t0).unwrap();
+    let mailer = Mailer::default();
+    let end = stops[n - 1]["arrivo_teorico"].as_i64().unwrap() / 1_000 + 10 * 60;
+    let mut t = t0;
+    let mut killed = false;
+    while t <= end {
+        t += 60;
+        server.set(&path, 200, &run_at(&base, t).to_string());
+        watches.poll(t).unwrap();
+        watches.poll(t + 1).unwrap(); // the same snapshot again: nothing new
+        for ev in watches
+            .events(&WatchEventQuery { pending: true, limit: Some(100), ..Default::default() })
+            .unwrap()
+        {
+            watches.run_granted(ev.id, &mailer, t).unwrap();
+        }
+        // Killed mid-journey, after the stop before the destination was handled once.
+        if !killed && !mailer.0.lock().unwrap().is_empty() {
+            drop(watches);
+            watches = open();
+            killed = true;
+            // The delivery is retried after the restart: the claim stops a second mail.
+            for ev in
+                watches.events(&WatchEventQuery { limit: Some(100), ..Default::default() }).unwrap()
+            {
+                watches.run_granted(ev.id, &mailer, t).unwrap();
+            }
+        }
+    }
+    assert!(killed, "the journey reached the stop before the destination");
+    let events =
+        watches.events(&WatchEventQuery { limit: Some(100), ..Default::default() }).unwrap();
+    let mut by_rule: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &events {
+        for r in &e.matched_rules {
+            *by_rule.entry(r.clone()).or_default() += 1;
+        }
+    }
+    let want: BTreeMap<String, usize> = [
+        ("platform", 1),
+        ("departed", 1),
+        ("fifth", 1),
+        ("prepare", 1),
+        ("soon", 1),
+        ("arrived", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(by_rule, want, "{events:#?}");
+    let keys: std::collections::BTreeSet<&str> =
+        events.iter().map(|e| e.event_key.as_str()).collect();
+    assert_eq!(keys.len(), events.len(), "no event key twice");
+    assert_eq!(watches.get(watch.id).unwrap().status, "completed");
+    // One mail, rendered in Rome time after the changeover (+01:00), from the live state.
+    let sent = mailer.0.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let body = sent[0]["body"].as_str().unwrap();
+    assert!(body.starts_with("Arriving at MILANO CADORNA at 2026-10-25T02:"), "{body}");
+    assert!(body.ends_with("+01:00."), "{body}");
+}

@@ -36,6 +36,7 @@ mod embed;
 mod mail;
 mod ops;
 mod serve;
+mod trains;
 mod watch;
 
 /// Prints `v` as one line of JSON.
@@ -120,7 +121,12 @@ enum Command {
         #[command(subcommand)]
         cmd: ops::OpsCmd,
     },
-    /// Durable watches: create, list, stop, poll, events.
+    /// Italian trains: the next direct train between two stations, a train's status.
+    Trains {
+        #[command(subcommand)]
+        cmd: trains::TrainsCmd,
+    },
+    /// Durable watches: create, list, stop, poll, events, actions.
     Watch {
         #[command(subcommand)]
         cmd: watch::WatchCmd,
@@ -297,6 +303,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Audit(a) => authority::audit(args.home, *a),
         Command::Ops { cmd } => ops::ops(args.home, cmd),
         Command::Watch { cmd } => watch::watch(args.home, cmd),
+        Command::Trains { cmd } => trains::trains(cmd),
         Command::Mail { cmd } => mail::mail(args.home, cmd),
     };
     match result {
