@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use steward_core::{
     StewardError,
-    approval::{Approval, Resolution, canonical_json},
+    approval::{Approval, DecisionInput, DecisionKind, canonical_json},
     journal::{OperationSummary as CoreSummary, OpsQuery},
-    time::now_secs,
 };
 
 use crate::{FfiError, Steward};
@@ -137,12 +136,12 @@ impl Human {
         note: Option<String>,
         pin: Option<String>,
     ) -> Result<ApprovalCard, FfiError> {
-        self.resolve(id, &Resolution::Approve, note, pin)
+        self.resolve(id, DecisionKind::Approve, note, pin)
     }
 
     /// Denies request `id`.
     pub fn deny(&self, id: i64, note: Option<String>) -> Result<ApprovalCard, FfiError> {
-        self.resolve(id, &Resolution::Deny, note, None)
+        self.resolve(id, DecisionKind::Deny, note, None)
     }
 }
 
@@ -150,14 +149,14 @@ impl Human {
     fn resolve(
         &self,
         id: i64,
-        resolution: &Resolution,
+        kind: DecisionKind,
         note: Option<String>,
         pin: Option<String>,
     ) -> Result<ApprovalCard, FfiError> {
-        let a = self.steward.approvals().map_err(|e| ffi(&e))?;
-        let card = a
-            .resolve(id, resolution, note.as_deref(), &self.who, pin.as_deref(), None, now_secs())
-            .map_err(|e| ffi(&e))?;
+        // The core's decision path: an approved watch card also starts its watch.
+        let input = DecisionInput { note, pin, edit: None };
+        let card =
+            self.steward.decide_approval(id, kind, &input, &self.who).map_err(|e| ffi(&e))?;
         Ok(card.into())
     }
 }

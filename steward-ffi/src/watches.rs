@@ -1,6 +1,7 @@
 //! Watches across the FFI: create from a definition, list, stop, poll, read queued events.
 
 use steward_core::{
+    WatchProposal,
     time::now_secs,
     watch::{PollReport, QueuedEvent, WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary},
 };
@@ -24,6 +25,19 @@ pub struct WatchInfo {
     pub expires_at: i64,
     /// The last source failure, until a check succeeds.
     pub last_error: Option<String>,
+    /// The person's approval of its grants, when it has any.
+    pub approval_id: Option<i64>,
+}
+
+/// What proposing a watch did: started it, or asked for the approval that will.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct WatchProposalInfo {
+    /// The watch, when it had no grants and started.
+    pub watch: Option<WatchInfo>,
+    /// The approval request that starts it, when its rules grant actions.
+    pub approval_id: Option<i64>,
+    /// The card's words for what the watch may do.
+    pub summary: Option<String>,
 }
 
 impl From<WatchSummary> for WatchInfo {
@@ -36,6 +50,7 @@ impl From<WatchSummary> for WatchInfo {
             status: w.status,
             expires_at: w.expires_at,
             last_error: w.last_error,
+            approval_id: w.approval_id,
         }
     }
 }
@@ -109,6 +124,29 @@ impl Steward {
         let def = WatchDefinition::from_json(&definition_json).map_err(|e| ffi(&e))?;
         let w = self.inner().watches().and_then(|w| w.create(&def, now_secs()));
         w.map(Into::into).map_err(|e| ffi(&e))
+    }
+
+    /// Creates a watch, or — when its rules grant future actions — requests the Confirm
+    /// approval (asked by `agent`, an `agent:` identity) whose approval starts it.
+    pub fn propose_watch(
+        &self,
+        definition_json: String,
+        agent: String,
+    ) -> Result<WatchProposalInfo, FfiError> {
+        let def = WatchDefinition::from_json(&definition_json).map_err(|e| ffi(&e))?;
+        Ok(match self.inner().propose_watch(&def, &agent).map_err(|e| ffi(&e))? {
+            WatchProposal::Started(w) => {
+                WatchProposalInfo { watch: Some(w.into()), approval_id: None, summary: None }
+            }
+            WatchProposal::NeedsApproval(a) => {
+                WatchProposalInfo { watch: None, approval_id: Some(a.id), summary: Some(a.summary) }
+            }
+        })
+    }
+
+    /// Starts the watch an approved `watch.create_agent` request describes (idempotent).
+    pub fn create_approved_watch(&self, approval_id: i64) -> Result<WatchInfo, FfiError> {
+        self.inner().create_approved_watch(approval_id).map(Into::into).map_err(|e| ffi(&e))
     }
 
     /// Watches, newest first, optionally in one state.

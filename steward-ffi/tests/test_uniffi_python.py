@@ -244,3 +244,25 @@ def test_embedding_drains_through_a_real_model_server_and_errors_are_typed(tmp_p
     with pytest.raises(ffi.FfiError.Steward) as e:
         ffi.Steward.open(str(tmp_path / "home"))
     assert e.value.code == "EMBED_CONFIG_INVALID"
+
+
+def test_a_watch_with_grants_starts_when_a_person_approves_it(tmp_path):
+    import json
+    import time
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    definition = json.loads(time_watch(int(time.time()) + 3600, "mail my sister"))
+    definition["rules"][0]["grants"] = [{"tool": "mail.send", "constraints": {"fields": {
+        "to": {"kind": "exact", "value": ["sister@example.com"]},
+        "subject": {"kind": "exact", "value": "Hi"},
+        "body": {"kind": "exact", "value": "On my way."}}}}]
+    p = s.propose_watch(json.dumps(definition), "agent:launcher")
+    assert p.watch is None and p.approval_id is not None
+    assert "may mail.send" in p.summary
+    assert s.watches(None, 0, 10) == []
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.create_approved_watch(p.approval_id)
+    assert e.value.code == "APPROVAL_NOT_APPROVED"
+    s.human("ada").approve(p.approval_id, None, None)
+    [w] = s.watches(None, 0, 10)
+    assert w.approval_id == p.approval_id
+    assert s.create_approved_watch(p.approval_id).id == w.id

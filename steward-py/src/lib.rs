@@ -112,7 +112,79 @@ fn to_python<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bo
 /// One person's Steward home.
 #[pyclass(name = "Steward", module = "steward._steward", frozen)]
 struct PySteward {
-    inner: steward_core::Steward,
+    inner: std::sync::Arc<steward_core::Steward>,
+}
+
+/// A person's authority over approvals, minted explicitly by the notebook or script acting for
+/// them (`Steward.human("ada")`); agent identities cannot get one.
+#[pyclass(name = "Human", module = "steward._steward", frozen)]
+struct PyHuman {
+    steward: std::sync::Arc<steward_core::Steward>,
+    who: steward_core::approval::HumanAuthority,
+}
+
+impl PyHuman {
+    fn decide<'py>(
+        &self,
+        py: Python<'py>,
+        id: i64,
+        kind: steward_core::approval::DecisionKind,
+        input: steward_core::approval::DecisionInput,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let card = py
+            .detach(|| self.steward.decide_approval(id, kind, &input, &self.who))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &card)
+    }
+}
+
+#[pymethods]
+impl PyHuman {
+    /// Who is acting.
+    #[getter]
+    fn person(&self) -> &str {
+        self.who.person()
+    }
+
+    /// Approves request `id` (with `edit`, a dict, that input runs instead; `pin` for a
+    /// secure request). An approved watch card starts its watch. Returns the card.
+    #[pyo3(signature = (id, note=None, pin=None, edit=None))]
+    fn approve<'py>(
+        &self,
+        py: Python<'py>,
+        id: i64,
+        note: Option<String>,
+        pin: Option<String>,
+        edit: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let edit = match edit {
+            Some(e) => Some(serde_json::from_str(&json_object_of(py, Some(e))?).map_err(|e| {
+                coded(ErrorKind::InvalidInput, "PY_INVALID_ARGUMENT", &e.to_string())
+            })?),
+            None => None,
+        };
+        let input = steward_core::approval::DecisionInput { note, pin, edit };
+        self.decide(py, id, steward_core::approval::DecisionKind::Approve, input)
+    }
+
+    /// Denies request `id`; returns the card.
+    #[pyo3(signature = (id, note=None))]
+    fn deny<'py>(
+        &self,
+        py: Python<'py>,
+        id: i64,
+        note: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let input = steward_core::approval::DecisionInput { note, ..Default::default() };
+        self.decide(py, id, steward_core::approval::DecisionKind::Deny, input)
+    }
+
+    /// Sends request `id` back to the agent with `note` (what to change); returns the card.
+    fn revise<'py>(&self, py: Python<'py>, id: i64, note: String) -> PyResult<Bound<'py, PyAny>> {
+        let input =
+            steward_core::approval::DecisionInput { note: Some(note), ..Default::default() };
+        self.decide(py, id, steward_core::approval::DecisionKind::Revise, input)
+    }
 }
 
 fn summary_dict<'py>(
@@ -167,7 +239,57 @@ impl PySteward {
                 .open()
             })
             .map_err(|e| to_py(&e))?;
-        Ok(Self { inner })
+        Ok(Self { inner: std::sync::Arc::new(inner) })
+    }
+
+    /// The authority of `person` over approvals (refused for an agent identity).
+    fn human(&self, person: &str) -> PyResult<PyHuman> {
+        let who = self.inner.human(person).map_err(|e| to_py(&e))?;
+        Ok(PyHuman { steward: std::sync::Arc::clone(&self.inner), who })
+    }
+
+    /// Creates a watch, or — when a rule grants future actions — requests the Confirm approval
+    /// that starts it (asked by `agent`). Returns `{"outcome": "started", …watch}` or
+    /// `{"outcome": "needs_approval", …card}`.
+    #[pyo3(signature = (definition, agent="agent:python"))]
+    fn propose_watch<'py>(
+        &self,
+        py: Python<'py>,
+        definition: &Bound<'py, PyAny>,
+        agent: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let text = json_object_of(py, Some(definition))?;
+        let def = steward_core::watch::WatchDefinition::from_json(&text).map_err(|e| to_py(&e))?;
+        let p = py.detach(|| self.inner.propose_watch(&def, agent)).map_err(|e| to_py(&e))?;
+        to_python(py, &p)
+    }
+
+    /// Starts the watch an approved `watch.create_agent` request describes (idempotent).
+    fn create_approved_watch<'py>(
+        &self,
+        py: Python<'py>,
+        approval_id: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let w =
+            py.detach(|| self.inner.create_approved_watch(approval_id)).map_err(|e| to_py(&e))?;
+        to_python(py, &w)
+    }
+
+    /// The granted actions an event makes available (only its matched rules' grants), with
+    /// the arguments their constraints fix.
+    fn granted_actions<'py>(&self, py: Python<'py>, event_id: i64) -> PyResult<Bound<'py, PyAny>> {
+        let a = py
+            .detach(|| self.inner.watches().and_then(|w| w.granted_actions(event_id)))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &a)
+    }
+
+    /// The recorded action runs (claims and outcomes) of an event.
+    fn action_runs<'py>(&self, py: Python<'py>, event_id: i64) -> PyResult<Bound<'py, PyAny>> {
+        let r = py
+            .detach(|| self.inner.watches().and_then(|w| w.action_runs(event_id)))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &r)
     }
 
     /// Mirrors a Maildir; returns the sync summary as a dict.
@@ -441,6 +563,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySteward>()?;
+    m.add_class::<PyHuman>()?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(demo_maildir, m)?)?;
     let py = m.py();

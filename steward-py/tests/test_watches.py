@@ -58,3 +58,37 @@ def test_bad_definitions_are_typed_errors(tmp_path):
     with pytest.raises(steward.InvalidInputError):
         s.watches(limit=0)
     assert s.watches() == []
+
+
+def test_a_watch_with_grants_needs_a_person_and_then_starts(tmp_path):
+    s = steward.Steward(tmp_path / "home")
+    grant = {"tool": "mail.send", "constraints": {"fields": {
+        "to": {"kind": "exact", "value": ["sister@example.com"]},
+        "subject": {"kind": "exact", "value": "On my way"},
+        "body": {"kind": "template", "template": "It is {{event.at}}."}}}}
+    definition = {"source": "time", "resource_ref": instant(3600), "instruction": "mail her",
+                  "rules": [{"id": "m", "event": "time.reached", "once": True, "grants": [grant]}]}
+    card = s.propose_watch(definition)
+    assert card["outcome"] == "needs_approval"
+    assert card["tool"] == "watch.create_agent"
+    assert "may mail.send" in card["summary"]
+    assert s.watches() == []
+    with pytest.raises(steward.DeniedError) as e:
+        s.create_approved_watch(card["id"])
+    assert e.value.code == "APPROVAL_NOT_APPROVED"
+    with pytest.raises(steward.InvalidInputError):
+        s.human("agent:python")
+    ada = s.human("ada")
+    assert ada.person == "ada"
+    decided = ada.approve(card["id"], note="fine")
+    assert decided["status"] == "approved"
+    [w] = s.watches()
+    assert w["approval_id"] == card["id"]
+    assert s.create_approved_watch(card["id"])["id"] == w["id"]
+    # A denied one starts nothing.
+    other = s.propose_watch(definition)
+    assert ada.deny(other["id"])["status"] == "denied"
+    assert len(s.watches()) == 1
+    # Without grants it simply starts.
+    plain = dict(definition, rules=[{"id": "p", "event": "time.reached"}])
+    assert s.propose_watch(plain)["outcome"] == "started"

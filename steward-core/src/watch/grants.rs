@@ -576,3 +576,63 @@ pub fn describe_grants(rules: &[WatchRule]) -> String {
     }
     parts.join(". ")
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn grant(fields: Value) -> Grant {
+        serde_json::from_value(json!({"tool": "mail.reply", "constraints": {"fields": fields}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn ranges_templates_and_extra_fields_at_the_guard() {
+        let caps = CapabilityRegistry::builtin();
+        let cap = caps.get("mail.reply").unwrap();
+        let g = grant(json!({
+            "message_id": {"kind": "range", "min": 10, "max": 20},
+            "body": {"kind": "template", "template": "Platform {{event.platform}}"}
+        }));
+        let ctx = GrantContext { state: json!({}), event: json!({"platform": "7"}) };
+        let ok = json!({"message_id": 12, "body": "Platform 7"});
+        assert_eq!(guard_arguments(&g, cap, &ok, &ctx).unwrap(), ok);
+        for bad in [
+            json!({"message_id": 21, "body": "Platform 7"}),
+            json!({"message_id": 9.5, "body": "Platform 7"}),
+            json!({"message_id": "12", "body": "Platform 7"}),
+            json!({"message_id": 12, "body": "Platform 8"}),
+            json!({"message_id": 12, "body": "Platform 7", "reply_all": true}),
+            json!({"body": "Platform 7"}),
+            json!([12]),
+        ] {
+            assert!(guard_arguments(&g, cap, &bad, &ctx).is_err(), "{bad}");
+        }
+        // A template whose field has no value now refuses, it does not render a blank.
+        let empty = GrantContext { state: json!({}), event: json!({}) };
+        assert!(guard_arguments(&g, cap, &ok, &empty).unwrap_err().contains("no value"));
+        // The same checks at creation.
+        let fields = GrantFields::new(&["event.platform"], &[]);
+        let rule = |g: Grant| WatchRule {
+            id: "r".into(),
+            event: Some("e".into()),
+            trigger: None,
+            filter: std::collections::BTreeMap::new(),
+            once: false,
+            grants: vec![g],
+            continuation: None,
+        };
+        assert!(check_rule_grants(&rule(g), &caps, &fields).is_ok());
+        for bad in [
+            json!({"message_id": {"kind": "range", "min": 5, "max": 1}, "body": {"kind": "exact", "value": "x"}}),
+            json!({"message_id": {"kind": "range"}, "body": {"kind": "exact", "value": "x"}}),
+            json!({"message_id": {"kind": "one_of", "values": []}, "body": {"kind": "exact", "value": "x"}}),
+            json!({"message_id": {"kind": "exact", "value": 1}, "body": {"kind": "template", "template": "{{event.platform"}}),
+            json!({"message_id": {"kind": "exact", "value": 1}, "body": {"kind": "exact", "value": null}}),
+        ] {
+            assert!(check_rule_grants(&rule(grant(bad.clone())), &caps, &fields).is_err(), "{bad}");
+        }
+    }
+}

@@ -801,6 +801,11 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func mirrorStats() throws  -> MirrorStats
     
     /**
+     * Starts the watch an approved `watch.create_agent` request describes (idempotent).
+     */
+    func createApprovedWatch(approvalId: Int64) throws  -> WatchInfo
+    
+    /**
      * Creates a watch from its JSON definition (`source`, `resource_ref`, `instruction`,
      * `rules`, …: the same document `POST /watches` takes).
      */
@@ -810,6 +815,12 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * Runs one poll cycle at `now` (Unix seconds; absent: the clock).
      */
     func pollWatches(now: Int64?) throws  -> PollSummary
+    
+    /**
+     * Creates a watch, or — when its rules grant future actions — requests the Confirm
+     * approval (asked by `agent`, an `agent:` identity) whose approval starts it.
+     */
+    func proposeWatch(definitionJson: String, agent: String) throws  -> WatchProposalInfo
     
     /**
      * Stops a watch (idempotent).
@@ -1038,6 +1049,19 @@ open func mirrorStats()throws  -> MirrorStats  {
 }
     
     /**
+     * Starts the watch an approved `watch.create_agent` request describes (idempotent).
+     */
+open func createApprovedWatch(approvalId: Int64)throws  -> WatchInfo  {
+    return try  FfiConverterTypeWatchInfo_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_create_approved_watch(
+            self.uniffiCloneHandle(),
+        FfiConverterInt64.lower(approvalId),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Creates a watch from its JSON definition (`source`, `resource_ref`, `instruction`,
      * `rules`, …: the same document `POST /watches` takes).
      */
@@ -1060,6 +1084,21 @@ open func pollWatches(now: Int64?)throws  -> PollSummary  {
     uniffi_steward_ffi_fn_method_steward_poll_watches(
             self.uniffiCloneHandle(),
         FfiConverterOptionInt64.lower(now),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Creates a watch, or — when its rules grant future actions — requests the Confirm
+     * approval (asked by `agent`, an `agent:` identity) whose approval starts it.
+     */
+open func proposeWatch(definitionJson: String, agent: String)throws  -> WatchProposalInfo  {
+    return try  FfiConverterTypeWatchProposalInfo_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_propose_watch(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(definitionJson),
+        FfiConverterString.lower(agent),uniffiCallStatus
     )
 })
 }
@@ -2693,6 +2732,10 @@ public struct WatchInfo: Equatable, Hashable {
      * The last source failure, until a check succeeds.
      */
     public var lastError: String?
+    /**
+     * The person's approval of its grants, when it has any.
+     */
+    public var approvalId: Int64?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2717,7 +2760,10 @@ public struct WatchInfo: Equatable, Hashable {
          */expiresAt: Int64, 
         /**
          * The last source failure, until a check succeeds.
-         */lastError: String?) {
+         */lastError: String?, 
+        /**
+         * The person's approval of its grants, when it has any.
+         */approvalId: Int64?) {
         self.id = id
         self.source = source
         self.resourceRef = resourceRef
@@ -2725,6 +2771,7 @@ public struct WatchInfo: Equatable, Hashable {
         self.status = status
         self.expiresAt = expiresAt
         self.lastError = lastError
+        self.approvalId = approvalId
     }
 
     
@@ -2749,7 +2796,8 @@ public struct FfiConverterTypeWatchInfo: FfiConverterRustBuffer {
                 instruction: FfiConverterString.read(from: &buf), 
                 status: FfiConverterString.read(from: &buf), 
                 expiresAt: FfiConverterInt64.read(from: &buf), 
-                lastError: FfiConverterOptionString.read(from: &buf)
+                lastError: FfiConverterOptionString.read(from: &buf), 
+                approvalId: FfiConverterOptionInt64.read(from: &buf)
         )
     }
 
@@ -2761,6 +2809,7 @@ public struct FfiConverterTypeWatchInfo: FfiConverterRustBuffer {
         FfiConverterString.write(value.status, into: &buf)
         FfiConverterInt64.write(value.expiresAt, into: &buf)
         FfiConverterOptionString.write(value.lastError, into: &buf)
+        FfiConverterOptionInt64.write(value.approvalId, into: &buf)
     }
 }
 
@@ -2777,6 +2826,85 @@ public func FfiConverterTypeWatchInfo_lift(_ buf: RustBuffer) throws -> WatchInf
 #endif
 public func FfiConverterTypeWatchInfo_lower(_ value: WatchInfo) -> RustBuffer {
     return FfiConverterTypeWatchInfo.lower(value)
+}
+
+
+/**
+ * What proposing a watch did: started it, or asked for the approval that will.
+ */
+public struct WatchProposalInfo: Equatable, Hashable {
+    /**
+     * The watch, when it had no grants and started.
+     */
+    public var watch: WatchInfo?
+    /**
+     * The approval request that starts it, when its rules grant actions.
+     */
+    public var approvalId: Int64?
+    /**
+     * The card's words for what the watch may do.
+     */
+    public var summary: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The watch, when it had no grants and started.
+         */watch: WatchInfo?, 
+        /**
+         * The approval request that starts it, when its rules grant actions.
+         */approvalId: Int64?, 
+        /**
+         * The card's words for what the watch may do.
+         */summary: String?) {
+        self.watch = watch
+        self.approvalId = approvalId
+        self.summary = summary
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension WatchProposalInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeWatchProposalInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> WatchProposalInfo {
+        return
+            try WatchProposalInfo(
+                watch: FfiConverterOptionTypeWatchInfo.read(from: &buf), 
+                approvalId: FfiConverterOptionInt64.read(from: &buf), 
+                summary: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: WatchProposalInfo, into buf: inout [UInt8]) {
+        FfiConverterOptionTypeWatchInfo.write(value.watch, into: &buf)
+        FfiConverterOptionInt64.write(value.approvalId, into: &buf)
+        FfiConverterOptionString.write(value.summary, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchProposalInfo_lift(_ buf: RustBuffer) throws -> WatchProposalInfo {
+    return try FfiConverterTypeWatchProposalInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchProposalInfo_lower(_ value: WatchProposalInfo) -> RustBuffer {
+    return FfiConverterTypeWatchProposalInfo.lower(value)
 }
 
 
@@ -3460,6 +3588,30 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeWatchInfo: FfiConverterRustBuffer {
+    typealias SwiftType = WatchInfo?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeWatchInfo.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeWatchInfo.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
     typealias SwiftType = [String]
 
@@ -3677,10 +3829,16 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_mirror_stats() != 14158) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_create_approved_watch() != 33381) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_create_watch() != 63979) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_poll_watches() != 32249) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_propose_watch() != 62041) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_stop_watch() != 49875) {

@@ -380,6 +380,11 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuf
 RustBuffer uniffi_steward_ffi_fn_method_steward_mirror_stats(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_APPROVED_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_APPROVED_WATCH
+RustBuffer uniffi_steward_ffi_fn_method_steward_create_approved_watch(uint64_t ptr, int64_t approval_id, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_WATCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_WATCH
 RustBuffer uniffi_steward_ffi_fn_method_steward_create_watch(uint64_t ptr, RustBuffer definition_json, RustCallStatus *_Nonnull out_status
@@ -388,6 +393,11 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_create_watch(uint64_t ptr, RustB
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES
 RustBuffer uniffi_steward_ffi_fn_method_steward_poll_watches(uint64_t ptr, RustBuffer now, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_PROPOSE_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_PROPOSE_WATCH
+RustBuffer uniffi_steward_ffi_fn_method_steward_propose_watch(uint64_t ptr, RustBuffer definition_json, RustBuffer agent, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_STOP_WATCH
@@ -766,6 +776,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_mirror_stats(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CREATE_APPROVED_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CREATE_APPROVED_WATCH
+uint16_t uniffi_steward_ffi_checksum_method_steward_create_approved_watch(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CREATE_WATCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CREATE_WATCH
 uint16_t uniffi_steward_ffi_checksum_method_steward_create_watch(void
@@ -775,6 +791,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_create_watch(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES
 uint16_t uniffi_steward_ffi_checksum_method_steward_poll_watches(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_PROPOSE_WATCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_PROPOSE_WATCH
+uint16_t uniffi_steward_ffi_checksum_method_steward_propose_watch(void
     
 );
 #endif
