@@ -22,6 +22,7 @@ pub mod index;
 pub mod journal;
 mod jsonl;
 pub mod limits;
+pub mod llm;
 pub mod mirror;
 pub mod net;
 pub mod outbox;

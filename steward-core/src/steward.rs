@@ -43,6 +43,9 @@ pub enum OpenError {
     /// The embedding configuration cannot be used.
     #[error(transparent)]
     Embed(#[from] crate::embed::EmbedConfigError),
+    /// The chat-model configuration cannot be used.
+    #[error(transparent)]
+    Llm(#[from] crate::llm::LlmConfigError),
 }
 
 impl StewardError for OpenError {
@@ -54,6 +57,7 @@ impl StewardError for OpenError {
             Self::Mirror(e) => e.code(),
             Self::Tool(e) => e.code(),
             Self::Embed(e) => e.code(),
+            Self::Llm(e) => e.code(),
         }
     }
 
@@ -64,6 +68,7 @@ impl StewardError for OpenError {
             Self::Mirror(e) => e.kind(),
             Self::Tool(e) => e.kind(),
             Self::Embed(e) => e.kind(),
+            Self::Llm(e) => e.kind(),
         }
     }
 }
@@ -83,6 +88,8 @@ pub struct StewardBuilder {
     limits: Limits,
     embedder: Option<Arc<dyn Embedder>>,
     embedder_from_config: bool,
+    llm: Option<crate::llm::LlmConfig>,
+    llm_from_config: bool,
     tools: Vec<ToolSpec>,
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
 }
@@ -131,6 +138,22 @@ impl StewardBuilder {
         self
     }
 
+    /// Uses this chat-model configuration (tiers → targets) for [`Steward::llm`].
+    #[must_use]
+    pub fn llm(mut self, config: crate::llm::LlmConfig) -> Self {
+        self.llm = Some(config);
+        self
+    }
+
+    /// Uses the chat models configured for the home (`[llm]` in `<home>/config.toml` and
+    /// `STEWARD_LLM_*`, see [`crate::llm::LlmConfig::load`]) unless one is given with
+    /// [`StewardBuilder::llm`]; an unusable configuration fails the open.
+    #[must_use]
+    pub fn llm_from_config(mut self) -> Self {
+        self.llm_from_config = true;
+        self
+    }
+
     /// Registers a watch source (a connector's adapter: `time`, `train`, …).
     #[must_use]
     pub fn watch_adapter(mut self, adapter: Arc<dyn crate::watch::WatchAdapter>) -> Self {
@@ -164,7 +187,18 @@ impl StewardBuilder {
             None if self.embedder_from_config => crate::embed::configured(&home)?,
             None => None,
         };
+        let llm_config = match self.llm {
+            Some(c) => {
+                c.validate()?;
+                Some(c)
+            }
+            None if self.llm_from_config => crate::llm::LlmConfig::load(&home)?,
+            None => None,
+        };
         Ok(Steward {
+            llm_config,
+            llm: std::sync::OnceLock::new(),
+            usage: std::sync::OnceLock::new(),
             tools,
             policy: std::sync::OnceLock::new(),
             access: std::sync::OnceLock::new(),
@@ -260,6 +294,12 @@ pub struct Steward {
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     /// `watches.db`, opened on first use.
     watches: std::sync::OnceLock<crate::watch::Watches>,
+    /// The chat models, when configured.
+    llm_config: Option<crate::llm::LlmConfig>,
+    /// Built on first use.
+    llm: std::sync::OnceLock<crate::llm::LlmClient>,
+    /// `usage.db`, opened on first use.
+    usage: std::sync::OnceLock<Arc<crate::llm::UsageLedger>>,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -429,6 +469,28 @@ impl Steward {
         }
         let opened = crate::access::AccessStore::open(&self.home, &self.limits)?;
         Ok(self.access.get_or_init(|| opened))
+    }
+
+    /// The usage ledger (`usage.db`).
+    pub fn usage(&self) -> Result<&Arc<crate::llm::UsageLedger>, crate::store::StoreError> {
+        if let Some(u) = self.usage.get() {
+            return Ok(u);
+        }
+        let opened = Arc::new(crate::llm::UsageLedger::open(&self.home, &self.limits)?);
+        Ok(self.usage.get_or_init(|| opened))
+    }
+
+    /// The chat-model client over the configured tiers, recording into the usage ledger.
+    pub fn llm(&self) -> Result<&crate::llm::LlmClient, crate::llm::LlmError> {
+        if let Some(c) = self.llm.get() {
+            return Ok(c);
+        }
+        let config =
+            self.llm_config.clone().ok_or(crate::llm::LlmError::NotConfigured("any capability"))?;
+        let ledger = self.usage().map_err(|e| crate::llm::LlmError::Invalid(e.to_string()))?;
+        let client = crate::llm::LlmClient::new(config, Some(Arc::clone(ledger)))
+            .map_err(|e| crate::llm::LlmError::Invalid(e.to_string()))?;
+        Ok(self.llm.get_or_init(|| client))
     }
 
     /// Durable watches (`watches.db`) over the registered sources.

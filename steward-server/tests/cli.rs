@@ -672,3 +672,56 @@ fn trains_next_and_status_over_a_replayed_endpoint() {
         cmd(&["trains", "next", "Milano Centrale", "Torino Porta Nuova", "--after", "tomorrow"]);
     assert_eq!(bad_time.status.code(), Some(2));
 }
+
+#[test]
+fn usage_reports_the_ledger_by_service_action_model_and_day() {
+    use steward_core::llm::{AttemptRecord, RequestRecord, TokenUsage, UsageLedger};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let now = steward_core::time::now_secs();
+    {
+        let ledger = UsageLedger::open(&home, &steward_core::Limits::default()).unwrap();
+        let rec = |service: Option<&str>, at: i64, outcome: &'static str| RequestRecord {
+            at,
+            service: service.map(str::to_owned),
+            action: service.map(|_| "chat.turn".to_owned()),
+            capability: "tier-1".into(),
+            target: Some("cloud".into()),
+            model: Some("big".into()),
+            outcome,
+            streamed: false,
+            usage: TokenUsage { input: 100, output: 10, cache_read: 0, cache_write: 0 },
+            cost_micros: 250,
+            priced: true,
+            latency_ms: 40,
+            error: None,
+        };
+        let attempt = |outcome: &'static str| AttemptRecord {
+            target: "cloud".into(),
+            model: "big".into(),
+            status: Some(200),
+            outcome,
+            latency_ms: 20,
+            error: None,
+        };
+        ledger
+            .record(&rec(Some("agent"), now - 60, "ok"), &[attempt("failed"), attempt("ok")])
+            .unwrap();
+        ledger.record(&rec(None, now - 120, "failed"), &[attempt("failed")]).unwrap();
+        ledger.record(&rec(Some("agent"), now - 30 * 86_400, "ok"), &[attempt("ok")]).unwrap();
+    }
+    let run = |args: &[&str]| steward().arg("--home").arg(&home).args(args).output().unwrap();
+    let week = json(&run(&["usage", "--json"]));
+    assert_eq!(week["total"]["requests"], 2, "{week}");
+    assert_eq!(week["total"]["attempts"], 3);
+    assert_eq!(week["total"]["failed"], 1);
+    assert_eq!(week["unattributed"], 1);
+    let services: Vec<&str> =
+        week["by_service"].as_array().unwrap().iter().map(|g| g["key"].as_str().unwrap()).collect();
+    assert_eq!(services, ["agent", "unknown"]);
+    assert_eq!(week["by_model"][0]["key"], "big");
+    assert_eq!(json(&run(&["usage", "--since", "all", "--json"]))["total"]["requests"], 3);
+    let bad = run(&["usage", "--since", "yesterday-ish"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -122,6 +122,16 @@ pub enum Reply {
     Raw(u16, Vec<(String, String)>, Vec<u8>),
     /// Nothing for this long, then close the connection without answering.
     Hang(Duration),
+    /// A 200 `text/event-stream`: each chunk as a `data:` event, `gap` apart, then
+    /// `data: [DONE]` when `done` — else the connection just closes (a stream cut mid-output).
+    Sse {
+        /// The JSON chunks.
+        chunks: Vec<Value>,
+        /// Whether to finish with `[DONE]`.
+        done: bool,
+        /// Pause between chunks.
+        gap: Duration,
+    },
 }
 
 type Script = dyn Fn(&Recorded, usize) -> Reply + Send + Sync;
@@ -235,6 +245,23 @@ fn serve(conn: TcpStream, log: &Mutex<Vec<Recorded>>, script: &Script) {
             std::thread::sleep(d);
             return;
         }
+        Reply::Sse { chunks, done, gap } => {
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+            if conn.write_all(head.as_bytes()).is_err() {
+                return;
+            }
+            for c in chunks {
+                let event = format!("data: {c}\n\n");
+                if conn.write_all(event.as_bytes()).and_then(|()| conn.flush()).is_err() {
+                    return;
+                }
+                std::thread::sleep(gap);
+            }
+            if done {
+                let _ = conn.write_all(b"data: [DONE]\n\n");
+            }
+            return;
+        }
     };
     let mut head = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -246,6 +273,51 @@ fn serve(conn: TcpStream, log: &Mutex<Vec<Recorded>>, script: &Script) {
     head.push_str("\r\n");
     let _ = conn.write_all(head.as_bytes());
     let _ = conn.write_all(&body);
+}
+
+/// A chat-completions answer with `content`, optional tool calls (`(id, name, arguments)`)
+/// and usage (`prompt`, `completion`, `cached` tokens).
+pub fn chat_answer(
+    model: &str,
+    content: &str,
+    tool_calls: &[(&str, &str, &str)],
+    usage: (u64, u64, u64),
+) -> Value {
+    let calls: Vec<Value> = tool_calls
+        .iter()
+        .map(|(id, name, args)| {
+            serde_json::json!({"id": id, "type": "function",
+                "function": {"name": name, "arguments": args}})
+        })
+        .collect();
+    let mut message = serde_json::json!({"role": "assistant", "content": content});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": model,
+        "choices": [{"index": 0, "message": message,
+            "finish_reason": if tool_calls.is_empty() { "stop" } else { "tool_calls" }}],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
+            "total_tokens": usage.0 + usage.1,
+            "prompt_tokens_details": {"cached_tokens": usage.2}}
+    })
+}
+
+/// The chunks of a streamed answer: `pieces` of text, then a finish and a usage chunk.
+pub fn chat_stream_chunks(model: &str, pieces: &[&str], usage: (u64, u64)) -> Vec<Value> {
+    let mut out: Vec<Value> = pieces
+        .iter()
+        .map(|p| {
+            serde_json::json!({"object": "chat.completion.chunk", "model": model,
+                "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]})
+        })
+        .collect();
+    out.push(serde_json::json!({"object": "chat.completion.chunk", "model": model,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    out.push(serde_json::json!({"object": "chat.completion.chunk", "model": model, "choices": [],
+        "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1}}));
+    out
 }
 
 /// A deterministic embedding: each word (lower-cased, alphanumeric) adds to a hashed axis, so

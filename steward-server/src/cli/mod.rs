@@ -37,6 +37,7 @@ mod mail;
 mod ops;
 mod serve;
 mod trains;
+mod usage;
 mod watch;
 
 /// Prints `v` as one line of JSON.
@@ -121,6 +122,8 @@ enum Command {
         #[command(subcommand)]
         cmd: ops::OpsCmd,
     },
+    /// What the models cost: requests, tokens, cost and latency by service, action, model, day.
+    Usage(usage::UsageArgs),
     /// Italian trains: the next direct train between two stations, a train's status.
     Trains {
         #[command(subcommand)]
@@ -304,6 +307,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Ops { cmd } => ops::ops(args.home, cmd),
         Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Trains { cmd } => trains::trains(cmd),
+        Command::Usage(a) => usage::run(args.home, a),
         Command::Mail { cmd } => mail::mail(args.home, cmd),
     };
     match result {

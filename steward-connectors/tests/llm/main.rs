@@ -1,0 +1,285 @@
+//! The chat-model client against a scripted OpenAI-compatible server on loopback (the real
+//! wire format: JSON answers, SSE streams, error bodies): fallback, alias collapse, the shared
+//! deadline, streams that fail before their first byte (retried elsewhere) or mid-output
+//! (never switched), tool calls streamed and not, and the usage ledger.
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use steward_connectors::testing::models::{
+    Reply, ScriptedServer, chat_answer, chat_stream_chunks, error_answer,
+};
+use steward_core::{
+    Limits, StewardError as _,
+    llm::{
+        Attribution, Capability, ChatRequest, LlmClient, LlmConfig, LlmError, Message, Rates,
+        StreamDelta, Target, ToolDef, UsageLedger,
+    },
+};
+
+fn target(server: &ScriptedServer, model: &str) -> Target {
+    Target {
+        base_url: server.base_url.clone(),
+        model: model.to_owned(),
+        api_key: None,
+        tools: true,
+    }
+}
+
+/// A client whose `tier-1` tries `targets` in order.
+fn client(
+    targets: Vec<(&str, Target)>,
+    deadline: Duration,
+    home: &std::path::Path,
+) -> (LlmClient, Arc<UsageLedger>) {
+    let tier: Vec<String> = targets.iter().map(|(n, _)| (*n).to_owned()).collect();
+    let config = LlmConfig {
+        targets: targets.into_iter().map(|(n, t)| (n.to_owned(), t)).collect(),
+        tiers: BTreeMap::from([(Capability::Tier1, tier)]),
+        rates: BTreeMap::from([(
+            "big".to_owned(),
+            Rates { input: 2.0, output: 10.0, cache_read: 0.5, cache_write: 0.0 },
+        )]),
+        deadline,
+    };
+    let ledger = Arc::new(UsageLedger::open(home, &Limits::default()).unwrap());
+    (LlmClient::new(config, Some(Arc::clone(&ledger))).unwrap(), ledger)
+}
+
+fn request(service: Option<&str>) -> ChatRequest {
+    let mut r = ChatRequest::new(
+        Capability::Tier1,
+        vec![Message::text("system", "Be brief."), Message::text("user", "Which platform?")],
+    );
+    r.attribution = Attribution {
+        service: service.map(str::to_owned),
+        action: service.map(|_| "chat.turn".to_owned()),
+    };
+    r
+}
+
+#[test]
+fn a_failed_target_falls_back_and_the_ledger_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = ScriptedServer::start(|_, _| error_answer(503, "overloaded"));
+    let up = ScriptedServer::start(|_, _| {
+        Reply::Json(
+            200,
+            chat_answer(
+                "big",
+                "",
+                &[("call_1", "trains_status", r#"{"ref":"vt1_x"}"#)],
+                (1_200, 40, 1_000),
+            ),
+        )
+    });
+    let (c, ledger) = client(
+        vec![("primary", target(&down, "big")), ("secondary", target(&up, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let mut req = request(Some("agent"));
+    req.tools = vec![ToolDef {
+        name: "trains_status".into(),
+        description: "A train's status".into(),
+        parameters: json!({"type": "object", "properties": {"ref": {"type": "string"}}}),
+    }];
+    let r = c.complete(&req).unwrap();
+    assert_eq!((r.target.as_str(), r.attempts), ("secondary", 2));
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(
+        (r.tool_calls[0].name.as_str(), r.tool_calls[0].arguments.as_str()),
+        ("trains_status", r#"{"ref":"vt1_x"}"#)
+    );
+    assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+    assert_eq!((r.usage.input, r.usage.cache_read, r.usage.output), (200, 1_000, 40));
+    // The wire: tools in the OpenAI shape, attribution headers.
+    let sent = &up.requests()[0];
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.body["tools"][0]["function"]["name"], "trains_status");
+    assert_eq!(sent.header("x-usage-service"), Some("agent"));
+    assert_eq!(sent.header("x-usage-action"), Some("chat.turn"));
+    // One terminal row; attempts beside it; tokens and cost once.
+    let id = r.request_id.unwrap();
+    let attempts = ledger.attempts(id).unwrap();
+    assert_eq!(
+        attempts,
+        [
+            ("primary".to_owned(), Some(503), "failed".to_owned()),
+            ("secondary".to_owned(), Some(200), "ok".to_owned())
+        ]
+    );
+    let report = ledger.report(0).unwrap();
+    assert_eq!((report.total.requests, report.total.attempts, report.total.failed), (1, 2, 0));
+    assert_eq!(
+        (report.total.input_tokens, report.total.cache_read_tokens, report.total.output_tokens),
+        (200, 1_000, 40)
+    );
+    // 200 × 2 + 40 × 10 + 1,000 × 0.5 per million = 0.0013 USD.
+    assert!((report.total.cost_usd - 0.0013).abs() < 1e-9, "{}", report.total.cost_usd);
+    assert_eq!(report.by_service[0].key, "agent");
+    assert_eq!(report.unattributed, 0);
+}
+
+#[test]
+fn aliases_collapse_and_every_failure_is_typed_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let down = ScriptedServer::start(|_, n| {
+        if n == 0 {
+            Reply::Raw(200, Vec::new(), b"{not json".to_vec())
+        } else {
+            error_answer(429, "slow down")
+        }
+    });
+    let same = target(&down, "big");
+    let (c, ledger) =
+        client(vec![("a", same.clone()), ("a-alias", same)], Duration::from_secs(30), dir.path());
+    let e = c.complete(&request(None)).unwrap_err();
+    assert_eq!(e.code(), "LLM_UNAVAILABLE");
+    assert_eq!(down.requests().len(), 1, "the alias of a failed target is not tried again");
+    assert!(e.to_string().contains("malformed answer"), "{e}");
+    // A 429 is a failure of that target too.
+    let e = c.complete(&request(None)).unwrap_err();
+    assert!(e.to_string().contains("429"), "{e}");
+    let report = ledger.report(0).unwrap();
+    assert_eq!((report.total.requests, report.total.failed), (2, 2));
+    assert_eq!(report.unattributed, 2, "missing attribution is surfaced");
+    assert_eq!(report.by_service[0].key, "unknown");
+    // No target for the capability: typed, nothing sent.
+    let mut other = request(Some("agent"));
+    other.capability = Capability::Tier5;
+    assert_eq!(c.complete(&other).unwrap_err().code(), "LLM_NOT_CONFIGURED");
+    assert_eq!(down.requests().len(), 2);
+}
+
+#[test]
+fn the_deadline_is_shared_across_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = ScriptedServer::start(|_, _| Reply::Hang(Duration::from_secs(3)));
+    let never =
+        ScriptedServer::start(|_, _| Reply::Json(200, chat_answer("big", "late", &[], (1, 1, 0))));
+    let (c, ledger) = client(
+        vec![("slow", target(&slow, "big")), ("never", target(&never, "big"))],
+        Duration::from_secs(1),
+        dir.path(),
+    );
+    let t = Instant::now();
+    let e = c.complete(&request(Some("agent"))).unwrap_err();
+    assert!(matches!(e, LlmError::Deadline(1)), "{e:?}");
+    assert!(t.elapsed() < Duration::from_millis(2_500), "{:?}", t.elapsed());
+    assert!(never.requests().is_empty(), "nothing is tried after the deadline");
+    assert_eq!(ledger.report(0).unwrap().total.failed, 1);
+}
+
+fn collect(
+    c: &LlmClient,
+    req: &ChatRequest,
+) -> (Result<steward_core::llm::ChatResponse, LlmError>, Vec<StreamDelta>) {
+    let mut got = Vec::new();
+    let r = c.stream(req, &mut |d| got.push(d.clone()));
+    (r, got)
+}
+
+#[test]
+fn a_stream_is_retried_only_before_its_first_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = ScriptedServer::start(|_, _| error_answer(500, "boom"));
+    let good = ScriptedServer::start(|_, _| Reply::Sse {
+        chunks: chat_stream_chunks("big", &["Platform ", "7", "."], (50, 3)),
+        done: true,
+        gap: Duration::from_millis(5),
+    });
+    let (c, ledger) = client(
+        vec![("first", target(&before, "big")), ("second", target(&good, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let (r, got) = collect(&c, &request(Some("agent")));
+    let r = r.unwrap();
+    assert_eq!(r.content, "Platform 7.");
+    assert_eq!((r.target.as_str(), r.attempts), ("second", 2));
+    assert_eq!(got.len(), 3, "only the answering target's output reached the caller");
+    assert_eq!((r.usage.input, r.usage.output), (50, 3));
+    assert_eq!(good.requests()[0].body["stream"], true);
+
+    // Cut mid-output: an error, the rest of the route never tried.
+    let cut = ScriptedServer::start(|_, _| Reply::Sse {
+        chunks: chat_stream_chunks("big", &["Platform ", "7"], (50, 3))[..2].to_vec(),
+        done: false,
+        gap: Duration::from_millis(5),
+    });
+    let spare = ScriptedServer::start(|_, _| Reply::Sse {
+        chunks: chat_stream_chunks("big", &["other"], (1, 1)),
+        done: true,
+        gap: Duration::ZERO,
+    });
+    let (c, ledger2) = client(
+        vec![("cut", target(&cut, "big")), ("spare", target(&spare, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let (r, got) = collect(&c, &request(Some("agent")));
+    match r.unwrap_err() {
+        LlmError::Interrupted { target, delivered_chars, .. } => {
+            assert_eq!((target.as_str(), delivered_chars), ("cut", 10));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(got, [StreamDelta::Text("Platform ".into()), StreamDelta::Text("7".into())]);
+    assert!(spare.requests().is_empty(), "never switched mid-output");
+    let report = ledger2.report(0).unwrap();
+    assert_eq!(
+        (report.total.requests, report.total.failed),
+        (2, 1),
+        "one ok before, one interrupted"
+    );
+    drop(ledger);
+}
+
+#[test]
+fn streamed_tool_calls_are_assembled_from_fragments() {
+    let dir = tempfile::tempdir().unwrap();
+    let frag = |i: u64, id: Option<&str>, name: Option<&str>, args: &str| -> Value {
+        let mut f = json!({"index": i, "function": {"arguments": args}});
+        if let Some(id) = id {
+            f["id"] = id.into();
+            f["type"] = "function".into();
+        }
+        if let Some(n) = name {
+            f["function"]["name"] = n.into();
+        }
+        json!({"object": "chat.completion.chunk", "model": "big",
+               "choices": [{"index": 0, "delta": {"tool_calls": [f]}, "finish_reason": null}]})
+    };
+    let chunks = vec![
+        frag(0, Some("call_a"), Some("mail_search"), "{\"query\":"),
+        frag(0, None, None, "\"tax\"}"),
+        frag(1, Some("call_b"), Some("trains_next"), "{}"),
+        json!({"object": "chat.completion.chunk", "model": "big",
+               "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    ];
+    let server = ScriptedServer::start(move |_, _| Reply::Sse {
+        chunks: chunks.clone(),
+        done: true,
+        gap: Duration::ZERO,
+    });
+    let (c, _ledger) =
+        client(vec![("only", target(&server, "big"))], Duration::from_secs(30), dir.path());
+    let (r, got) = collect(&c, &request(Some("agent")));
+    let r = r.unwrap();
+    assert_eq!(got.len(), 3);
+    let calls: Vec<(&str, &str, &str)> = r
+        .tool_calls
+        .iter()
+        .map(|t| (t.id.as_str(), t.name.as_str(), t.arguments.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [("call_a", "mail_search", "{\"query\":\"tax\"}"), ("call_b", "trains_next", "{}")]
+    );
+    assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+}

@@ -1,0 +1,486 @@
+//! The OpenAI-compatible `/chat/completions` client: sequential fallback, a shared deadline,
+//! SSE streaming that never switches providers mid-output, tool calls, and the ledger.
+
+use std::{
+    io::{BufRead as _, BufReader, Read as _},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+use super::{
+    AttemptRecord, ChatRequest, ChatResponse, LlmConfig, LlmConfigError, LlmError,
+    MAX_ANSWER_BYTES, MAX_MESSAGES, MAX_SSE_LINE_BYTES, MAX_TOOLS, RequestRecord, Target,
+    TokenUsage, ToolCall, UsageLedger, cost_micros,
+};
+
+/// A piece of streamed output, as it reaches the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamDelta {
+    /// Text.
+    Text(String),
+    /// A fragment of a tool call (`index` orders calls; `arguments` accumulate).
+    ToolCall {
+        /// Which call.
+        index: usize,
+        /// Its id, on its first fragment.
+        id: Option<String>,
+        /// Its tool name, on its first fragment.
+        name: Option<String>,
+        /// More of its JSON arguments.
+        arguments: String,
+    },
+}
+
+/// A chat client over the configured targets. Its calls block.
+pub struct LlmClient {
+    config: LlmConfig,
+    http: reqwest::blocking::Client,
+    ledger: Option<Arc<UsageLedger>>,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmClient").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// How one attempt failed.
+struct AttemptError {
+    status: Option<u16>,
+    message: String,
+    /// Characters (and tool-call fragments) already handed to the caller.
+    delivered: usize,
+}
+
+fn failed(status: Option<u16>, message: impl Into<String>) -> AttemptError {
+    AttemptError { status, message: message.into(), delivered: 0 }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl LlmClient {
+    /// A client for `config`, recording into `ledger` when given.
+    pub fn new(
+        config: LlmConfig,
+        ledger: Option<Arc<UsageLedger>>,
+    ) -> Result<Self, LlmConfigError> {
+        config.validate()?;
+        crate::net::install_crypto_provider();
+        let http = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| LlmConfigError(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self { config, http, ledger })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// One answer, falling back across the capability's targets.
+    pub fn complete(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.run(req, None)
+    }
+
+    /// A streamed answer: `on_delta` receives the output as it arrives. A target that fails
+    /// before anything reached `on_delta` gives way to the next; once output was delivered, a
+    /// failure is [`LlmError::Interrupted`] and nothing else is tried.
+    pub fn stream(
+        &self,
+        req: &ChatRequest,
+        on_delta: &mut dyn FnMut(&StreamDelta),
+    ) -> Result<ChatResponse, LlmError> {
+        self.run(req, Some(on_delta))
+    }
+
+    fn run(
+        &self,
+        req: &ChatRequest,
+        mut sink: Option<&mut dyn FnMut(&StreamDelta)>,
+    ) -> Result<ChatResponse, LlmError> {
+        if req.messages.is_empty() || req.messages.len() > MAX_MESSAGES {
+            return Err(LlmError::Invalid(format!("1..={MAX_MESSAGES} messages")));
+        }
+        if req.tools.len() > MAX_TOOLS {
+            return Err(LlmError::Invalid(format!("at most {MAX_TOOLS} tools")));
+        }
+        let cap = req.capability.as_str();
+        let streamed = sink.is_some();
+        let route = self.config.route(req.capability, !req.tools.is_empty());
+        if route.is_empty() {
+            return Err(LlmError::NotConfigured(cap));
+        }
+        let started = Instant::now();
+        let at = crate::time::now_secs();
+        let deadline = self.config.deadline;
+        let mut attempts: Vec<AttemptRecord> = Vec::new();
+        let mut last = String::new();
+        let mut last_target: Option<(String, String)> = None;
+        let mut outcome = "failed";
+        for (name, target) in &route {
+            let remaining = deadline.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                outcome = "deadline";
+                break;
+            }
+            let t0 = Instant::now();
+            last_target = Some((name.clone(), target.model.clone()));
+            match self.attempt(target, req, remaining, sink.as_deref_mut()) {
+                Ok(mut resp) => {
+                    attempts.push(AttemptRecord {
+                        target: name.clone(),
+                        model: target.model.clone(),
+                        status: Some(200),
+                        outcome: "ok",
+                        latency_ms: millis(t0.elapsed()),
+                        error: None,
+                    });
+                    resp.target.clone_from(name);
+                    resp.attempts = attempts.len();
+                    resp.request_id = self.record(
+                        req,
+                        at,
+                        started,
+                        "ok",
+                        Some((name, target)),
+                        &resp.usage,
+                        None,
+                        &attempts,
+                        streamed,
+                    );
+                    return Ok(resp);
+                }
+                Err(e) => {
+                    attempts.push(AttemptRecord {
+                        target: name.clone(),
+                        model: target.model.clone(),
+                        status: e.status,
+                        outcome: "failed",
+                        latency_ms: millis(t0.elapsed()),
+                        error: Some(e.message.clone()),
+                    });
+                    if e.delivered > 0 {
+                        // Output reached the caller: never retried, never switched.
+                        self.record(
+                            req,
+                            at,
+                            started,
+                            "interrupted",
+                            Some((name, target)),
+                            &TokenUsage::default(),
+                            Some(&e.message),
+                            &attempts,
+                            true,
+                        );
+                        return Err(LlmError::Interrupted {
+                            target: name.clone(),
+                            delivered_chars: e.delivered,
+                            reason: e.message,
+                        });
+                    }
+                    last = format!("{name}: {}", e.message);
+                    if started.elapsed() >= deadline {
+                        outcome = "deadline";
+                        break;
+                    }
+                }
+            }
+        }
+        let error = if outcome == "deadline" {
+            LlmError::Deadline(deadline.as_secs())
+        } else {
+            LlmError::Unavailable { capability: cap, attempts: attempts.len(), last }
+        };
+        let answered = last_target.as_ref().and_then(|(n, _)| route.iter().find(|(r, _)| r == n));
+        self.record(
+            req,
+            at,
+            started,
+            outcome,
+            answered.map(|(n, t)| (n, t)),
+            &TokenUsage::default(),
+            Some(&error.to_string()),
+            &attempts,
+            streamed,
+        );
+        Err(error)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        req: &ChatRequest,
+        at: i64,
+        started: Instant,
+        outcome: &'static str,
+        target: Option<(&String, &Target)>,
+        usage: &TokenUsage,
+        error: Option<&str>,
+        attempts: &[AttemptRecord],
+        streamed: bool,
+    ) -> Option<i64> {
+        let ledger = self.ledger.as_ref()?;
+        let model = target.map(|(_, t)| t.model.clone());
+        let rates = model.as_ref().and_then(|m| self.config.rates.get(m));
+        let record = RequestRecord {
+            at,
+            service: req.attribution.service.clone(),
+            action: req.attribution.action.clone(),
+            capability: req.capability.as_str().to_owned(),
+            target: target.map(|(n, _)| n.clone()),
+            model,
+            outcome,
+            streamed,
+            usage: *usage,
+            cost_micros: cost_micros(rates, usage),
+            priced: rates.is_some(),
+            latency_ms: millis(started.elapsed()),
+            error: error.map(str::to_owned),
+        };
+        match ledger.record(&record, attempts) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                tracing::warn!(error = %e, "the usage ledger could not record a model request");
+                None
+            }
+        }
+    }
+
+    fn attempt(
+        &self,
+        target: &Target,
+        req: &ChatRequest,
+        timeout: Duration,
+        sink: Option<&mut (dyn FnMut(&StreamDelta) + '_)>,
+    ) -> Result<ChatResponse, AttemptError> {
+        let mut body = json!({"model": target.model, "messages": req.messages});
+        if !req.tools.is_empty() {
+            body["tools"] = req
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.parameters}})
+                })
+                .collect();
+        }
+        if let Some(m) = req.max_tokens {
+            body["max_tokens"] = m.into();
+        }
+        if let Some(t) = req.temperature {
+            body["temperature"] = t.into();
+        }
+        if sink.is_some() {
+            body["stream"] = true.into();
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        let base = target.base_url.trim_end_matches('/');
+        let url = if base.ends_with("/chat/completions") {
+            base.to_owned()
+        } else {
+            format!("{base}/chat/completions")
+        };
+        let a = &req.attribution;
+        let mut http = self
+            .http
+            .post(url)
+            .timeout(timeout)
+            .header("x-usage-service", a.service.as_deref().unwrap_or(super::UNKNOWN))
+            .header("x-usage-action", a.action.as_deref().unwrap_or(super::UNKNOWN))
+            .json(&body);
+        if let Some(key) = &target.api_key {
+            http = http.bearer_auth(key);
+        }
+        let resp = http.send().map_err(|e| failed(None, transport(e)))?;
+        let status = resp.status().as_u16();
+        if !resp.status().is_success() {
+            let mut raw = Vec::new();
+            let _ = resp.take(64 * 1024).read_to_end(&mut raw);
+            return Err(failed(Some(status), format!("HTTP {status}: {}", error_message(&raw))));
+        }
+        match sink {
+            None => {
+                let mut raw = Vec::new();
+                resp.take(MAX_ANSWER_BYTES + 1)
+                    .read_to_end(&mut raw)
+                    .map_err(|e| failed(Some(status), format!("reading the answer: {e}")))?;
+                if raw.len() as u64 > MAX_ANSWER_BYTES {
+                    return Err(failed(Some(status), "the answer is too large"));
+                }
+                let v: Value = serde_json::from_slice(&raw)
+                    .map_err(|e| failed(Some(status), format!("malformed answer: {e}")))?;
+                parse_answer(&v, &target.model).map_err(|m| failed(Some(status), m))
+            }
+            Some(sink) => read_stream(resp, &target.model, sink),
+        }
+    }
+}
+
+/// A non-streamed answer.
+fn parse_answer(v: &Value, model: &str) -> Result<ChatResponse, String> {
+    let choice = v["choices"].get(0).ok_or("the answer has no choices")?;
+    let msg = &choice["message"];
+    if !msg.is_object() {
+        return Err("the answer's choice has no message".into());
+    }
+    let tool_calls = msg["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| ToolCall {
+                    id: c["id"].as_str().unwrap_or_default().to_owned(),
+                    name: c["function"]["name"].as_str().unwrap_or_default().to_owned(),
+                    arguments: c["function"]["arguments"].as_str().unwrap_or_default().to_owned(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(ChatResponse {
+        content: msg["content"].as_str().unwrap_or_default().to_owned(),
+        tool_calls,
+        finish_reason: choice["finish_reason"].as_str().map(str::to_owned),
+        usage: usage_of(&v["usage"]),
+        target: String::new(),
+        model: v["model"].as_str().unwrap_or(model).to_owned(),
+        attempts: 0,
+        request_id: None,
+    })
+}
+
+fn usage_of(u: &Value) -> TokenUsage {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let prompt = n(&u["prompt_tokens"]);
+    let cache_read = n(&u["prompt_tokens_details"]["cached_tokens"]);
+    TokenUsage {
+        input: prompt.saturating_sub(cache_read),
+        output: n(&u["completion_tokens"]),
+        cache_read,
+        cache_write: n(&u["cache_creation_input_tokens"]),
+    }
+}
+
+/// Reads an SSE stream, handing each piece to `sink` as it arrives.
+fn read_stream(
+    resp: reqwest::blocking::Response,
+    model: &str,
+    sink: &mut (dyn FnMut(&StreamDelta) + '_),
+) -> Result<ChatResponse, AttemptError> {
+    let mut reader = BufReader::new(resp);
+    let mut content = String::new();
+    let mut calls: Vec<ToolCall> = Vec::new();
+    let mut finish: Option<String> = None;
+    let mut usage = TokenUsage::default();
+    let mut answered_model = model.to_owned();
+    let mut delivered = 0usize;
+    let mut done = false;
+    let mut line = Vec::new();
+    let broke =
+        |delivered: usize, m: String| AttemptError { status: Some(200), message: m, delivered };
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_SSE_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| broke(delivered, format!("reading the stream: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        if line.len() > MAX_SSE_LINE_BYTES {
+            return Err(broke(delivered, "an SSE line is too long".into()));
+        }
+        let text = String::from_utf8_lossy(&line);
+        let Some(data) = text.trim_end().strip_prefix("data:") else { continue };
+        let data = data.trim();
+        if data == "[DONE]" {
+            done = true;
+            break;
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| broke(delivered, format!("malformed stream chunk: {e}")))?;
+        if let Some(m) = chunk["model"].as_str() {
+            m.clone_into(&mut answered_model);
+        }
+        if chunk["usage"].is_object() {
+            usage = usage_of(&chunk["usage"]);
+        }
+        let Some(choice) = chunk["choices"].get(0) else { continue };
+        if let Some(f) = choice["finish_reason"].as_str() {
+            finish = Some(f.to_owned());
+        }
+        let delta = &choice["delta"];
+        if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+            if content.len() + t.len() > MAX_ANSWER_BYTES as usize {
+                return Err(broke(delivered, "the stream is too large".into()));
+            }
+            content.push_str(t);
+            delivered += t.chars().count();
+            sink(&StreamDelta::Text(t.to_owned()));
+        }
+        for c in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = c["index"].as_u64().and_then(|i| usize::try_from(i).ok()).unwrap_or(0);
+            if index >= MAX_TOOLS {
+                return Err(broke(delivered, "a tool call index is out of range".into()));
+            }
+            while calls.len() <= index {
+                calls.push(ToolCall {
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                });
+            }
+            let id = c["id"].as_str().map(str::to_owned);
+            let name = c["function"]["name"].as_str().map(str::to_owned);
+            let arguments = c["function"]["arguments"].as_str().unwrap_or_default().to_owned();
+            let call = &mut calls[index];
+            if let Some(i) = &id {
+                call.id.clone_from(i);
+            }
+            if let Some(nm) = &name {
+                call.name.push_str(nm);
+            }
+            call.arguments.push_str(&arguments);
+            delivered += 1;
+            sink(&StreamDelta::ToolCall { index, id, name, arguments });
+        }
+    }
+    if !done && finish.is_none() {
+        return Err(broke(delivered, "the stream ended before it finished".into()));
+    }
+    Ok(ChatResponse {
+        content,
+        tool_calls: calls,
+        finish_reason: finish,
+        usage,
+        target: String::new(),
+        model: answered_model,
+        attempts: 0,
+        request_id: None,
+    })
+}
+
+fn transport(e: reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connect() {
+        "cannot connect".to_owned()
+    } else {
+        // Without the URL: a misconfigured base URL may carry a key in its query string.
+        e.without_url().to_string()
+    }
+}
+
+fn error_message(raw: &[u8]) -> String {
+    serde_json::from_slice::<Value>(raw)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(raw).into_owned())
+        .chars()
+        .take(200)
+        .collect()
+}
