@@ -928,3 +928,64 @@ async fn watches_are_created_listed_stopped_and_their_events_read() {
         assert_eq!((s, code(&v)), (StatusCode::BAD_REQUEST, want), "{uri}");
     }
 }
+
+#[test]
+fn serve_drains_the_embedding_queue_in_the_background_and_stops_with_the_server() {
+    use steward_connectors::testing::models::{
+        Reply, ScriptedServer, embeddings_answer, hashed_embedding,
+    };
+    use steward_core::embed::{EmbedConfig, OpenAiEmbedder};
+    let model = ScriptedServer::start(|req, _| {
+        Reply::Json(200, embeddings_answer(&req.inputs(), |t| hashed_embedding(t, 64)))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let maildir = dir.path().join("maildir");
+    generate_maildir(&maildir, &DemoOptions::new(60)).unwrap();
+    // The blocking HTTP client is made and dropped outside the async runtime, as `steward
+    // serve` does.
+    let embedder = OpenAiEmbedder::new(EmbedConfig::new(&model.base_url, "hash-64")).unwrap();
+    let steward = Arc::new(
+        Steward::builder()
+            .home(dir.path().join("home"))
+            .embedder(Arc::new(embedder))
+            .open()
+            .unwrap(),
+    );
+    let opts = SyncOptions { account: Some("demo".to_owned()), cancel: None };
+    let synced = steward.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap();
+    let live = steward.mirror().stats().unwrap().messages_live;
+    assert!(live > 0 && synced.added > 0);
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let s = Arc::clone(&steward);
+    let embedded = runtime.block_on(async move {
+        let state = AppState::new(
+            Arc::clone(&s),
+            AccessToken::new(TOKEN).unwrap(),
+            OriginPolicy::loopback(),
+            "ada",
+        );
+        let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
+        let running = spawn(state, config).await.unwrap();
+        // Nobody asked: the server embeds what the mirror holds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let embedded = loop {
+            let (done, _, _) = s.vectors().unwrap().embed_summary("hash-64").unwrap();
+            if done >= live || std::time::Instant::now() > deadline {
+                break done;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), running.stop())
+            .await
+            .unwrap()
+            .unwrap();
+        embedded
+    });
+    assert_eq!(embedded, live);
+    // Stopped: no more requests reach the model.
+    let seen = model.requests().len();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert_eq!(model.requests().len(), seen);
+    drop(runtime);
+}

@@ -103,6 +103,7 @@ pub async fn serve(
     let addr = listener.local_addr().map_err(ServeError::Io)?;
     ready(addr);
     let poller = tokio::spawn(super::background::watch_poller(state.clone()));
+    let embedder = tokio::spawn(super::background::embed_loop(state.clone()));
     let router = app(state.clone());
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
@@ -113,6 +114,7 @@ pub async fn serve(
         .await
         .map_err(ServeError::Io)?;
     let _ = poller.await;
+    let _ = embedder.await;
     Ok(())
 }
 
@@ -143,9 +145,11 @@ async fn serve_tls(
     };
     ready(addr);
     let poller = tokio::spawn(super::background::watch_poller(state.clone()));
+    let embedder = tokio::spawn(super::background::embed_loop(state.clone()));
     shutdown.await;
     state.stop();
     let _ = poller.await;
+    let _ = embedder.await;
     handle.graceful_shutdown(Some(std::time::Duration::from_secs(TLS_DRAIN_SECS)));
     match serving.await {
         Ok(r) => r.map_err(ServeError::Io),
