@@ -3,7 +3,7 @@
 //! while the agent's attempt to approve its own request is refused. Then the audit trail.
 //!
 //! ```sh
-//! cargo run --example approve_a_send
+//! cargo run --example approve
 //! ```
 
 use serde_json::json;

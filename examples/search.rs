@@ -2,8 +2,8 @@
 //! compact page a model would see.
 //!
 //! ```sh
-//! cargo run --example search_mail -- ~/Maildir "invoice"    # your own mail and a query
-//! cargo run --example search_mail                           # a generated demo mailbox
+//! cargo run --example search -- ~/Maildir "invoice"    # your own mail and a query
+//! cargo run --example search                           # a generated demo mailbox
 //! ```
 
 use std::path::PathBuf;
