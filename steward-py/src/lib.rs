@@ -115,6 +115,103 @@ struct PySteward {
     inner: std::sync::Arc<steward_core::Steward>,
 }
 
+/// The longest wait one `Subscription.next` call accepts, seconds.
+const MAX_SUBSCRIPTION_WAIT_SECS: f64 = 60.0;
+/// How long `for event in subscription` waits between checks for Ctrl-C.
+const SUBSCRIPTION_SLICE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A live subscription to the protocol: the state first (`snapshot()`), then every approval,
+/// journal, watch and delivery event and every status change, in order, each with the cursor a
+/// client resumes from (`Steward.subscribe(after=cursor)`).
+#[pyclass(name = "Subscription", module = "steward._steward", frozen)]
+struct PySubscription {
+    steward: std::sync::Arc<steward_core::Steward>,
+    inner: std::sync::Mutex<steward_core::protocol::Subscription>,
+    snapshot: Option<steward_core::protocol::ProtocolSnapshot>,
+    buffered: std::sync::Mutex<std::collections::VecDeque<steward_core::protocol::Envelope>>,
+    /// The cursor after the last event handed to Python.
+    returned: std::sync::Mutex<String>,
+}
+
+impl PySubscription {
+    fn returned(&self, events: &[steward_core::protocol::Envelope]) {
+        if let Some(last) = events.last() {
+            last.cursor.clone_into(
+                &mut self.returned.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+        }
+    }
+
+    fn wait(
+        &self,
+        py: Python<'_>,
+        timeout: std::time::Duration,
+    ) -> PyResult<Vec<steward_core::protocol::Envelope>> {
+        py.detach(|| {
+            let mut sub = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            sub.next(&self.steward, timeout, &|| false)
+        })
+        .map_err(|e| to_py(&e))
+    }
+}
+
+#[pymethods]
+impl PySubscription {
+    /// The state at subscription (a dict), or None when resuming from a cursor.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.snapshot.as_ref().map(|s| to_python(py, s)).transpose()
+    }
+
+    /// The cursor after the last event returned: pass it to `Steward.subscribe(after=…)`.
+    #[getter]
+    fn cursor(&self) -> String {
+        self.returned.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// The events that arrive within `timeout` seconds (0..=60; the GIL is released while
+    /// waiting): a list, empty when nothing happened.
+    #[pyo3(signature = (timeout=5.0))]
+    fn next<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyAny>> {
+        if !(0.0..=MAX_SUBSCRIPTION_WAIT_SECS).contains(&timeout) {
+            return Err(coded(
+                ErrorKind::InvalidInput,
+                "PY_INVALID_ARGUMENT",
+                &format!("timeout must be 0..={MAX_SUBSCRIPTION_WAIT_SECS} seconds"),
+            ));
+        }
+        let mut out: Vec<steward_core::protocol::Envelope> = self
+            .buffered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .drain(..)
+            .collect();
+        if out.is_empty() {
+            out = self.wait(py, std::time::Duration::from_secs_f64(timeout))?;
+        }
+        self.returned(&out);
+        to_python(py, &out)
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// Blocks until the next event (Ctrl-C interrupts).
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        loop {
+            let next =
+                self.buffered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop_front();
+            if let Some(e) = next {
+                self.returned(std::slice::from_ref(&e));
+                return to_python(py, &e);
+            }
+            let events = self.wait(py, SUBSCRIPTION_SLICE)?;
+            self.buffered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(events);
+            py.check_signals()?;
+        }
+    }
+}
+
 /// A person's authority over approvals, minted explicitly by the notebook or script acting for
 /// them (`Steward.human("ada")`); agent identities cannot get one.
 #[pyclass(name = "Human", module = "steward._steward", frozen)]
@@ -240,6 +337,25 @@ impl PySteward {
             })
             .map_err(|e| to_py(&e))?;
         Ok(Self { inner: std::sync::Arc::new(inner) })
+    }
+
+    /// Subscribes to the live protocol: without `after`, the current state first
+    /// (`snapshot()`); with the cursor of the last event applied, what happened since.
+    #[pyo3(signature = (after=None))]
+    fn subscribe(&self, py: Python<'_>, after: Option<&str>) -> PyResult<PySubscription> {
+        let after = after
+            .map(str::parse::<steward_core::protocol::Cursor>)
+            .transpose()
+            .map_err(|e| to_py(&e))?;
+        let (snapshot, sub) =
+            py.detach(|| self.inner.protocol_subscribe(after)).map_err(|e| to_py(&e))?;
+        Ok(PySubscription {
+            steward: std::sync::Arc::clone(&self.inner),
+            returned: std::sync::Mutex::new(sub.cursor().to_string()),
+            inner: std::sync::Mutex::new(sub),
+            snapshot,
+            buffered: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        })
     }
 
     /// The authority of `person` over approvals (refused for an agent identity).
@@ -564,6 +680,7 @@ fn version() -> &'static str {
 fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySteward>()?;
     m.add_class::<PyHuman>()?;
+    m.add_class::<PySubscription>()?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(demo_maildir, m)?)?;
     let py = m.py();

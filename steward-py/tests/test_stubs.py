@@ -69,8 +69,12 @@ def test_functions_and_methods_have_the_runtime_signatures():
             cls = getattr(native, node.name)
             methods = {n.name: n for n in node.body if isinstance(n, ast.FunctionDef)}
             runtime = {n for n in vars(cls) if not n.startswith("_")}
-            assert set(methods) - {"__new__"} == runtime, node.name
+            public = {m for m in methods if not m.startswith("_")}
+            assert public == runtime, node.name
+            assert all(hasattr(cls, m) for m in methods), node.name
             for name, fn in methods.items():
+                if name.startswith("__") and name != "__new__":
+                    continue
                 if any(ast.unparse(d) == "property" for d in fn.decorator_list):
                     assert not callable(vars(cls)[name]), f"{node.name}.{name} is a property"
                     continue

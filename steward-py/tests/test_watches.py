@@ -92,3 +92,36 @@ def test_a_watch_with_grants_needs_a_person_and_then_starts(tmp_path):
     # Without grants it simply starts.
     plain = dict(definition, rules=[{"id": "p", "event": "time.reached"}])
     assert s.propose_watch(plain)["outcome"] == "started"
+
+
+def test_a_subscription_sends_the_state_then_events_and_resumes_from_a_cursor(tmp_path):
+    import time
+    s = steward.Steward(tmp_path / "home")
+    sub = s.subscribe()
+    state = sub.snapshot()
+    assert state is not None and "cursor" in state
+    start = sub.cursor
+    now = int(time.time())
+    w = s.create_watch({"source": "time", "resource_ref": instant(60), "instruction": "ring",
+                        "rules": [{"id": "ring", "event": "time.reached", "once": True}]})
+    assert s.poll_watches(now + 61)["queued"] == 1
+    events = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(e.get("type") == "watch" for e in events):
+        events += sub.next(timeout=1.0)
+    watch_events = [e for e in events if e.get("type") == "watch"]
+    assert len(watch_events) == 1, events
+    assert watch_events[0]["watch_id"] == w["id"]
+    assert sub.cursor == events[-1]["cursor"] != start
+    # Resuming from the cursor: nothing old again, and no snapshot.
+    again = s.subscribe(after=sub.cursor)
+    assert again.snapshot() is None
+    assert [e for e in again.next(timeout=0.5) if e.get("type") == "watch"] == []
+    # From the start cursor the watch event is replayed, through the iterator too.
+    replay = s.subscribe(after=start)
+    first = next(e for e in replay if e.get("type") == "watch")
+    assert first["watch_id"] == w["id"]
+    with pytest.raises(steward.InvalidInputError):
+        s.subscribe(after="not-a-cursor")
+    with pytest.raises(steward.InvalidInputError):
+        sub.next(timeout=120)
