@@ -196,6 +196,8 @@ impl StewardBuilder {
             None => None,
         };
         Ok(Steward {
+            opening: std::sync::Mutex::new(()),
+            catching_up: std::sync::Mutex::new(()),
             llm_config,
             llm: std::sync::OnceLock::new(),
             usage: std::sync::OnceLock::new(),
@@ -294,6 +296,10 @@ pub struct Steward {
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     /// `watches.db`, opened on first use.
     watches: std::sync::OnceLock<crate::watch::Watches>,
+    /// Held while a derived index is opened for the first time.
+    opening: std::sync::Mutex<()>,
+    /// Held while the text index catches up with the mirror.
+    catching_up: std::sync::Mutex<()>,
     /// The chat models, when configured.
     llm_config: Option<crate::llm::LlmConfig>,
     /// Built on first use.
@@ -359,6 +365,12 @@ impl Steward {
     /// `just_ran` is the run that just finished and whether it changed anything.
     fn catch_up_index(&self, just_ran: Option<(i64, bool)>) -> Result<(), IndexError> {
         let lexical = self.lexical_index()?;
+        // Within this process one catch-up at a time, and the others wait for it: a search
+        // that raced a first build would otherwise find the writer taken and search an empty
+        // index. (Across processes the writer lock decides, and a search may run on what the
+        // index has.)
+        let _catching_up =
+            self.catching_up.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let last = match just_ran {
             Some((run, _)) => run,
             None => self.mirror.last_finished_run()?,
@@ -577,6 +589,12 @@ impl Steward {
     /// The text index, opened on first use (commands that only read the mirror never pay for
     /// it).
     pub fn lexical_index(&self) -> Result<&LexicalIndex, IndexError> {
+        if let Some(l) = self.lexical.get() {
+            return Ok(l);
+        }
+        // One opener at a time: opening creates (or, on a schema change, rebuilds) the index
+        // directory, and a second opener racing it would see it half made and remove it.
+        let _opening = self.opening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(l) = self.lexical.get() {
             return Ok(l);
         }

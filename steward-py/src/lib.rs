@@ -109,6 +109,83 @@ fn to_python<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bo
     py.import("json")?.call_method1("loads", (text,))
 }
 
+/// Calls of the `*_async` methods in flight at most (each runs on its own thread).
+pub const MAX_ASYNC_CALLS: usize = 32;
+static ASYNC_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// What a background call produced: JSON, or an error's kind, code and message.
+type Outcome = Result<String, (ErrorKind, &'static str, String)>;
+
+fn outcome<T: serde::Serialize, E: CoreError>(r: Result<T, E>) -> Outcome {
+    match r {
+        Ok(v) => serde_json::to_string(&v)
+            .map_err(|e| (ErrorKind::Internal, "PY_SERIALIZE", e.to_string())),
+        Err(e) => Err((e.kind(), e.code(), e.to_string())),
+    }
+}
+
+/// An asyncio future for `work`, which runs on a thread of its own without the GIL; the result
+/// is set through the running loop's `call_soon_threadsafe` (a cancelled future is left alone).
+/// No runtime outlives a call, so a forked child awaits as well as its parent.
+fn awaitable<'py>(
+    py: Python<'py>,
+    work: impl FnOnce() -> Outcome + Send + 'static,
+) -> PyResult<Bound<'py, PyAny>> {
+    use std::sync::atomic::Ordering;
+    let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+    let future = event_loop.call_method0("create_future")?;
+    if ASYNC_CALLS.fetch_add(1, Ordering::SeqCst) >= MAX_ASYNC_CALLS {
+        ASYNC_CALLS.fetch_sub(1, Ordering::SeqCst);
+        return Err(coded(
+            ErrorKind::Unavailable,
+            "PY_BUSY",
+            &format!("{MAX_ASYNC_CALLS} calls are already in flight"),
+        ));
+    }
+    let (loop_ref, future_ref) = (event_loop.unbind(), future.clone().unbind());
+    let spawned = std::thread::Builder::new().name("steward-async".into()).spawn(move || {
+        let out = work();
+        ASYNC_CALLS.fetch_sub(1, Ordering::SeqCst);
+        Python::attach(|py| {
+            let target = future_ref.clone_ref(py);
+            let settle = pyo3::types::PyCFunction::new_closure(
+                py,
+                None,
+                None,
+                move |args: &Bound<'_, pyo3::types::PyTuple>,
+                      _kw: Option<&Bound<'_, PyDict>>|
+                      -> PyResult<()> {
+                    let py = args.py();
+                    let fut = target.bind(py);
+                    if fut.call_method0("done")?.extract::<bool>()? {
+                        return Ok(());
+                    }
+                    match &out {
+                        Ok(json) => {
+                            let v = py.import("json")?.call_method1("loads", (json,))?;
+                            fut.call_method1("set_result", (v,))?;
+                        }
+                        Err((kind, code, message)) => {
+                            let e = coded(*kind, code, message);
+                            fut.call_method1("set_exception", (e.value(py),))?;
+                        }
+                    }
+                    Ok(())
+                },
+            );
+            if let Ok(f) = settle {
+                // A loop that closed meanwhile has nobody waiting.
+                let _ = loop_ref.bind(py).call_method1("call_soon_threadsafe", (f,));
+            }
+        });
+    });
+    if let Err(e) = spawned {
+        ASYNC_CALLS.fetch_sub(1, Ordering::SeqCst);
+        return Err(coded(ErrorKind::Unavailable, "PY_THREAD", &e.to_string()));
+    }
+    Ok(future)
+}
+
 /// One person's Steward home.
 #[pyclass(name = "Steward", module = "steward._steward", frozen)]
 struct PySteward {
@@ -317,7 +394,7 @@ impl PySteward {
     ) -> PyResult<Bound<'py, PyDict>> {
         let opts = SyncOptions { account, cancel: None };
         let s = py
-            .detach(|| self.inner.mirror().sync(source, &opts, &mut |_| {}))
+            .detach(|| self.inner.sync_mail(source, &opts, &mut |_| {}))
             .map_err(|e| to_py(&e))?;
         summary_dict(py, &s)
     }
@@ -508,6 +585,44 @@ impl PySteward {
             })
             .map_err(|e| to_py(&e))?;
         to_python(py, &page)
+    }
+
+    /// `search(**params)` as an asyncio awaitable.
+    #[pyo3(signature = (**params))]
+    fn search_async<'py>(
+        &self,
+        py: Python<'py>,
+        params: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let json = json_object_of(py, params.map(|d| d.as_any()))?;
+        let steward = std::sync::Arc::clone(&self.inner);
+        awaitable(py, move || {
+            outcome(
+                SearchParams::from_json(&json)
+                    .and_then(SearchParams::into_request)
+                    .and_then(|r| steward.search(&r)),
+            )
+        })
+    }
+
+    /// `embed_mail()` as an asyncio awaitable.
+    fn embed_mail_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let steward = std::sync::Arc::clone(&self.inner);
+        awaitable(py, move || {
+            outcome(steward.embed_mail(&steward_core::embed::EmbedOptions::default(), &mut |_| {}))
+        })
+    }
+
+    /// `poll_watches(now)` as an asyncio awaitable.
+    #[pyo3(signature = (now=None))]
+    fn poll_watches_async<'py>(
+        &self,
+        py: Python<'py>,
+        now: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let now = now.unwrap_or_else(steward_core::time::now_secs);
+        let steward = std::sync::Arc::clone(&self.inner);
+        awaitable(py, move || outcome(steward.watches().and_then(|w| w.poll(now))))
     }
 
     /// Approval requests, newest first (at most 100 per page), as dicts.

@@ -108,3 +108,50 @@ def test_results_and_errors_survive_pickle(tmp_path):
     # A handle owns open stores: it is not picklable, and says so.
     with pytest.raises(TypeError):
         pickle.dumps(s)
+
+
+def test_async_calls_are_awaitable_concurrent_typed_and_survive_fork(tmp_path):
+    import asyncio
+    import os
+
+    home = tmp_path / "home"
+    s = steward.Steward(home)
+    s.index_maildir(write_maildir(tmp_path, 40), account="py")
+
+    async def main():
+        pages = await asyncio.gather(*(s.search_async(text="invoice", limit=10) for _ in range(8)))
+        assert all(sorted(m["subject"] for m in p["messages"])
+                   == ["invoice 0", "invoice 10", "invoice 20", "invoice 30"] for p in pages)
+        with pytest.raises(steward.InvalidInputError) as e:
+            await s.search_async(limit=0)
+        assert e.value.code == "LIMIT_OUT_OF_RANGE"
+        report = await s.poll_watches_async()
+        assert report["checked"] == 0
+        # The loop keeps running while a call is in flight.
+        ticks = 0
+        call = asyncio.ensure_future(s.search_async(text="quarterly", limit=50))
+        while not call.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        assert len(call.result()["messages"]) == 40 and ticks > 0
+
+    asyncio.run(main())
+    # Outside a running loop there is nothing to await on.
+    with pytest.raises(RuntimeError):
+        s.search_async(text="invoice")
+    # A forked child awaits as well as its parent (no runtime was left behind by the calls).
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            child = steward.Steward(home)
+
+            async def search_in_child():
+                return await child.search_async(text="invoice", limit=10)
+
+            page = asyncio.run(search_in_child())
+            code = 0 if len(page["messages"]) == 4 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -644,3 +644,27 @@ fn deleted_mail_disappears_and_a_second_handle_sees_new_mail() {
     assert!(reader.search(&sub).unwrap().messages.is_empty());
     assert!(reader.search(&SearchRequest::default()).unwrap().messages.is_empty());
 }
+
+#[test]
+fn concurrent_first_searches_wait_for_the_index_instead_of_answering_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("maildir");
+    let mut demo = DemoOptions::new(300);
+    demo.malformed = false;
+    generate_maildir(&md, &demo).unwrap();
+    let s = Steward::builder().home(dir.path().join("home")).open().unwrap();
+    // Mirrored by the mirror alone (another process's sync, say): the text index is built by
+    // the first searches, eight of them at once.
+    let opts = SyncOptions { account: Some("race".into()), cancel: None };
+    s.mirror().sync(&MaildirSource::new(&md), &opts, &mut |_| {}).unwrap();
+    let mut request = SearchRequest::text("re");
+    request.limit = 50;
+    let counts: Vec<usize> = std::thread::scope(|scope| {
+        let handles: Vec<_> =
+            (0..8).map(|_| scope.spawn(|| s.search(&request).map(|p| p.messages.len()))).collect();
+        handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+    });
+    let expected = s.search(&request).unwrap().messages.len();
+    assert!(expected > 10, "the query matches the demo mailbox: {expected}");
+    assert!(counts.iter().all(|n| *n == expected), "{counts:?} (expected {expected} each)");
+}
