@@ -11,6 +11,7 @@ mod authority;
 mod error;
 mod live;
 mod mirror;
+mod runtime;
 mod search;
 mod steward;
 mod watches;
@@ -19,9 +20,10 @@ pub use authority::{ApprovalCard, Human, OperationSummary};
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
+pub use runtime::MAX_BLOCKING_CALLS;
 pub use search::{SearchHit, SearchQuery, SearchResults};
 pub use steward::Steward;
-pub use watches::{PollSummary, WatchEventInfo, WatchInfo};
+pub use watches::{PollSummary, WatchEventInfo, WatchInfo, WatchProposalInfo};
 
 /// The version of the Steward library.
 #[uniffi::export]

@@ -148,4 +148,15 @@ impl Steward {
             SearchParams::from(query).into_request().map_err(|e| FfiError::from_core(&e))?;
         self.inner().search(&request).map(Into::into).map_err(|e| FfiError::from_core(&e))
     }
+
+    /// [`Steward::search`] as an async call: the search runs on the library's runtime.
+    pub async fn search_async(&self, query: SearchQuery) -> Result<SearchResults, FfiError> {
+        let steward = self.handle();
+        crate::runtime::blocking(move || {
+            let request =
+                SearchParams::from(query).into_request().map_err(|e| FfiError::from_core(&e))?;
+            steward.search(&request).map(Into::into).map_err(|e| FfiError::from_core(&e))
+        })
+        .await
+    }
 }

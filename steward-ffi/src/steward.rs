@@ -44,6 +44,18 @@ impl Steward {
             .map_err(|e| FfiError::from_core(&e))
     }
 
+    /// [`Steward::embed_mail`] as an async call: the drain runs on the library's runtime.
+    pub async fn embed_mail_async(&self) -> Result<EmbedReport, FfiError> {
+        let steward = self.handle();
+        crate::runtime::blocking(move || {
+            steward
+                .embed_mail(&Default::default(), &mut |_| {})
+                .map(Into::into)
+                .map_err(|e| FfiError::from_core(&e))
+        })
+        .await
+    }
+
     /// Mirrors an mbox file (mboxrd quoting).
     pub fn index_mbox(
         &self,

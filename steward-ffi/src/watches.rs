@@ -173,6 +173,17 @@ impl Steward {
         self.inner().watches().and_then(|w| w.poll(now)).map(Into::into).map_err(|e| ffi(&e))
     }
 
+    /// [`Steward::poll_watches`] as an async call: the poll (which asks sources over the
+    /// network) runs on the library's runtime.
+    pub async fn poll_watches_async(&self, now: Option<i64>) -> Result<PollSummary, FfiError> {
+        let now = now.unwrap_or_else(now_secs);
+        let steward = self.handle();
+        crate::runtime::blocking(move || {
+            steward.watches().and_then(|w| w.poll(now)).map(Into::into).map_err(|e| ffi(&e))
+        })
+        .await
+    }
+
     /// Queued watch events, oldest first.
     pub fn watch_events(
         &self,

@@ -266,3 +266,30 @@ def test_a_watch_with_grants_starts_when_a_person_approves_it(tmp_path):
     [w] = s.watches(None, 0, 10)
     assert w.approval_id == p.approval_id
     assert s.create_approved_watch(p.approval_id).id == w.id
+
+
+def test_async_exports_are_awaitable_and_keep_the_loop_free(tmp_path):
+    import asyncio
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    s.index_maildir(str(write_maildir(tmp_path)), "ffi")
+
+    async def main():
+        pages = await asyncio.gather(*(s.search_async(ffi.SearchQuery(text="hello")) for _ in range(6)))
+        assert all([h.subject for h in p.hits] == ["one"] for p in pages)
+        with pytest.raises(ffi.FfiError.Steward) as e:
+            await s.search_async(ffi.SearchQuery(limit=0))
+        assert e.value.code == "LIMIT_OUT_OF_RANGE"
+        report = await s.poll_watches_async(None)
+        assert report.checked == 0
+        with pytest.raises(ffi.FfiError.Steward) as e:
+            await s.embed_mail_async()
+        assert e.value.code == "EMBED_NOT_CONFIGURED"
+        # The loop runs while a call is in flight.
+        ticks = 0
+        call = asyncio.ensure_future(s.search_async(ffi.SearchQuery(text="one")))
+        while not call.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        assert call.result().hits and ticks > 0
+
+    asyncio.run(main())

@@ -774,11 +774,21 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func search(query: SearchQuery) throws  -> SearchResults
     
     /**
+     * [`Steward::search`] as an async call: the search runs on the library's runtime.
+     */
+    func searchAsync(query: SearchQuery) async throws  -> SearchResults
+    
+    /**
      * One drain of the mail embedding queue with the configured embedder: embeds what is new
      * or changed. An endpoint that is down is reported, not an error; no embedder configured
      * is `EMBED_NOT_CONFIGURED`.
      */
     func embedMail() throws  -> EmbedReport
+    
+    /**
+     * [`Steward::embed_mail`] as an async call: the drain runs on the library's runtime.
+     */
+    func embedMailAsync() async throws  -> EmbedReport
     
     /**
      * Mirrors an Apple Mail folder of `.emlx` files.
@@ -815,6 +825,12 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * Runs one poll cycle at `now` (Unix seconds; absent: the clock).
      */
     func pollWatches(now: Int64?) throws  -> PollSummary
+    
+    /**
+     * [`Steward::poll_watches`] as an async call: the poll (which asks sources over the
+     * network) runs on the library's runtime.
+     */
+    func pollWatchesAsync(now: Int64?) async throws  -> PollSummary
     
     /**
      * Creates a watch, or — when its rules grant future actions — requests the Confirm
@@ -981,6 +997,25 @@ open func search(query: SearchQuery)throws  -> SearchResults  {
 }
     
     /**
+     * [`Steward::search`] as an async call: the search runs on the library's runtime.
+     */
+open func searchAsync(query: SearchQuery)async throws  -> SearchResults  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_search_async(
+                        self.uniffiCloneHandle(),FfiConverterTypeSearchQuery_lower(query)
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeSearchResults_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
+}
+    
+    /**
      * One drain of the mail embedding queue with the configured embedder: embeds what is new
      * or changed. An endpoint that is down is reported, not an error; no embedder configured
      * is `EMBED_NOT_CONFIGURED`.
@@ -992,6 +1027,25 @@ open func embedMail()throws  -> EmbedReport  {
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * [`Steward::embed_mail`] as an async call: the drain runs on the library's runtime.
+     */
+open func embedMailAsync()async throws  -> EmbedReport  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_embed_mail_async(
+                        self.uniffiCloneHandle()
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeEmbedReport_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
 }
     
     /**
@@ -1086,6 +1140,26 @@ open func pollWatches(now: Int64?)throws  -> PollSummary  {
         FfiConverterOptionInt64.lower(now),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * [`Steward::poll_watches`] as an async call: the poll (which asks sources over the
+     * network) runs on the library's runtime.
+     */
+open func pollWatchesAsync(now: Int64?)async throws  -> PollSummary  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_poll_watches_async(
+                        self.uniffiCloneHandle(),FfiConverterOptionInt64.lower(now)
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypePollSummary_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
 }
     
     /**
@@ -3758,6 +3832,54 @@ fileprivate struct FfiConverterSequenceTypeWatchInfo: FfiConverterRustBuffer {
         return seq
     }
 }
+private let UNIFFI_RUST_FUTURE_POLL_READY: Int8 = 0
+private let UNIFFI_RUST_FUTURE_POLL_WAKE: Int8 = 1
+
+fileprivate let uniffiContinuationHandleMap = UniffiHandleMap<UnsafeContinuation<Int8, Never>>()
+
+fileprivate func uniffiRustCallAsync<F, T>(
+    rustFutureFunc: () -> UInt64,
+    pollFunc: (UInt64, @escaping UniffiRustFutureContinuationCallback, UInt64) -> (),
+    completeFunc: (UInt64, UnsafeMutablePointer<RustCallStatus>) -> F,
+    freeFunc: (UInt64) -> (),
+    liftFunc: (F) throws -> T,
+    errorHandler: ((RustBuffer) throws -> Swift.Error)?
+) async throws -> T {
+    // Make sure to call the ensure init function since future creation doesn't have a
+    // RustCallStatus param, so doesn't use makeRustCall()
+    uniffiEnsureStewardFfiInitialized()
+    let rustFuture = rustFutureFunc()
+    defer {
+        freeFunc(rustFuture)
+    }
+    var pollResult: Int8;
+    repeat {
+        pollResult = await withUnsafeContinuation {
+            pollFunc(
+                rustFuture,
+                { handle, pollResult in
+                    uniffiFutureContinuationCallback(handle: handle, pollResult: pollResult)
+                },
+                uniffiContinuationHandleMap.insert(obj: $0)
+            )
+        }
+    } while pollResult != UNIFFI_RUST_FUTURE_POLL_READY
+
+    return try liftFunc(makeRustCall(
+        { completeFunc(rustFuture, $0) },
+        errorHandler: errorHandler
+    ))
+}
+
+// Callback handlers for an async calls.  These are invoked by Rust when the future is ready.  They
+// lift the return value or error and resume the suspended function.
+fileprivate func uniffiFutureContinuationCallback(handle: UInt64, pollResult: Int8) {
+    if let continuation = try? uniffiContinuationHandleMap.remove(handle: handle) {
+        continuation.resume(returning: pollResult)
+    } else {
+        print("uniffiFutureContinuationCallback invalid handle")
+    }
+}
 /**
  * The version of the Steward library.
  */
@@ -3814,7 +3936,13 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_search() != 15571) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_search_async() != 44037) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_embed_mail() != 4360) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_embed_mail_async() != 43153) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_index_emlx() != 4271) {
@@ -3836,6 +3964,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_poll_watches() != 32249) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_poll_watches_async() != 64317) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_propose_watch() != 62041) {

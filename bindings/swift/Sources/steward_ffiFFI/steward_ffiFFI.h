@@ -355,9 +355,19 @@ uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer
 RustBuffer uniffi_steward_ffi_fn_method_steward_search(uint64_t ptr, RustBuffer query, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_search_async(uint64_t ptr, RustBuffer query
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_EMBED_MAIL
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_EMBED_MAIL
 RustBuffer uniffi_steward_ffi_fn_method_steward_embed_mail(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_EMBED_MAIL_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_EMBED_MAIL_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_embed_mail_async(uint64_t ptr
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX
@@ -393,6 +403,11 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_create_watch(uint64_t ptr, RustB
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES
 RustBuffer uniffi_steward_ffi_fn_method_steward_poll_watches(uint64_t ptr, RustBuffer now, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_POLL_WATCHES_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_poll_watches_async(uint64_t ptr, RustBuffer now
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_PROPOSE_WATCH
@@ -746,9 +761,21 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_search(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_search_async(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_EMBED_MAIL
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_EMBED_MAIL
 uint16_t uniffi_steward_ffi_checksum_method_steward_embed_mail(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_EMBED_MAIL_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_EMBED_MAIL_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_embed_mail_async(void
     
 );
 #endif
@@ -791,6 +818,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_create_watch(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES
 uint16_t uniffi_steward_ffi_checksum_method_steward_poll_watches(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_POLL_WATCHES_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_poll_watches_async(void
     
 );
 #endif
