@@ -81,6 +81,62 @@ impl From<CoreSummary> for OperationSummary {
     }
 }
 
+/// One entry of the audit trail (payload redacted at record time).
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct AuditEntry {
+    /// Its id.
+    pub id: i64,
+    /// Unix seconds.
+    pub at: i64,
+    /// Who.
+    pub actor: String,
+    /// What (`approval.approved`, `policy.changed`, …).
+    pub event_type: String,
+    /// `low`, `medium` or `high`.
+    pub risk: String,
+    /// The chat.
+    pub chat: Option<String>,
+    /// The tool.
+    pub tool: Option<String>,
+    /// Ties related entries together (`approval:12`).
+    pub correlation_id: Option<String>,
+    /// The redacted payload, as JSON.
+    pub payload_json: String,
+}
+
+impl From<steward_core::audit::AuditRecord> for AuditEntry {
+    fn from(r: steward_core::audit::AuditRecord) -> Self {
+        Self {
+            id: r.id,
+            at: r.at,
+            actor: r.actor,
+            event_type: r.event_type,
+            risk: r.risk,
+            chat: r.chat,
+            tool: r.tool,
+            correlation_id: r.correlation_id,
+            payload_json: r.payload.to_string(),
+        }
+    }
+}
+
+/// One journaled operation in full.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct OperationDetail {
+    /// The summary.
+    pub summary: OperationSummary,
+    /// The approval it ran under.
+    pub approval_id: Option<i64>,
+    /// The input, as canonical JSON.
+    pub input_json: String,
+    /// What confirmation looks for, as JSON.
+    pub expected_json: String,
+    /// The backend's answer, as JSON.
+    pub backend_result_json: Option<String>,
+    /// What confirmed it, as JSON.
+    pub evidence_json: Option<String>,
+}
+
 fn ffi(e: &(impl StewardError + ?Sized)) -> FfiError {
     FfiError::from_core(e)
 }
@@ -110,6 +166,40 @@ impl Steward {
         let q = OpsQuery { state, offset: offset as usize, limit: Some(limit as usize) };
         let ops = self.inner().query_write_operations(&q).map_err(|e| ffi(&e))?;
         Ok(ops.into_iter().map(Into::into).collect())
+    }
+
+    /// One approval request as its card shows it.
+    pub fn approval(&self, id: i64) -> Result<ApprovalCard, FfiError> {
+        self.inner().approval_detail(id).map(|d| d.approval.into()).map_err(|e| ffi(&e))
+    }
+
+    /// One journaled operation in full.
+    pub fn write_operation(&self, id: i64) -> Result<OperationDetail, FfiError> {
+        let op = self.inner().read_write_operation(id).map_err(|e| ffi(&e))?;
+        Ok(OperationDetail {
+            summary: OperationSummary {
+                id: op.id,
+                kind: op.kind.clone(),
+                state: op.state.as_str().to_owned(),
+                attempts: op.attempts,
+                confirmation_attempts: op.confirmation_attempts,
+                error: op.error.clone(),
+            },
+            approval_id: op.approval_id,
+            input_json: canonical_json(&op.input),
+            expected_json: op.expected.to_string(),
+            backend_result_json: op.backend_result.as_ref().map(ToString::to_string),
+            evidence_json: op.evidence.as_ref().map(ToString::to_string),
+        })
+    }
+
+    /// The redacted audit trail, newest first: `query_json` holds the filters (`actor`,
+    /// `event_type`, `risk`, `chat`, `tool`, `after`, `before`, `text`, `offset`, `limit`; `{}`
+    /// for none).
+    pub fn audit(&self, query_json: String) -> Result<Vec<AuditEntry>, FfiError> {
+        let q = steward_core::audit::AuditQuery::from_json(&query_json).map_err(|e| ffi(&e))?;
+        let rows = self.inner().audit().and_then(|a| a.query(&q)).map_err(|e| ffi(&e))?;
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// The authority of the person using this launcher. Only a human frontend calls this, and

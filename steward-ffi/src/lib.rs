@@ -16,7 +16,7 @@ mod search;
 mod steward;
 mod watches;
 
-pub use authority::{ApprovalCard, Human, OperationSummary};
+pub use authority::{ApprovalCard, AuditEntry, Human, OperationDetail, OperationSummary};
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};

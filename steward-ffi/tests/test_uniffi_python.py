@@ -100,6 +100,20 @@ def test_a_person_resolves_a_pending_send_and_the_journal_is_readable(tmp_path):
     with pytest.raises(ffi.FfiError.Steward) as e:
         s.write_operations("sent", 0, 10)
     assert e.value.code == "JOURNAL_INVALID"
+    # One card, the journal entry and the audit trail, read back.
+    assert s.approval(card.id).status == "denied"
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.approval(999)
+    assert e.value.kind == "not_found"
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.write_operation(999)
+    assert e.value.kind == "not_found"
+    trail = s.audit("{}")
+    assert any(a.event_type.startswith("approval.") and a.actor == "ada" for a in trail), trail
+    assert all(a.payload_json.startswith("{") for a in trail)
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.audit('{"colour": "red"}')
+    assert e.value.kind == "invalid_input"
 
 
 class Collector(ffi.LiveListener):

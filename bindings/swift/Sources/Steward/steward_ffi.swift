@@ -746,15 +746,32 @@ public func FfiConverterTypeHuman_lower(_ value: Human) -> UInt64 {
 public protocol StewardProtocol: AnyObject, Sendable {
     
     /**
+     * One approval request as its card shows it.
+     */
+    func approval(id: Int64) throws  -> ApprovalCard
+    
+    /**
      * Approval requests, newest first (at most 100 per page).
      */
     func approvals(pendingOnly: Bool, offset: UInt32, limit: UInt32) throws  -> [ApprovalCard]
+    
+    /**
+     * The redacted audit trail, newest first: `query_json` holds the filters (`actor`,
+     * `event_type`, `risk`, `chat`, `tool`, `after`, `before`, `text`, `offset`, `limit`; `{}`
+     * for none).
+     */
+    func audit(queryJson: String) throws  -> [AuditEntry]
     
     /**
      * The authority of the person using this launcher. Only a human frontend calls this, and
      * only explicitly; agent identities (`agent:…`) are refused.
      */
     func human(person: String) throws  -> Human
+    
+    /**
+     * One journaled operation in full.
+     */
+    func writeOperation(id: Int64) throws  -> OperationDetail
     
     /**
      * Journaled operations, newest first (at most 100 per page), optionally in one state.
@@ -924,6 +941,19 @@ public static func `open`(home: String)throws  -> Steward  {
 
     
     /**
+     * One approval request as its card shows it.
+     */
+open func approval(id: Int64)throws  -> ApprovalCard  {
+    return try  FfiConverterTypeApprovalCard_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_approval(
+            self.uniffiCloneHandle(),
+        FfiConverterInt64.lower(id),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * Approval requests, newest first (at most 100 per page).
      */
 open func approvals(pendingOnly: Bool, offset: UInt32, limit: UInt32)throws  -> [ApprovalCard]  {
@@ -939,6 +969,21 @@ open func approvals(pendingOnly: Bool, offset: UInt32, limit: UInt32)throws  -> 
 }
     
     /**
+     * The redacted audit trail, newest first: `query_json` holds the filters (`actor`,
+     * `event_type`, `risk`, `chat`, `tool`, `after`, `before`, `text`, `offset`, `limit`; `{}`
+     * for none).
+     */
+open func audit(queryJson: String)throws  -> [AuditEntry]  {
+    return try  FfiConverterSequenceTypeAuditEntry.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_audit(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(queryJson),uniffiCallStatus
+    )
+})
+}
+    
+    /**
      * The authority of the person using this launcher. Only a human frontend calls this, and
      * only explicitly; agent identities (`agent:…`) are refused.
      */
@@ -948,6 +993,19 @@ open func human(person: String)throws  -> Human  {
     uniffi_steward_ffi_fn_method_steward_human(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(person),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * One journaled operation in full.
+     */
+open func writeOperation(id: Int64)throws  -> OperationDetail  {
+    return try  FfiConverterTypeOperationDetail_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_write_operation(
+            self.uniffiCloneHandle(),
+        FfiConverterInt64.lower(id),uniffiCallStatus
     )
 })
 }
@@ -1555,6 +1613,145 @@ public func FfiConverterTypeApprovalCard_lower(_ value: ApprovalCard) -> RustBuf
 
 
 /**
+ * One entry of the audit trail (payload redacted at record time).
+ */
+public struct AuditEntry: Equatable, Hashable {
+    /**
+     * Its id.
+     */
+    public var id: Int64
+    /**
+     * Unix seconds.
+     */
+    public var at: Int64
+    /**
+     * Who.
+     */
+    public var actor: String
+    /**
+     * What (`approval.approved`, `policy.changed`, …).
+     */
+    public var eventType: String
+    /**
+     * `low`, `medium` or `high`.
+     */
+    public var risk: String
+    /**
+     * The chat.
+     */
+    public var chat: String?
+    /**
+     * The tool.
+     */
+    public var tool: String?
+    /**
+     * Ties related entries together (`approval:12`).
+     */
+    public var correlationId: String?
+    /**
+     * The redacted payload, as JSON.
+     */
+    public var payloadJson: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id.
+         */id: Int64, 
+        /**
+         * Unix seconds.
+         */at: Int64, 
+        /**
+         * Who.
+         */actor: String, 
+        /**
+         * What (`approval.approved`, `policy.changed`, …).
+         */eventType: String, 
+        /**
+         * `low`, `medium` or `high`.
+         */risk: String, 
+        /**
+         * The chat.
+         */chat: String?, 
+        /**
+         * The tool.
+         */tool: String?, 
+        /**
+         * Ties related entries together (`approval:12`).
+         */correlationId: String?, 
+        /**
+         * The redacted payload, as JSON.
+         */payloadJson: String) {
+        self.id = id
+        self.at = at
+        self.actor = actor
+        self.eventType = eventType
+        self.risk = risk
+        self.chat = chat
+        self.tool = tool
+        self.correlationId = correlationId
+        self.payloadJson = payloadJson
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension AuditEntry: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeAuditEntry: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> AuditEntry {
+        return
+            try AuditEntry(
+                id: FfiConverterInt64.read(from: &buf), 
+                at: FfiConverterInt64.read(from: &buf), 
+                actor: FfiConverterString.read(from: &buf), 
+                eventType: FfiConverterString.read(from: &buf), 
+                risk: FfiConverterString.read(from: &buf), 
+                chat: FfiConverterOptionString.read(from: &buf), 
+                tool: FfiConverterOptionString.read(from: &buf), 
+                correlationId: FfiConverterOptionString.read(from: &buf), 
+                payloadJson: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: AuditEntry, into buf: inout [UInt8]) {
+        FfiConverterInt64.write(value.id, into: &buf)
+        FfiConverterInt64.write(value.at, into: &buf)
+        FfiConverterString.write(value.actor, into: &buf)
+        FfiConverterString.write(value.eventType, into: &buf)
+        FfiConverterString.write(value.risk, into: &buf)
+        FfiConverterOptionString.write(value.chat, into: &buf)
+        FfiConverterOptionString.write(value.tool, into: &buf)
+        FfiConverterOptionString.write(value.correlationId, into: &buf)
+        FfiConverterString.write(value.payloadJson, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAuditEntry_lift(_ buf: RustBuffer) throws -> AuditEntry {
+    return try FfiConverterTypeAuditEntry.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAuditEntry_lower(_ value: AuditEntry) -> RustBuffer {
+    return FfiConverterTypeAuditEntry.lower(value)
+}
+
+
+/**
  * What one drain of the embedding queue did (see `steward_core::embed::EmbedReport`).
  */
 public struct EmbedReport: Equatable, Hashable {
@@ -1878,6 +2075,115 @@ public func FfiConverterTypeMirrorStats_lift(_ buf: RustBuffer) throws -> Mirror
 #endif
 public func FfiConverterTypeMirrorStats_lower(_ value: MirrorStats) -> RustBuffer {
     return FfiConverterTypeMirrorStats.lower(value)
+}
+
+
+/**
+ * One journaled operation in full.
+ */
+public struct OperationDetail: Equatable, Hashable {
+    /**
+     * The summary.
+     */
+    public var summary: OperationSummary
+    /**
+     * The approval it ran under.
+     */
+    public var approvalId: Int64?
+    /**
+     * The input, as canonical JSON.
+     */
+    public var inputJson: String
+    /**
+     * What confirmation looks for, as JSON.
+     */
+    public var expectedJson: String
+    /**
+     * The backend's answer, as JSON.
+     */
+    public var backendResultJson: String?
+    /**
+     * What confirmed it, as JSON.
+     */
+    public var evidenceJson: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The summary.
+         */summary: OperationSummary, 
+        /**
+         * The approval it ran under.
+         */approvalId: Int64?, 
+        /**
+         * The input, as canonical JSON.
+         */inputJson: String, 
+        /**
+         * What confirmation looks for, as JSON.
+         */expectedJson: String, 
+        /**
+         * The backend's answer, as JSON.
+         */backendResultJson: String?, 
+        /**
+         * What confirmed it, as JSON.
+         */evidenceJson: String?) {
+        self.summary = summary
+        self.approvalId = approvalId
+        self.inputJson = inputJson
+        self.expectedJson = expectedJson
+        self.backendResultJson = backendResultJson
+        self.evidenceJson = evidenceJson
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension OperationDetail: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeOperationDetail: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> OperationDetail {
+        return
+            try OperationDetail(
+                summary: FfiConverterTypeOperationSummary.read(from: &buf), 
+                approvalId: FfiConverterOptionInt64.read(from: &buf), 
+                inputJson: FfiConverterString.read(from: &buf), 
+                expectedJson: FfiConverterString.read(from: &buf), 
+                backendResultJson: FfiConverterOptionString.read(from: &buf), 
+                evidenceJson: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: OperationDetail, into buf: inout [UInt8]) {
+        FfiConverterTypeOperationSummary.write(value.summary, into: &buf)
+        FfiConverterOptionInt64.write(value.approvalId, into: &buf)
+        FfiConverterString.write(value.inputJson, into: &buf)
+        FfiConverterString.write(value.expectedJson, into: &buf)
+        FfiConverterOptionString.write(value.backendResultJson, into: &buf)
+        FfiConverterOptionString.write(value.evidenceJson, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeOperationDetail_lift(_ buf: RustBuffer) throws -> OperationDetail {
+    return try FfiConverterTypeOperationDetail.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeOperationDetail_lower(_ value: OperationDetail) -> RustBuffer {
+    return FfiConverterTypeOperationDetail.lower(value)
 }
 
 
@@ -3736,6 +4042,31 @@ fileprivate struct FfiConverterSequenceTypeApprovalCard: FfiConverterRustBuffer 
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeAuditEntry: FfiConverterRustBuffer {
+    typealias SwiftType = [AuditEntry]
+
+    public static func write(_ value: [AuditEntry], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeAuditEntry.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [AuditEntry] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [AuditEntry]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeAuditEntry.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeOperationSummary: FfiConverterRustBuffer {
     typealias SwiftType = [OperationSummary]
 
@@ -3921,10 +4252,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_taskhandle_is_finished() != 9198) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_approval() != 37495) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_approvals() != 24238) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_audit() != 64230) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_human() != 23350) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_write_operation() != 7311) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_write_operations() != 4719) {

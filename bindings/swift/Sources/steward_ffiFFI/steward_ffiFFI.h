@@ -330,14 +330,29 @@ void uniffi_steward_ffi_fn_free_steward(uint64_t handle, RustCallStatus *_Nonnul
 uint64_t uniffi_steward_ffi_fn_constructor_steward_open(RustBuffer home, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_APPROVAL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_APPROVAL
+RustBuffer uniffi_steward_ffi_fn_method_steward_approval(uint64_t ptr, int64_t id, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_APPROVALS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_APPROVALS
 RustBuffer uniffi_steward_ffi_fn_method_steward_approvals(uint64_t ptr, int8_t pending_only, uint32_t offset, uint32_t limit, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_AUDIT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_AUDIT
+RustBuffer uniffi_steward_ffi_fn_method_steward_audit(uint64_t ptr, RustBuffer query_json, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_HUMAN
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_HUMAN
 uint64_t uniffi_steward_ffi_fn_method_steward_human(uint64_t ptr, RustBuffer person, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WRITE_OPERATION
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WRITE_OPERATION
+RustBuffer uniffi_steward_ffi_fn_method_steward_write_operation(uint64_t ptr, int64_t id, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WRITE_OPERATIONS
@@ -731,15 +746,33 @@ uint16_t uniffi_steward_ffi_checksum_method_taskhandle_is_finished(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_APPROVAL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_APPROVAL
+uint16_t uniffi_steward_ffi_checksum_method_steward_approval(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_APPROVALS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_APPROVALS
 uint16_t uniffi_steward_ffi_checksum_method_steward_approvals(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_AUDIT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_AUDIT
+uint16_t uniffi_steward_ffi_checksum_method_steward_audit(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_HUMAN
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_HUMAN
 uint16_t uniffi_steward_ffi_checksum_method_steward_human(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WRITE_OPERATION
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WRITE_OPERATION
+uint16_t uniffi_steward_ffi_checksum_method_steward_write_operation(void
     
 );
 #endif
