@@ -23,7 +23,8 @@ pub(crate) use lexical::{analyzer, query_terms};
 pub use vectors::{
     COARSE_FACTOR, DEFAULT_MAX_VECTOR_DISTANCE, EmbedError, EmbedState, EmbeddedItem, Embedder,
     FailedItem, INT8_FULL_SCAN_BYTES, MAX_CODE_CACHE_BYTES, MAX_DIMENSION, MAX_KNN,
-    MAX_VECTOR_BATCH, MIN_COARSE, Neighbour, Q_HEADROOM, RERANK_FACTOR, VectorError, VectorStore,
+    MAX_VECTOR_BATCH, MIN_COARSE, MIN_RERANK_EXTRA, Neighbour, Q_HEADROOM, RERANK_EXTRA_PERCENT,
+    VectorError, VectorStore,
 };
 
 use crate::error::{ErrorKind, StewardError};

@@ -14,7 +14,8 @@
 //!    direction (e5's sit at cosine ≈ 0.87 to their centroid), so raw sign bits mostly encode
 //!    that direction — measured on real e5 vectors of the demo mailbox, raw bits kept 74% of
 //!    the true top 50 at 400 candidates, centered bits 98%.
-//! 2. int8 dot products on those candidates, keeping [`RERANK_FACTOR`]·k.
+//! 2. int8 dot products on those candidates, keeping k plus [`RERANK_EXTRA_PERCENT`]% of k
+//!    (at least [`MIN_RERANK_EXTRA`] more).
 //! 3. Exact cosine on the stored floats for those, nearest first.
 //!
 //! The in-memory codes are loaded once per space and reloaded when the space's generation
@@ -49,8 +50,11 @@ pub const MIN_COARSE: usize = 1_000;
 /// A space whose int8 codes fit in this many bytes skips the Hamming pass: all its vectors go
 /// to the int8 pass (about a millisecond of scanning).
 pub const INT8_FULL_SCAN_BYTES: usize = 2 * 1024 * 1024;
-/// Candidates re-ranked on exact cosine per neighbour asked for (after the int8 pass).
-pub const RERANK_FACTOR: usize = 2;
+/// Candidates re-ranked on exact cosine beyond the k asked for, in percent of k (after the
+/// int8 pass; each costs a read of its floats from sqlite-vec).
+pub const RERANK_EXTRA_PERCENT: usize = 50;
+/// The fewest extra candidates re-ranked on exact cosine.
+pub const MIN_RERANK_EXTRA: usize = 16;
 /// The int8 scale leaves this much room above the largest component of a space's first batch.
 pub const Q_HEADROOM: f32 = 1.25;
 /// Most bytes of codes (int8 and sign bits) kept in memory per space.
@@ -312,7 +316,7 @@ impl Codes {
         Self { generation, dim, words, ids, q, bits, center, scale }
     }
 
-    /// Indexes of the [`RERANK_FACTOR`]·k best candidates for the unit vector `unit`: Hamming
+    /// Indexes of the k + [`RERANK_EXTRA_PERCENT`]% best candidates for the unit vector `unit`: Hamming
     /// on centered bits (unless the int8 codes are at most `full_scan_bytes`), then int8 dot
     /// products.
     fn candidates(&self, unit: &[f32], k: usize, full_scan_bytes: usize) -> Vec<usize> {
@@ -356,7 +360,7 @@ impl Codes {
             }
             pool
         };
-        let fine = (k * RERANK_FACTOR).min(pool.len());
+        let fine = (k + (k * RERANK_EXTRA_PERCENT / 100).max(MIN_RERANK_EXTRA)).min(pool.len());
         if fine == 0 {
             return Vec::new();
         }
