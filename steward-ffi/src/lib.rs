@@ -22,7 +22,7 @@ pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
 pub use runtime::MAX_BLOCKING_CALLS;
 pub use search::{SearchHit, SearchQuery, SearchResults};
-pub use steward::Steward;
+pub use steward::{Steward, StewardBuilder};
 pub use watches::{PollSummary, WatchEventInfo, WatchInfo, WatchProposalInfo};
 
 /// The version of the Steward library.

@@ -7,6 +7,64 @@ use steward_core::mirror::{MailSource, SyncOptions};
 
 use crate::{EmbedReport, FfiError, MirrorStats, SyncSummary};
 
+/// How to open a home: each setter takes the builder and returns a new one (the launcher
+/// chains them), `open` makes the `Steward`.
+#[derive(Debug, Clone, Default, uniffi::Object)]
+pub struct StewardBuilder {
+    home: Option<String>,
+    watch_sources: bool,
+    embedder_from_config: bool,
+    llm_from_config: bool,
+}
+
+#[uniffi::export]
+impl StewardBuilder {
+    /// Nothing set: the default home (`$STEWARD_HOME` or the platform's data directory), no
+    /// watch sources, no embedder, no chat models.
+    #[uniffi::constructor]
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Uses `home` instead of the default.
+    pub fn home(self: Arc<Self>, home: String) -> Arc<Self> {
+        Arc::new(Self { home: Some(home), ..(*self).clone() })
+    }
+
+    /// Registers every watch source (`time`, `train`).
+    pub fn watch_sources(self: Arc<Self>) -> Arc<Self> {
+        Arc::new(Self { watch_sources: true, ..(*self).clone() })
+    }
+
+    /// Uses the embedder the home's configuration names (`[embed]`, `STEWARD_EMBED_*`).
+    pub fn embedder_from_config(self: Arc<Self>) -> Arc<Self> {
+        Arc::new(Self { embedder_from_config: true, ..(*self).clone() })
+    }
+
+    /// Uses the chat models the home's configuration names (`[llm]`, `STEWARD_LLM_*`).
+    pub fn llm_from_config(self: Arc<Self>) -> Arc<Self> {
+        Arc::new(Self { llm_from_config: true, ..(*self).clone() })
+    }
+
+    /// Opens (creating if needed) the home.
+    pub fn open(self: Arc<Self>) -> Result<Arc<Steward>, FfiError> {
+        let mut b = steward_core::Steward::builder();
+        if let Some(h) = &self.home {
+            b = b.home(h);
+        }
+        if self.watch_sources {
+            b = steward_connectors::watches::register(b);
+        }
+        if self.embedder_from_config {
+            b = b.embedder_from_config();
+        }
+        if self.llm_from_config {
+            b = b.llm_from_config();
+        }
+        Ok(Arc::new(Steward { inner: Arc::new(b.open()?) }))
+    }
+}
+
 /// One person's Steward home.
 #[derive(uniffi::Object)]
 pub struct Steward {
@@ -16,13 +74,17 @@ pub struct Steward {
 #[uniffi::export]
 impl Steward {
     /// Opens (creating if needed) the home at `home`, with every watch source registered and
-    /// the embedder its configuration names (none when embedding is off).
+    /// the embedder and chat models its configuration names (none when they are off): what
+    /// `StewardBuilder().home(home).watch_sources().embedder_from_config().llm_from_config()
+    /// .open()` does.
     #[uniffi::constructor]
     pub fn open(home: String) -> Result<Arc<Self>, FfiError> {
-        let builder = steward_connectors::watches::register(
-            steward_core::Steward::builder().embedder_from_config(),
-        );
-        Ok(Arc::new(Self { inner: Arc::new(builder.home(home).open()?) }))
+        StewardBuilder::new()
+            .home(home)
+            .watch_sources()
+            .embedder_from_config()
+            .llm_from_config()
+            .open()
     }
 
     /// Mirrors a Maildir.

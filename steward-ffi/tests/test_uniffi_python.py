@@ -307,3 +307,24 @@ def test_async_exports_are_awaitable_and_keep_the_loop_free(tmp_path):
         assert call.result().hits and ticks > 0
 
     asyncio.run(main())
+
+
+def test_a_builder_chains_and_each_step_is_a_new_builder(tmp_path):
+    base = ffi.StewardBuilder()
+    home_a = base.home(str(tmp_path / "a"))
+    home_b = base.home(str(tmp_path / "b")).watch_sources()
+    a = home_a.open()
+    b = home_b.open()
+    a.index_maildir(str(write_maildir(tmp_path)), "ffi")
+    assert a.mirror_stats().messages_live == 2
+    assert b.mirror_stats().messages_live == 0, "two homes: the first builder was not changed"
+    # Watch sources are registered only where asked for.
+    import json
+    import time
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
+    definition = json.dumps({"source": "time", "resource_ref": at, "instruction": "ring",
+                             "rules": [{"id": "ring", "event": "time.reached"}]})
+    assert b.create_watch(definition).status == "active"
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        a.create_watch(definition)
+    assert e.value.code == "WATCH_UNKNOWN_SOURCE"

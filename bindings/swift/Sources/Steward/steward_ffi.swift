@@ -927,7 +927,9 @@ open class Steward: StewardProtocol, @unchecked Sendable {
     
     /**
      * Opens (creating if needed) the home at `home`, with every watch source registered and
-     * the embedder its configuration names (none when embedding is off).
+     * the embedder and chat models its configuration names (none when they are off): what
+     * `StewardBuilder().home(home).watch_sources().embedder_from_config().llm_from_config()
+     * .open()` does.
      */
 public static func `open`(home: String)throws  -> Steward  {
     return try  FfiConverterTypeSteward_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
@@ -1321,6 +1323,218 @@ public func FfiConverterTypeSteward_lift(_ handle: UInt64) throws -> Steward {
 #endif
 public func FfiConverterTypeSteward_lower(_ value: Steward) -> UInt64 {
     return FfiConverterTypeSteward.lower(value)
+}
+
+
+
+
+
+
+/**
+ * How to open a home: each setter takes the builder and returns a new one (the launcher
+ * chains them), `open` makes the `Steward`.
+ */
+public protocol StewardBuilderProtocol: AnyObject, Sendable {
+    
+    /**
+     * Uses the embedder the home's configuration names (`[embed]`, `STEWARD_EMBED_*`).
+     */
+    func embedderFromConfig()  -> StewardBuilder
+    
+    /**
+     * Uses `home` instead of the default.
+     */
+    func home(home: String)  -> StewardBuilder
+    
+    /**
+     * Uses the chat models the home's configuration names (`[llm]`, `STEWARD_LLM_*`).
+     */
+    func llmFromConfig()  -> StewardBuilder
+    
+    /**
+     * Opens (creating if needed) the home.
+     */
+    func `open`() throws  -> Steward
+    
+    /**
+     * Registers every watch source (`time`, `train`).
+     */
+    func watchSources()  -> StewardBuilder
+    
+}
+/**
+ * How to open a home: each setter takes the builder and returns a new one (the launcher
+ * chains them), `open` makes the `Steward`.
+ */
+open class StewardBuilder: StewardBuilderProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_steward_ffi_fn_clone_stewardbuilder(self.handle, $0) }
+    }
+    /**
+     * Nothing set: the default home (`$STEWARD_HOME` or the platform's data directory), no
+     * watch sources, no embedder, no chat models.
+     */
+public convenience init() {
+    let handle =
+        try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_constructor_stewardbuilder_new(uniffiCallStatus
+    )
+}
+    self.init(unsafeFromHandle: handle)
+}
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_steward_ffi_fn_free_stewardbuilder(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Uses the embedder the home's configuration names (`[embed]`, `STEWARD_EMBED_*`).
+     */
+open func embedderFromConfig() -> StewardBuilder  {
+    return try!  FfiConverterTypeStewardBuilder_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_stewardbuilder_embedder_from_config(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Uses `home` instead of the default.
+     */
+open func home(home: String) -> StewardBuilder  {
+    return try!  FfiConverterTypeStewardBuilder_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_stewardbuilder_home(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(home),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Uses the chat models the home's configuration names (`[llm]`, `STEWARD_LLM_*`).
+     */
+open func llmFromConfig() -> StewardBuilder  {
+    return try!  FfiConverterTypeStewardBuilder_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_stewardbuilder_llm_from_config(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Opens (creating if needed) the home.
+     */
+open func `open`()throws  -> Steward  {
+    return try  FfiConverterTypeSteward_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_stewardbuilder_open(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Registers every watch source (`time`, `train`).
+     */
+open func watchSources() -> StewardBuilder  {
+    return try!  FfiConverterTypeStewardBuilder_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_stewardbuilder_watch_sources(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeStewardBuilder: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = StewardBuilder
+
+    public static func lift(_ handle: UInt64) throws -> StewardBuilder {
+        return StewardBuilder(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: StewardBuilder) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> StewardBuilder {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: StewardBuilder, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStewardBuilder_lift(_ handle: UInt64) throws -> StewardBuilder {
+    return try FfiConverterTypeStewardBuilder.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStewardBuilder_lower(_ value: StewardBuilder) -> UInt64 {
+    return FfiConverterTypeStewardBuilder.lower(value)
 }
 
 
@@ -4321,7 +4535,25 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_watches() != 59519) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_constructor_steward_open() != 23811) {
+    if (uniffi_steward_ffi_checksum_method_stewardbuilder_embedder_from_config() != 32922) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_stewardbuilder_home() != 19611) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_stewardbuilder_llm_from_config() != 28983) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_stewardbuilder_open() != 14501) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_stewardbuilder_watch_sources() != 56217) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_constructor_steward_open() != 5109) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_constructor_stewardbuilder_new() != 8885) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_livelistener_on_snapshot() != 3499) {
