@@ -182,9 +182,27 @@ impl StewardBuilder {
             tools.register(spec)?;
         }
         let mirror = Mirror::open(&home, &self.limits)?;
-        let embedder = match self.embedder {
+        let usage = std::sync::OnceLock::new();
+        let embedder: Option<Arc<dyn Embedder>> = match self.embedder {
             Some(e) => Some(e),
-            None if self.embedder_from_config => crate::embed::configured(&home)?,
+            None if self.embedder_from_config => match crate::embed::EmbedConfig::load(&home)? {
+                Some(c) => {
+                    let mut e = crate::embed::OpenAiEmbedder::new(c)?;
+                    // Embedding requests are model requests: they go in the usage ledger.
+                    match crate::llm::UsageLedger::open(&home, &self.limits) {
+                        Ok(l) => {
+                            let l = Arc::new(l);
+                            e = e.with_ledger(Arc::clone(&l));
+                            let _ = usage.set(l);
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "usage ledger unavailable; embeddings go unrecorded");
+                        }
+                    }
+                    Some(Arc::new(e))
+                }
+                None => None,
+            },
             None => None,
         };
         let llm_config = match self.llm {
@@ -200,7 +218,7 @@ impl StewardBuilder {
             catching_up: std::sync::Mutex::new(()),
             llm_config,
             llm: std::sync::OnceLock::new(),
-            usage: std::sync::OnceLock::new(),
+            usage,
             tools,
             policy: std::sync::OnceLock::new(),
             access: std::sync::OnceLock::new(),

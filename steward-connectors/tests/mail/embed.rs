@@ -432,3 +432,41 @@ fn a_real_model_server_finds_paraphrases_that_share_no_word() {
             .all(|m| !PARAPHRASES.iter().any(|p| Some(p.0) == m.message_id.as_deref()))
     );
 }
+
+#[test]
+fn embedding_requests_go_in_the_usage_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = maildir(dir.path(), 40, &[]);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&calls);
+    let server = ScriptedServer::start(move |r, _| {
+        if c.fetch_add(1, Ordering::SeqCst) == 0 {
+            error_answer(503, "warming up")
+        } else {
+            Reply::Json(200, embeddings_answer(&r.inputs(), |t| hashed_embedding(t, 32)))
+        }
+    });
+    // Configured the way a person does it: config.toml in the home.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!("[embed]\nendpoint = \"{}\"\nmodel = \"m\"\n", server.base_url),
+    )
+    .unwrap();
+    let s = Steward::builder().home(&home).embedder_from_config().open().unwrap();
+    mirror_maildir(&s, &md);
+    assert!(drain(&s).unavailable.is_some(), "the first request fails");
+    assert!(drain(&s).is_done());
+    s.search(&SearchRequest::text("fattura")).unwrap();
+    let sent = server.requests().len() as i64;
+    let report = s.usage().unwrap().report(0).unwrap();
+    assert_eq!(report.total.requests, sent, "one row per request: {report:?}");
+    assert_eq!(report.total.failed, 1);
+    assert_eq!(report.total.input_tokens, sent - 1, "the endpoint's prompt tokens, once each");
+    assert_eq!(report.by_service[0].key, "steward");
+    let actions: Vec<&str> = report.by_action.iter().map(|g| g.key.as_str()).collect();
+    assert!(actions.contains(&"embed.mail") && actions.contains(&"search.query"), "{actions:?}");
+    assert_eq!(report.unattributed, 0);
+    assert_eq!(report.unpriced, sent, "local embeddings have no rates");
+}

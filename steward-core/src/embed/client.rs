@@ -50,6 +50,14 @@ impl Purpose {
 #[derive(Deserialize)]
 struct Answer {
     data: Vec<Item>,
+    #[serde(default)]
+    usage: Option<AnswerUsage>,
+}
+
+#[derive(Deserialize)]
+struct AnswerUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +72,7 @@ pub struct OpenAiEmbedder {
     config: EmbedConfig,
     url: String,
     http: reqwest::blocking::Client,
+    ledger: Option<std::sync::Arc<crate::llm::UsageLedger>>,
 }
 
 impl std::fmt::Debug for OpenAiEmbedder {
@@ -88,7 +97,55 @@ impl OpenAiEmbedder {
         } else {
             format!("{base}/embeddings")
         };
-        Ok(Self { config, url, http })
+        Ok(Self { config, url, http, ledger: None })
+    }
+
+    /// Records every request in `ledger` (capability `local-embed`, service `steward`, action
+    /// `embed.mail` or `search.query`, prompt tokens when the endpoint reports them).
+    #[must_use]
+    pub fn with_ledger(mut self, ledger: std::sync::Arc<crate::llm::UsageLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    fn call(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let at = crate::time::now_secs();
+        let started = std::time::Instant::now();
+        let result = self.request(texts, purpose);
+        if let Some(ledger) = &self.ledger {
+            let latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let (outcome, tokens, status, error) = match &result {
+                Ok((_, tokens)) => ("ok", *tokens, Some(200), None),
+                Err(e) => ("failed", 0, None, Some(e.to_string())),
+            };
+            let record = crate::llm::RequestRecord {
+                at,
+                service: Some(USAGE_SERVICE.to_owned()),
+                action: Some(purpose.action().to_owned()),
+                capability: crate::llm::Capability::LocalEmbed.as_str().to_owned(),
+                target: Some("embed".to_owned()),
+                model: Some(self.config.model.clone()),
+                outcome,
+                streamed: false,
+                usage: crate::llm::TokenUsage { input: tokens, ..Default::default() },
+                cost_micros: 0,
+                priced: false,
+                latency_ms,
+                error: error.clone(),
+            };
+            let attempt = crate::llm::AttemptRecord {
+                target: "embed".to_owned(),
+                model: self.config.model.clone(),
+                status,
+                outcome,
+                latency_ms,
+                error,
+            };
+            if let Err(e) = ledger.record(&record, &[attempt]) {
+                tracing::warn!(error = %e, "the usage ledger could not record an embedding request");
+            }
+        }
+        result.map(|(v, _)| v)
     }
 
     /// The configuration.
@@ -96,7 +153,12 @@ impl OpenAiEmbedder {
         &self.config
     }
 
-    fn call(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// One request: the vectors and the prompt tokens the endpoint reported.
+    fn request(
+        &self,
+        texts: &[&str],
+        purpose: Purpose,
+    ) -> Result<(Vec<Vec<f32>>, u64), EmbedError> {
         let mut body = serde_json::json!({
             "model": self.config.model,
             "input": texts,
@@ -154,7 +216,7 @@ impl OpenAiEmbedder {
                 *slot = item.embedding;
             }
         }
-        Ok(out)
+        Ok((out, answer.usage.map_or(0, |u| u.prompt_tokens)))
     }
 }
 
