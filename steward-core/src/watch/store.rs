@@ -1121,7 +1121,14 @@ impl Watches {
             s.as_ref().map(|t| t.chars().take(n).collect::<String>())
         };
         let (outcome, error) = (clip(&result.outcome, 64), clip(&result.error, 500));
-        let child = self.continuation_child(&run, outcome.as_deref(), now)?;
+        // The outcome is recorded even when no follow-up can be scheduled (no `time` source).
+        let child = match self.continuation_child(&run, outcome.as_deref(), now) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(run = run_id, error = %e, "the continuation could not be scheduled");
+                None
+            }
+        };
         self.db.write(|tx| {
             let changed = tx
                 .execute(

@@ -557,4 +557,19 @@ fn a_continuation_inherits_grants_and_context_exactly_and_stops_at_max_attempts(
         2,
         "parent and one child"
     );
+    // Without a `time` source the outcome is still recorded; only the follow-up is missing.
+    let dir2 = tempfile::tempdir().unwrap();
+    let (a2, w2) = engine(dir2.path());
+    w2.create_approved(
+        &def(json!([{"id": "mail", "event": "x.platform", "once": true, "grants": [mail_grant()],
+            "continuation": {"outcomes": ["not_answered"], "after_minutes": 2, "max_attempts": 2}}])),
+        12,
+        1_000,
+    )
+    .unwrap();
+    *a2.state.lock().unwrap() = json!({"platform": "3", "station": "Milano", "eta": 100_000});
+    w2.poll(1_010).unwrap();
+    let ev = w2.events(&WatchEventQuery::default()).unwrap().remove(0);
+    let run = w2.run_granted(ev.id, &exec, 1_020).unwrap().ran.remove(0);
+    assert_eq!((run.status.as_str(), run.child_watch_id), ("succeeded", None));
 }
