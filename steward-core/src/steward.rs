@@ -314,7 +314,7 @@ pub struct Steward {
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     /// `watches.db`, opened on first use.
     watches: std::sync::OnceLock<crate::watch::Watches>,
-    /// Held while a derived index is opened for the first time.
+    /// Held while a store or derived index is opened for the first time.
     opening: std::sync::Mutex<()>,
     /// Held while the text index catches up with the mirror.
     catching_up: std::sync::Mutex<()>,
@@ -461,13 +461,28 @@ impl Steward {
         crate::search::engine::search(&sources, request, max)
     }
 
-    /// The vector store (embedders write here; search reads).
-    pub fn vectors(&self) -> Result<&VectorStore, VectorError> {
-        if let Some(v) = self.vectors.get() {
+    /// The store in `cell`, opened by `open` on first use. First opens are serialized within
+    /// the process (`open` must not call another accessor that opens): two threads opening a
+    /// fresh store at once raced on its files and schema, and one of them failed.
+    fn open_once<'a, T, E>(
+        &'a self,
+        cell: &'a std::sync::OnceLock<T>,
+        open: impl FnOnce() -> Result<T, E>,
+    ) -> Result<&'a T, E> {
+        if let Some(v) = cell.get() {
             return Ok(v);
         }
-        let opened = VectorStore::open(&self.home.join("index"), &self.limits)?;
-        Ok(self.vectors.get_or_init(|| opened))
+        let _opening = self.opening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = cell.get() {
+            return Ok(v);
+        }
+        let opened = open()?;
+        Ok(cell.get_or_init(|| opened))
+    }
+
+    /// The vector store (embedders write here; search reads).
+    pub fn vectors(&self) -> Result<&VectorStore, VectorError> {
+        self.open_once(&self.vectors, || VectorStore::open(&self.home.join("index"), &self.limits))
     }
 
     /// Approval requests and their resolution (`steward.db`).
@@ -475,39 +490,35 @@ impl Steward {
         if let Some(a) = self.approvals.get() {
             return Ok(a);
         }
-        let mut opened = Approvals::open(&self.home, &self.limits)?;
-        match self.audit() {
-            Ok(audit) => opened = opened.with_audit(Arc::clone(audit)),
-            Err(e) => tracing::warn!(error = %e, "audit trail unavailable; approvals not audited"),
-        }
-        Ok(self.approvals.get_or_init(|| opened))
+        // The audit trail first: opening holds the lock, and a nested open would wait on it.
+        let audit = self.audit().map(Arc::clone);
+        self.open_once(&self.approvals, || {
+            let opened = Approvals::open(&self.home, &self.limits)?;
+            Ok(match audit {
+                Ok(audit) => opened.with_audit(audit),
+                Err(e) => {
+                    tracing::warn!(error = %e, "audit trail unavailable; approvals not audited");
+                    opened
+                }
+            })
+        })
     }
 
     /// The versioned policy (`steward.db`).
     pub fn policy_store(&self) -> Result<&PolicyStore, PolicyError> {
-        if let Some(p) = self.policy.get() {
-            return Ok(p);
-        }
-        let opened = PolicyStore::open(&self.home, &self.limits)?;
-        Ok(self.policy.get_or_init(|| opened))
+        self.open_once(&self.policy, || PolicyStore::open(&self.home, &self.limits))
     }
 
     /// Network access state (`steward.db`): idempotent responses, paired devices, pairing codes.
     pub fn access(&self) -> Result<&crate::access::AccessStore, crate::access::AccessError> {
-        if let Some(a) = self.access.get() {
-            return Ok(a);
-        }
-        let opened = crate::access::AccessStore::open(&self.home, &self.limits)?;
-        Ok(self.access.get_or_init(|| opened))
+        self.open_once(&self.access, || crate::access::AccessStore::open(&self.home, &self.limits))
     }
 
     /// The usage ledger (`usage.db`).
     pub fn usage(&self) -> Result<&Arc<crate::llm::UsageLedger>, crate::store::StoreError> {
-        if let Some(u) = self.usage.get() {
-            return Ok(u);
-        }
-        let opened = Arc::new(crate::llm::UsageLedger::open(&self.home, &self.limits)?);
-        Ok(self.usage.get_or_init(|| opened))
+        self.open_once(&self.usage, || {
+            crate::llm::UsageLedger::open(&self.home, &self.limits).map(Arc::new)
+        })
     }
 
     /// The chat-model client over the configured tiers, recording into the usage ledger.
@@ -525,11 +536,9 @@ impl Steward {
 
     /// Durable watches (`watches.db`) over the registered sources.
     pub fn watches(&self) -> Result<&crate::watch::Watches, crate::watch::WatchError> {
-        if let Some(w) = self.watches.get() {
-            return Ok(w);
-        }
-        let opened = crate::watch::Watches::open(&self.home, &self.limits, &self.watch_adapters)?;
-        Ok(self.watches.get_or_init(|| opened))
+        self.open_once(&self.watches, || {
+            crate::watch::Watches::open(&self.home, &self.limits, &self.watch_adapters)
+        })
     }
 
     /// The write journal (`ops.db`), audited.
@@ -537,12 +546,17 @@ impl Steward {
         if let Some(j) = self.journal.get() {
             return Ok(j);
         }
-        let mut opened = crate::journal::Journal::open(&self.home, &self.limits)?;
-        match self.audit() {
-            Ok(audit) => opened = opened.with_audit(Arc::clone(audit)),
-            Err(e) => tracing::warn!(error = %e, "audit trail unavailable; journal not audited"),
-        }
-        Ok(self.journal.get_or_init(|| opened))
+        let audit = self.audit().map(Arc::clone);
+        self.open_once(&self.journal, || {
+            let opened = crate::journal::Journal::open(&self.home, &self.limits)?;
+            Ok(match audit {
+                Ok(audit) => opened.with_audit(audit),
+                Err(e) => {
+                    tracing::warn!(error = %e, "audit trail unavailable; journal not audited");
+                    opened
+                }
+            })
+        })
     }
 
     pub(crate) fn attachment_registry(&self) -> &crate::attachments::Registry {
@@ -590,11 +604,7 @@ impl Steward {
 
     /// The audit trail (`audit.db`).
     pub fn audit(&self) -> Result<&Arc<AuditLog>, AuditError> {
-        if let Some(a) = self.audit.get() {
-            return Ok(a);
-        }
-        let opened = Arc::new(AuditLog::open(&self.home, &self.limits)?);
-        Ok(self.audit.get_or_init(|| opened))
+        self.open_once(&self.audit, || AuditLog::open(&self.home, &self.limits).map(Arc::new))
     }
 
     /// The authority of `person`, for a frontend that has authenticated them (the command, the
@@ -607,17 +617,9 @@ impl Steward {
     /// The text index, opened on first use (commands that only read the mirror never pay for
     /// it).
     pub fn lexical_index(&self) -> Result<&LexicalIndex, IndexError> {
-        if let Some(l) = self.lexical.get() {
-            return Ok(l);
-        }
         // One opener at a time: opening creates (or, on a schema change, rebuilds) the index
         // directory, and a second opener racing it would see it half made and remove it.
-        let _opening = self.opening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(l) = self.lexical.get() {
-            return Ok(l);
-        }
-        let opened = LexicalIndex::open(&self.lexical_index_dir())?;
-        Ok(self.lexical.get_or_init(|| opened))
+        self.open_once(&self.lexical, || LexicalIndex::open(&self.lexical_index_dir()))
     }
 
     /// Drops and rebuilds every derived index from the mirror (today: the lexical index).

@@ -967,8 +967,9 @@ fn serve_drains_the_embedding_queue_in_the_background_and_stops_with_the_server(
         );
         let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
         let running = spawn(state, config).await.unwrap();
-        // Nobody asked: the server embeds what the mirror holds.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // Nobody asked: the server embeds what the mirror holds (within one retry of a failed
+        // pass, RETRY_AFTER_ERROR_SECS).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(75);
         let embedded = loop {
             let (done, _, _) = s.vectors().unwrap().embed_summary("hash-64").unwrap();
             if done >= live || std::time::Instant::now() > deadline {
