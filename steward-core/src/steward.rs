@@ -528,7 +528,7 @@ impl Steward {
         }
         let config =
             self.llm_config.clone().ok_or(crate::llm::LlmError::NotConfigured("any capability"))?;
-        let ledger = self.usage().map_err(|e| crate::llm::LlmError::Invalid(e.to_string()))?;
+        let ledger = self.usage().map_err(|e| crate::llm::LlmError::Ledger(e.to_string()))?;
         let client = crate::llm::LlmClient::new(config, Some(Arc::clone(ledger)))
             .map_err(|e| crate::llm::LlmError::Invalid(e.to_string()))?;
         Ok(self.llm.get_or_init(|| client))

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::{EmbedConfig, MAX_RESPONSE_BYTES};
 use crate::index::{EmbedError, Embedder};
+use crate::net::{error_message, transport_error};
 
 /// `Retry-After` assumed when a 429 gives none.
 pub const DEFAULT_RETRY_AFTER_SECS: u64 = 30;
@@ -217,33 +218,6 @@ impl OpenAiEmbedder {
             }
         }
         Ok((out, answer.usage.map_or(0, |u| u.prompt_tokens)))
-    }
-}
-
-/// The `error.message` of an OpenAI-style error body, else its first 200 characters.
-fn error_message(raw: &[u8]) -> String {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Detail,
-    }
-    #[derive(Deserialize)]
-    struct Detail {
-        message: String,
-    }
-    match serde_json::from_slice::<Body>(raw) {
-        Ok(b) => b.error.message.chars().take(200).collect(),
-        Err(_) => String::from_utf8_lossy(raw).chars().take(200).collect(),
-    }
-}
-
-fn transport_error(e: reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".to_owned()
-    } else if e.is_connect() {
-        "cannot connect".to_owned()
-    } else {
-        // Without the URL: a misconfigured endpoint may carry a key in its query string.
-        e.without_url().to_string()
     }
 }
 

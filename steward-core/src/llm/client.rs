@@ -9,6 +9,8 @@ use std::{
 
 use serde_json::{Value, json};
 
+use crate::net::{error_message, transport_error};
+
 use super::{
     AttemptRecord, ChatRequest, ChatResponse, LlmConfig, LlmConfigError, LlmError,
     MAX_ANSWER_BYTES, MAX_MESSAGES, MAX_SSE_LINE_BYTES, MAX_TOOLS, RequestRecord, Target,
@@ -296,7 +298,7 @@ impl LlmClient {
         if let Some(key) = &target.api_key {
             http = http.bearer_auth(key);
         }
-        let resp = http.send().map_err(|e| failed(None, transport(e)))?;
+        let resp = http.send().map_err(|e| failed(None, transport_error(e)))?;
         let status = resp.status().as_u16();
         if !resp.status().is_success() {
             let mut raw = Vec::new();
@@ -462,25 +464,4 @@ fn read_stream(
         attempts: 0,
         request_id: None,
     })
-}
-
-fn transport(e: reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".to_owned()
-    } else if e.is_connect() {
-        "cannot connect".to_owned()
-    } else {
-        // Without the URL: a misconfigured base URL may carry a key in its query string.
-        e.without_url().to_string()
-    }
-}
-
-fn error_message(raw: &[u8]) -> String {
-    serde_json::from_slice::<Value>(raw)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| String::from_utf8_lossy(raw).into_owned())
-        .chars()
-        .take(200)
-        .collect()
 }

@@ -450,6 +450,9 @@ pub enum LlmError {
         /// The last failure.
         last: String,
     },
+    /// The usage ledger could not be opened.
+    #[error("usage ledger: {0}")]
+    Ledger(String),
     /// The shared deadline ran out.
     #[error("the {0} s deadline ran out")]
     Deadline(u64),
@@ -472,15 +475,17 @@ impl StewardError for LlmError {
             Self::Invalid(_) => "LLM_INVALID_REQUEST",
             Self::Unavailable { .. } => "LLM_UNAVAILABLE",
             Self::Deadline(_) => "LLM_DEADLINE",
+            Self::Ledger(_) => "LLM_LEDGER_UNAVAILABLE",
             Self::Interrupted { .. } => "LLM_STREAM_INTERRUPTED",
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::NotConfigured(_) | Self::Unavailable { .. } | Self::Deadline(_) => {
-                ErrorKind::Unavailable
-            }
+            Self::NotConfigured(_)
+            | Self::Unavailable { .. }
+            | Self::Deadline(_)
+            | Self::Ledger(_) => ErrorKind::Unavailable,
             Self::Invalid(_) => ErrorKind::InvalidInput,
             Self::Interrupted { .. } => ErrorKind::Unavailable,
         }
