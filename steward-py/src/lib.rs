@@ -4,6 +4,8 @@
 //! method is one core call. Errors become a `StewardError` subclass chosen by the error's kind,
 //! carrying `.code` and `.kind`. Core calls run with the GIL released.
 
+mod results;
+
 use std::path::PathBuf;
 
 use pyo3::{create_exception, exceptions::PyException, prelude::*, types::PyDict};
@@ -361,6 +363,61 @@ impl PyHuman {
     }
 }
 
+/// Offline replay of recorded decisions (`Steward.replay`).
+#[pyclass(name = "Replay", module = "steward._steward", frozen)]
+struct PyReplay {
+    steward: std::sync::Arc<steward_core::Steward>,
+}
+
+#[pymethods]
+impl PyReplay {
+    /// Replays recorded tool calls through the policy in force without executing, approving
+    /// or recording anything. `records` is JSONL text or a list of dicts with `tool`, `input`,
+    /// optional `expected` (`allow`, `gate`, `deny`, optionally `:level`) and
+    /// `headless_grants`. Returns a `PolicyReplay` (`outcomes` one `ReplayOutcome` per
+    /// record; `to_dict()` on either for a DataFrame).
+    fn policy(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+    ) -> PyResult<results::PolicyReplay> {
+        let text = jsonl_of(py, records)?;
+        py.detach(|| {
+            steward_core::replay::parse_jsonl(&text)
+                .and_then(|records| self.steward.replay_policy(&records))
+        })
+        .map(Into::into)
+        .map_err(|e| to_py(&e))
+    }
+}
+
+/// Evaluation over the real stores (`Steward.eval`).
+#[pyclass(name = "Evaluation", module = "steward._steward", frozen)]
+struct PyEval {
+    steward: std::sync::Arc<steward_core::Steward>,
+}
+
+#[pymethods]
+impl PyEval {
+    /// Scores labeled queries with the real search: `cases` is JSONL text or a list of dicts
+    /// with `request` (a search, as the API takes it), `expected` (Message-IDs), optional
+    /// `kind` and `k`. Returns a `RetrievalEval`: `overall` and `by_kind` (`Scores`: recall,
+    /// mrr, ndcg, cases) and `cases` (one `CaseResult` per case).
+    fn retrieval(
+        &self,
+        py: Python<'_>,
+        cases: &Bound<'_, PyAny>,
+    ) -> PyResult<results::RetrievalEval> {
+        let text = jsonl_of(py, cases)?;
+        py.detach(|| {
+            steward_core::eval::parse_cases(&text)
+                .and_then(|cases| self.steward.eval_retrieval(&cases))
+        })
+        .map(Into::into)
+        .map_err(|e| to_py(&e))
+    }
+}
+
 fn summary_dict<'py>(
     py: Python<'py>,
     s: &steward_core::mirror::SyncSummary,
@@ -527,44 +584,16 @@ impl PySteward {
         self.sync(py, &EmlxSource::new(path), account)
     }
 
-    /// Replays recorded tool calls through the policy in force without executing, approving
-    /// or recording anything. `records` is JSONL text or a list of dicts with `tool`, `input`,
-    /// optional `expected` (`allow`, `gate`, `deny`, optionally `:level`) and
-    /// `headless_grants`. Returns a dict: `policy_version`, `total`, `compared`, `matched`,
-    /// `differences` (record indexes) and `outcomes` (one dict per record, ready for a
-    /// DataFrame).
-    fn replay_policy<'py>(
-        &self,
-        py: Python<'py>,
-        records: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let text = jsonl_of(py, records)?;
-        let replay = py
-            .detach(|| {
-                steward_core::replay::parse_jsonl(&text)
-                    .and_then(|records| self.inner.replay_policy(&records))
-            })
-            .map_err(|e| to_py(&e))?;
-        to_python(py, &replay)
+    /// Offline replay: `steward.replay.policy(records)`.
+    #[getter]
+    fn replay(&self) -> PyReplay {
+        PyReplay { steward: std::sync::Arc::clone(&self.inner) }
     }
 
-    /// Scores labeled queries with the real search: `cases` is JSONL text or a list of dicts
-    /// with `request` (a search, as the API takes it), `expected` (Message-IDs), optional
-    /// `kind` and `k`. Returns a dict: `overall` and `by_kind` (recall, mrr, ndcg, cases) and
-    /// `cases` (one dict per case).
-    fn eval_retrieval<'py>(
-        &self,
-        py: Python<'py>,
-        cases: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let text = jsonl_of(py, cases)?;
-        let eval = py
-            .detach(|| {
-                steward_core::eval::parse_cases(&text)
-                    .and_then(|cases| self.inner.eval_retrieval(&cases))
-            })
-            .map_err(|e| to_py(&e))?;
-        to_python(py, &eval)
+    /// Evaluation: `steward.eval.retrieval(cases)`.
+    #[getter]
+    fn eval(&self) -> PyEval {
+        PyEval { steward: std::sync::Arc::clone(&self.inner) }
     }
 
     /// Searches the mirror. The keyword arguments are the flat search parameters, as
@@ -765,7 +794,6 @@ impl PySteward {
     }
 }
 
-/// The library version.
 /// Writes the deterministic demo mailbox (a Maildir of `messages` realistic messages, with
 /// label copies and a few malformed files) under `path`; returns what was written.
 #[pyfunction]
@@ -786,6 +814,7 @@ fn demo_maildir<'py>(
     to_python(py, &report)
 }
 
+/// The library version.
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -796,6 +825,13 @@ fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySteward>()?;
     m.add_class::<PyHuman>()?;
     m.add_class::<PySubscription>()?;
+    m.add_class::<PyReplay>()?;
+    m.add_class::<PyEval>()?;
+    m.add_class::<results::PolicyReplay>()?;
+    m.add_class::<results::ReplayOutcome>()?;
+    m.add_class::<results::RetrievalEval>()?;
+    m.add_class::<results::Scores>()?;
+    m.add_class::<results::CaseResult>()?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(demo_maildir, m)?)?;
     let py = m.py();
@@ -806,5 +842,12 @@ fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DeniedError", py.get_type::<DeniedError>())?;
     m.add("ConflictError", py.get_type::<ConflictError>())?;
     m.add("CorruptError", py.get_type::<CorruptError>())?;
+    // The short names of the error hierarchy, the same classes.
+    m.add("InvalidInput", py.get_type::<InvalidInputError>())?;
+    m.add("NotFound", py.get_type::<NotFoundError>())?;
+    m.add("Unavailable", py.get_type::<UnavailableError>())?;
+    m.add("Denied", py.get_type::<DeniedError>())?;
+    m.add("Conflict", py.get_type::<ConflictError>())?;
+    m.add("Corrupt", py.get_type::<CorruptError>())?;
     Ok(())
 }

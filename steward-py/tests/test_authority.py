@@ -46,6 +46,6 @@ def test_reads_of_approvals_journal_and_audit(tmp_path):
                    check=True, capture_output=True)
     rows = s.audit({"event_type": "policy.changed"})
     assert len(rows) == 1 and rows[0]["actor"] == "ada" and rows[0]["risk"] == "high"
-    replay = s.replay_policy([{"tool": "mail.send", "input": {"to": ["b@x.org"], "subject": "s",
+    replay = s.replay.policy([{"tool": "mail.send", "input": {"to": ["b@x.org"], "subject": "s",
                                                               "body": "b"}}])
-    assert replay["policy_version"] == 1 and replay["outcomes"][0]["level"] == "secure"
+    assert replay.policy_version == 1 and replay.outcomes[0].level == "secure"

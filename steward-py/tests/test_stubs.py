@@ -50,9 +50,25 @@ def runtime_params(obj) -> list[str]:
     return out
 
 
+def class_aliases(tree: ast.Module) -> dict[str, str]:
+    """`Alias = StubbedClass` lines: another name for the same class."""
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return {
+        t.id: n.value.id
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id in classes
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+
 def test_the_stub_names_exactly_the_public_names():
     tree = stub_tree()
     stubbed = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    aliases = class_aliases(tree)
+    for alias, target in aliases.items():
+        assert getattr(native, alias) is getattr(native, target), alias
+    stubbed |= set(aliases)
     public = {n for n in dir(native) if not n.startswith("_")}
     assert stubbed == public
     assert set(steward.__all__) == public, "the package re-exports everything, and only that"
