@@ -521,6 +521,17 @@ impl Steward {
         })
     }
 
+    /// What the models cost over a window: `since` is `7d`, `24h`, `90m` (before `now`), `all`,
+    /// a date or an RFC 3339 instant. Totals and groups by service, action, model and UTC day.
+    pub fn usage_report(
+        &self,
+        since: &str,
+        now: i64,
+    ) -> Result<crate::llm::UsageReport, crate::llm::UsageError> {
+        let since = crate::llm::since(since, now).map_err(crate::llm::UsageError::BadSince)?;
+        Ok(self.usage()?.report(since)?)
+    }
+
     /// The chat-model client over the configured tiers, recording into the usage ledger.
     pub fn llm(&self) -> Result<&crate::llm::LlmClient, crate::llm::LlmError> {
         if let Some(c) = self.llm.get() {

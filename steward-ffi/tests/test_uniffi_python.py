@@ -253,6 +253,15 @@ def test_embedding_drains_through_a_real_model_server_and_errors_are_typed(tmp_p
         r = up.embed_mail()
         assert (r.embedded, r.failed, r.remaining, r.dimension) == (2, 0, 0, 384)
         assert up.embed_mail().up_to_date == 2
+        # Each request is in the usage ledger: the refused one failed, the drain's succeeded.
+        u = up.usage("all")
+        assert u.total.failed == 1 and u.total.requests >= 2 and u.total.input_tokens > 0
+        assert [g.key for g in u.by_action] == ["embed.mail"]
+        assert [g.key for g in u.by_model] == ["multilingual-e5-small-q4"]
+        assert u.unpriced == u.total.requests and u.total.cost_usd == 0.0
+        with pytest.raises(ffi.FfiError.Steward) as e:
+            up.usage("last week")
+        assert (e.value.kind, e.value.code) == ("invalid_input", "USAGE_BAD_SINCE")
 
     monkeypatch.setenv("STEWARD_EMBED_ENDPOINT", "ftp://nowhere")
     with pytest.raises(ffi.FfiError.Steward) as e:

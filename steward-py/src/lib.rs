@@ -783,6 +783,16 @@ impl PySteward {
         to_python(py, &events)
     }
 
+    /// What the models cost over a window (`7d`, `24h`, `90m`, `all`, a date or an RFC 3339
+    /// instant): a dict with `total`, `unattributed`, `unpriced` and groups `by_service`,
+    /// `by_action`, `by_model`, `by_day`.
+    #[pyo3(signature = (since="7d"))]
+    fn usage<'py>(&self, py: Python<'py>, since: &str) -> PyResult<Bound<'py, PyAny>> {
+        let now = steward_core::time::now_secs();
+        let r = py.detach(|| self.inner.usage_report(since, now)).map_err(|e| to_py(&e))?;
+        to_python(py, &r)
+    }
+
     /// Live and soft-deleted message counts and the failed-file count.
     fn mirror_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = py.detach(|| self.inner.mirror().stats()).map_err(|e| to_py(&e))?;

@@ -45,6 +45,17 @@ def test_a_drain_embeds_and_search_finds_by_meaning(tmp_path, monkeypatch, nanoe
     page = s.search(text="puppy vaccination", limit=3)
     assert page["semantic"] == "used"
     assert page["messages"][0]["message_id"] == "0@x"
+    # Every request to the model is in the usage ledger, attributed.
+    usage = s.usage("all")
+    actions = {g["key"]: g for g in usage["by_action"]}
+    assert set(actions) == {"embed.mail", "search.query"}
+    assert actions["search.query"]["requests"] == 1
+    assert usage["total"]["failed"] == 0 and usage["total"]["input_tokens"] > 0
+    assert usage["unattributed"] == 0 and usage["unpriced"] == usage["total"]["requests"]
+    assert s.usage("1h")["total"]["requests"] == usage["total"]["requests"]
+    with pytest.raises(steward.InvalidInputError) as e:
+        s.usage("last week")
+    assert e.value.code == "USAGE_BAD_SINCE"
 
 
 def test_an_endpoint_that_is_down_is_reported_and_bad_config_is_typed(tmp_path, monkeypatch):

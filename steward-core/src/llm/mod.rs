@@ -19,8 +19,8 @@ use serde_json::Value;
 
 pub use client::{LlmClient, StreamDelta};
 pub use usage::{
-    AttemptRecord, MAX_USAGE_GROUPS, RequestRecord, UNKNOWN, UsageGroup, UsageLedger, UsageReport,
-    since,
+    AttemptRecord, MAX_USAGE_GROUPS, RequestRecord, UNKNOWN, UsageError, UsageGroup, UsageLedger,
+    UsageReport, since,
 };
 
 use crate::{ErrorKind, StewardError, embed::CONFIG_FILE};

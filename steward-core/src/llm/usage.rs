@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::{
     Limits,
+    error::{ErrorKind, StewardError},
     store::{Database, Migration, OpenOptions, Schema, StoreError},
 };
 
@@ -94,6 +95,34 @@ pub fn since(text: &str, now: i64) -> Result<i64, String> {
         },
         Ok,
     )
+}
+
+/// Errors of a usage report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// The window is not one [`since`] reads.
+    #[error("{0}")]
+    BadSince(String),
+    /// The ledger could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl StewardError for UsageError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::BadSince(_) => "USAGE_BAD_SINCE",
+            Self::Store(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::BadSince(_) => ErrorKind::InvalidInput,
+            Self::Store(e) => e.kind(),
+        }
+    }
 }
 
 /// One aggregated group.

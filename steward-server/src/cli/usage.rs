@@ -38,9 +38,10 @@ fn table(title: &str, groups: &[UsageGroup]) {
 }
 
 pub(super) fn run(home: Option<PathBuf>, a: UsageArgs) -> Result<(), Failure> {
-    let since = steward_core::llm::since(&a.since, now_secs()).map_err(usage)?;
-    let steward = open(home)?;
-    let report = steward.usage()?.report(since)?;
+    // Checked before the home is opened (and perhaps created).
+    let now = now_secs();
+    steward_core::llm::since(&a.since, now).map_err(usage)?;
+    let report = open(home)?.usage_report(&a.since, now)?;
     if a.json {
         json_line(&report);
         return Ok(());

@@ -519,6 +519,22 @@ fileprivate struct FfiConverterInt64: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterDouble: FfiConverterPrimitive {
+    typealias FfiType = Double
+    typealias SwiftType = Double
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Double {
+        return try lift(readDouble(&buf))
+    }
+
+    public static func write(_ value: Double, into buf: inout [UInt8]) {
+        writeDouble(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterBool : FfiConverter {
     typealias FfiType = Int8
     typealias SwiftType = Bool
@@ -826,6 +842,12 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * Counts over the mirror.
      */
     func mirrorStats() throws  -> MirrorStats
+    
+    /**
+     * What the models cost over a window: `since` is `7d`, `24h`, `90m`, `all`, a date or an
+     * RFC 3339 instant (anything else is `USAGE_BAD_SINCE`).
+     */
+    func usage(since: String) throws  -> UsageReport
     
     /**
      * Starts the watch an approved `watch.create_agent` request describes (idempotent).
@@ -1158,6 +1180,20 @@ open func mirrorStats()throws  -> MirrorStats  {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_mirror_stats(
             self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * What the models cost over a window: `since` is `7d`, `24h`, `90m`, `all`, a date or an
+     * RFC 3339 instant (anything else is `USAGE_BAD_SINCE`).
+     */
+open func usage(since: String)throws  -> UsageReport  {
+    return try  FfiConverterTypeUsageReport_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_usage(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(since),uniffiCallStatus
     )
 })
 }
@@ -3186,6 +3222,284 @@ public func FfiConverterTypeSyncSummary_lower(_ value: SyncSummary) -> RustBuffe
 
 
 /**
+ * One aggregated group of model requests.
+ */
+public struct UsageGroup: Equatable, Hashable {
+    /**
+     * The service, action, model or day (`YYYY-MM-DD`, UTC).
+     */
+    public var key: String
+    /**
+     * Requests.
+     */
+    public var requests: Int64
+    /**
+     * Requests that did not end `ok`.
+     */
+    public var failed: Int64
+    /**
+     * Provider attempts (more than requests when fallbacks happened).
+     */
+    public var attempts: Int64
+    /**
+     * Input tokens.
+     */
+    public var inputTokens: Int64
+    /**
+     * Output tokens.
+     */
+    public var outputTokens: Int64
+    /**
+     * Cache-read tokens.
+     */
+    public var cacheReadTokens: Int64
+    /**
+     * Cache-write tokens.
+     */
+    public var cacheWriteTokens: Int64
+    /**
+     * USD, from the configured rates.
+     */
+    public var costUsd: Double
+    /**
+     * Mean latency, ms.
+     */
+    public var meanLatencyMs: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The service, action, model or day (`YYYY-MM-DD`, UTC).
+         */key: String, 
+        /**
+         * Requests.
+         */requests: Int64, 
+        /**
+         * Requests that did not end `ok`.
+         */failed: Int64, 
+        /**
+         * Provider attempts (more than requests when fallbacks happened).
+         */attempts: Int64, 
+        /**
+         * Input tokens.
+         */inputTokens: Int64, 
+        /**
+         * Output tokens.
+         */outputTokens: Int64, 
+        /**
+         * Cache-read tokens.
+         */cacheReadTokens: Int64, 
+        /**
+         * Cache-write tokens.
+         */cacheWriteTokens: Int64, 
+        /**
+         * USD, from the configured rates.
+         */costUsd: Double, 
+        /**
+         * Mean latency, ms.
+         */meanLatencyMs: Double) {
+        self.key = key
+        self.requests = requests
+        self.failed = failed
+        self.attempts = attempts
+        self.inputTokens = inputTokens
+        self.outputTokens = outputTokens
+        self.cacheReadTokens = cacheReadTokens
+        self.cacheWriteTokens = cacheWriteTokens
+        self.costUsd = costUsd
+        self.meanLatencyMs = meanLatencyMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension UsageGroup: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeUsageGroup: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UsageGroup {
+        return
+            try UsageGroup(
+                key: FfiConverterString.read(from: &buf), 
+                requests: FfiConverterInt64.read(from: &buf), 
+                failed: FfiConverterInt64.read(from: &buf), 
+                attempts: FfiConverterInt64.read(from: &buf), 
+                inputTokens: FfiConverterInt64.read(from: &buf), 
+                outputTokens: FfiConverterInt64.read(from: &buf), 
+                cacheReadTokens: FfiConverterInt64.read(from: &buf), 
+                cacheWriteTokens: FfiConverterInt64.read(from: &buf), 
+                costUsd: FfiConverterDouble.read(from: &buf), 
+                meanLatencyMs: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: UsageGroup, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.key, into: &buf)
+        FfiConverterInt64.write(value.requests, into: &buf)
+        FfiConverterInt64.write(value.failed, into: &buf)
+        FfiConverterInt64.write(value.attempts, into: &buf)
+        FfiConverterInt64.write(value.inputTokens, into: &buf)
+        FfiConverterInt64.write(value.outputTokens, into: &buf)
+        FfiConverterInt64.write(value.cacheReadTokens, into: &buf)
+        FfiConverterInt64.write(value.cacheWriteTokens, into: &buf)
+        FfiConverterDouble.write(value.costUsd, into: &buf)
+        FfiConverterDouble.write(value.meanLatencyMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUsageGroup_lift(_ buf: RustBuffer) throws -> UsageGroup {
+    return try FfiConverterTypeUsageGroup.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUsageGroup_lower(_ value: UsageGroup) -> RustBuffer {
+    return FfiConverterTypeUsageGroup.lower(value)
+}
+
+
+/**
+ * Usage since an instant, by service, action, model and day.
+ */
+public struct UsageReport: Equatable, Hashable {
+    /**
+     * The window's start, Unix seconds.
+     */
+    public var since: Int64
+    /**
+     * Everything.
+     */
+    public var total: UsageGroup
+    /**
+     * Requests that came without a service or action (recorded as `unknown`).
+     */
+    public var unattributed: Int64
+    /**
+     * Requests whose model has no configured rates (their cost counts as 0).
+     */
+    public var unpriced: Int64
+    /**
+     * By service.
+     */
+    public var byService: [UsageGroup]
+    /**
+     * By action.
+     */
+    public var byAction: [UsageGroup]
+    /**
+     * By model.
+     */
+    public var byModel: [UsageGroup]
+    /**
+     * By UTC day.
+     */
+    public var byDay: [UsageGroup]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The window's start, Unix seconds.
+         */since: Int64, 
+        /**
+         * Everything.
+         */total: UsageGroup, 
+        /**
+         * Requests that came without a service or action (recorded as `unknown`).
+         */unattributed: Int64, 
+        /**
+         * Requests whose model has no configured rates (their cost counts as 0).
+         */unpriced: Int64, 
+        /**
+         * By service.
+         */byService: [UsageGroup], 
+        /**
+         * By action.
+         */byAction: [UsageGroup], 
+        /**
+         * By model.
+         */byModel: [UsageGroup], 
+        /**
+         * By UTC day.
+         */byDay: [UsageGroup]) {
+        self.since = since
+        self.total = total
+        self.unattributed = unattributed
+        self.unpriced = unpriced
+        self.byService = byService
+        self.byAction = byAction
+        self.byModel = byModel
+        self.byDay = byDay
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension UsageReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeUsageReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> UsageReport {
+        return
+            try UsageReport(
+                since: FfiConverterInt64.read(from: &buf), 
+                total: FfiConverterTypeUsageGroup.read(from: &buf), 
+                unattributed: FfiConverterInt64.read(from: &buf), 
+                unpriced: FfiConverterInt64.read(from: &buf), 
+                byService: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
+                byAction: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
+                byModel: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
+                byDay: FfiConverterSequenceTypeUsageGroup.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: UsageReport, into buf: inout [UInt8]) {
+        FfiConverterInt64.write(value.since, into: &buf)
+        FfiConverterTypeUsageGroup.write(value.total, into: &buf)
+        FfiConverterInt64.write(value.unattributed, into: &buf)
+        FfiConverterInt64.write(value.unpriced, into: &buf)
+        FfiConverterSequenceTypeUsageGroup.write(value.byService, into: &buf)
+        FfiConverterSequenceTypeUsageGroup.write(value.byAction, into: &buf)
+        FfiConverterSequenceTypeUsageGroup.write(value.byModel, into: &buf)
+        FfiConverterSequenceTypeUsageGroup.write(value.byDay, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUsageReport_lift(_ buf: RustBuffer) throws -> UsageReport {
+    return try FfiConverterTypeUsageReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeUsageReport_lower(_ value: UsageReport) -> RustBuffer {
+    return FfiConverterTypeUsageReport.lower(value)
+}
+
+
+/**
  * A queued watch event.
  */
 public struct WatchEventInfo: Equatable, Hashable {
@@ -4331,6 +4645,31 @@ fileprivate struct FfiConverterSequenceTypeSearchHit: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeUsageGroup: FfiConverterRustBuffer {
+    typealias SwiftType = [UsageGroup]
+
+    public static func write(_ value: [UsageGroup], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeUsageGroup.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [UsageGroup] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [UsageGroup]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeUsageGroup.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeWatchEventInfo: FfiConverterRustBuffer {
     typealias SwiftType = [WatchEventInfo]
 
@@ -4509,6 +4848,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_mirror_stats() != 14158) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_usage() != 33982) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_create_approved_watch() != 33381) {

@@ -405,6 +405,11 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuf
 RustBuffer uniffi_steward_ffi_fn_method_steward_mirror_stats(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_USAGE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_USAGE
+RustBuffer uniffi_steward_ffi_fn_method_steward_usage(uint64_t ptr, RustBuffer since, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_APPROVED_WATCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CREATE_APPROVED_WATCH
 RustBuffer uniffi_steward_ffi_fn_method_steward_create_approved_watch(uint64_t ptr, int64_t approval_id, RustCallStatus *_Nonnull out_status
@@ -874,6 +879,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_index_mbox(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MIRROR_STATS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MIRROR_STATS
 uint16_t uniffi_steward_ffi_checksum_method_steward_mirror_stats(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_USAGE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_USAGE
+uint16_t uniffi_steward_ffi_checksum_method_steward_usage(void
     
 );
 #endif
