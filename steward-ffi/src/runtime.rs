@@ -2,6 +2,17 @@
 //! `async` export hands its call to this runtime's blocking pool and awaits it: the caller's
 //! executor (Swift's, or asyncio through the Python bindings) is never blocked. The runtime
 //! is built on first use and lives for the process.
+//!
+//! What is dropped where. The runtime runs nothing but `spawn_blocking` calls, and every future
+//! an async export returns is polled by the foreign executor, never by a runtime worker. No
+//! FFI object holds a tokio resource (a timer, a channel, an abortable task) that would need
+//! the runtime's context when dropped; the live stream is a thread of its own behind
+//! [`crate::TaskHandle`]. The core's resources are blocking ones — SQLite connections, the text
+//! index's writer, reqwest's blocking client with a runtime thread of its own — and are
+//! released synchronously by their last holder: the caller's thread when it lets go, or, when
+//! a call in flight holds the last reference because the caller cancelled it and let go, the
+//! blocking-pool thread that ran the call to its end, where blocking is allowed. A cancelled
+//! call is never cut short (tested through the generated Python bindings).
 
 use std::sync::OnceLock;
 

@@ -318,6 +318,42 @@ def test_async_exports_are_awaitable_and_keep_the_loop_free(tmp_path):
     asyncio.run(main())
 
 
+def test_a_cancelled_call_runs_to_its_end_on_the_pool_and_the_home_is_released(tmp_path):
+    """The caller cancels an async call and lets go of the Steward while the call is in flight:
+    the call still runs to completion on the library's blocking pool (a poll is never half
+    done), and the last reference to the home is dropped there, after it."""
+    import asyncio
+    import gc
+    import json
+    import time
+
+    home = str(tmp_path / "home")
+    s = ffi.Steward.open(home)
+    at = int(time.time()) + 60
+    definition = json.dumps({"source": "time", "resource_ref": time.strftime(
+        "%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)), "instruction": "ring",
+        "rules": [{"id": "ring", "event": "time.reached"}]})
+    watch = s.create_watch(definition)
+
+    async def main():
+        call = asyncio.ensure_future(s.poll_watches_async(at + 5))
+        await asyncio.sleep(0)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(main())
+    del s
+    gc.collect()
+    deadline = time.time() + 10
+    events = []
+    while time.time() < deadline and not events:
+        events = [e for e in ffi.Steward.open(home).watch_events(False, 0, 10)
+                  if e.watch_id == watch.id]
+        time.sleep(0.05)
+    assert [e.matched_rules for e in events] == [["ring"]], "the cancelled poll ran to its end, once"
+
+
 def test_a_builder_chains_and_each_step_is_a_new_builder(tmp_path):
     base = ffi.StewardBuilder()
     home_a = base.home(str(tmp_path / "a"))
