@@ -355,6 +355,46 @@ impl PyHuman {
         self.decide(py, id, steward_core::approval::DecisionKind::Deny, input)
     }
 
+    /// Sets one tool's rule as this person: `level` is L0-L3 (or auto, logged, confirm,
+    /// secure; floors still apply), `allow`, `deny` (with `reason`) or `default`. With
+    /// `expect_version`, refused if the policy moved on. Returns the new version as a dict.
+    #[pyo3(signature = (tool, level, reason=None, expect_version=None))]
+    fn set_tool_rule<'py>(
+        &self,
+        py: Python<'py>,
+        tool: &str,
+        level: String,
+        reason: Option<String>,
+        expect_version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let input = steward_core::ToolRuleInput { level, reason, expect_version };
+        let v = py
+            .detach(|| self.steward.set_tool_rule(&self.who, tool, &input))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &v)
+    }
+
+    /// Applies one policy change as this person: a dict tagged by `change` (`set_level`,
+    /// `clear_level`, `set_rule`, `clear_rule`, `deny_namespace`, `undeny_namespace`,
+    /// `allow_read`, `disallow_read`), as the `policy.set` tool takes it. Returns the new
+    /// version as a dict.
+    #[pyo3(signature = (change, expect_version=None))]
+    fn set_policy<'py>(
+        &self,
+        py: Python<'py>,
+        change: &Bound<'py, PyAny>,
+        expect_version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let change: steward_core::policy::PolicyChange =
+            serde_json::from_str(&json_object_of(py, Some(change))?).map_err(|e| {
+                coded(ErrorKind::InvalidInput, "PY_INVALID_ARGUMENT", &e.to_string())
+            })?;
+        let v = py
+            .detach(|| self.steward.set_policy(&self.who, &change, expect_version))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &v)
+    }
+
     /// Sends request `id` back to the agent with `note` (what to change); returns the card.
     fn revise<'py>(&self, py: Python<'py>, id: i64, note: String) -> PyResult<Bound<'py, PyAny>> {
         let input =
@@ -781,6 +821,14 @@ impl PySteward {
         let events =
             py.detach(|| self.inner.watches().and_then(|w| w.events(&q))).map_err(|e| to_py(&e))?;
         to_python(py, &events)
+    }
+
+    /// The policy in force (`current`), the tools it governs (`tools`, with effect and default
+    /// level) and up to `history` earlier versions, newest first, as a dict.
+    #[pyo3(signature = (history=0))]
+    fn policy<'py>(&self, py: Python<'py>, history: usize) -> PyResult<Bound<'py, PyAny>> {
+        let o = py.detach(|| self.inner.policy_overview(history)).map_err(|e| to_py(&e))?;
+        to_python(py, &o)
     }
 
     /// What the models cost over a window (`7d`, `24h`, `90m`, `all`, a date or an RFC 3339
