@@ -505,7 +505,10 @@ impl PySteward {
         let inner = py
             .detach(|| {
                 steward_connectors::watches::register(
-                    steward_core::Steward::builder().home(home).embedder_from_config(),
+                    steward_core::Steward::builder()
+                        .home(home)
+                        .embedder_from_config()
+                        .llm_from_config(),
                 )
                 .open()
             })
@@ -829,6 +832,28 @@ impl PySteward {
     fn policy<'py>(&self, py: Python<'py>, history: usize) -> PyResult<Bound<'py, PyAny>> {
         let o = py.detach(|| self.inner.policy_overview(history)).map_err(|e| to_py(&e))?;
         to_python(py, &o)
+    }
+
+    /// Sends one chat request to the models its capability maps to (`[llm]` in config.toml
+    /// or `STEWARD_LLM_*`), with fallback, one deadline and a usage-ledger row. `request` is a
+    /// dict: `capability` (`tier-1` … `tier-6`), `messages` (OpenAI format), optional `tools`
+    /// (`name`, `description`, `parameters`), `max_tokens`, `temperature` and `attribution`
+    /// (`service`, `action`). Returns the answer as a dict (`content`, `tool_calls`,
+    /// `finish_reason`, `usage`, `target`, `model`, `attempts`, `request_id`); a tool call is
+    /// returned, never run.
+    fn complete<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let text = json_object_of(py, Some(request))?;
+        let answer = py
+            .detach(|| {
+                let request = steward_core::llm::ChatRequest::from_json(&text)?;
+                self.inner.llm()?.complete(&request)
+            })
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &answer)
     }
 
     /// What the models cost over a window (`7d`, `24h`, `90m`, `all`, a date or an RFC 3339

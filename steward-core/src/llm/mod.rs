@@ -357,7 +357,8 @@ pub struct ToolCall {
 }
 
 /// Who a request is for, in the ledger. Missing attribution is recorded as `unknown`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Attribution {
     /// The service (`agent`, `watch`, `search`, …).
     pub service: Option<String>,
@@ -365,20 +366,26 @@ pub struct Attribution {
     pub action: Option<String>,
 }
 
-/// A chat request.
-#[derive(Debug, Clone, PartialEq)]
+/// A chat request. As JSON (for the bindings: [`ChatRequest::from_json`]): `capability`,
+/// `messages`, optional `tools`, `max_tokens`, `temperature` and `attribution`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ChatRequest {
     /// What it needs.
     pub capability: Capability,
     /// The conversation.
     pub messages: Vec<Message>,
     /// Tools offered.
+    #[serde(default)]
     pub tools: Vec<ToolDef>,
     /// Output limit.
+    #[serde(default)]
     pub max_tokens: Option<u32>,
     /// Sampling temperature.
+    #[serde(default)]
     pub temperature: Option<f32>,
     /// For the ledger.
+    #[serde(default)]
     pub attribution: Attribution,
 }
 
@@ -393,6 +400,12 @@ impl ChatRequest {
             temperature: None,
             attribution: Attribution::default(),
         }
+    }
+
+    /// A request from its JSON form; anything malformed or unknown is `LLM_INVALID_REQUEST`
+    /// (the bounds on messages and tools are checked when it is sent).
+    pub fn from_json(text: &str) -> Result<Self, LlmError> {
+        serde_json::from_str(text).map_err(|e| LlmError::Invalid(format!("chat request: {e}")))
     }
 }
 
@@ -410,7 +423,7 @@ pub struct TokenUsage {
 }
 
 /// The answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatResponse {
     /// The text.
     pub content: String,
@@ -572,6 +585,29 @@ output = 15.0
             "[llm]\ndeadline_secs = 0\n[llm.targets.a]\nbase_url = \"http://127.0.0.1/v1\"\nmodel = \"m\"",
         ] {
             assert!(config(bad, &[]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_request_reads_from_json_and_refuses_what_it_does_not_know() {
+        let r = ChatRequest::from_json(
+            r#"{"capability": "tier-4", "messages": [{"role": "user", "content": "hi"}],
+                "attribution": {"service": "notebook", "action": "replay"}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.capability, Capability::Tier4);
+        assert_eq!(r.messages[0].content.as_deref(), Some("hi"));
+        assert!(r.tools.is_empty() && r.max_tokens.is_none());
+        assert_eq!(r.attribution.action.as_deref(), Some("replay"));
+        for bad in [
+            r#"{"capability": "gpt-5", "messages": []}"#,
+            r#"{"capability": "tier-1", "messages": [], "model": "x"}"#,
+            r#"{"capability": "tier-1", "messages": [], "attribution": {"who": "x"}}"#,
+            r#"{"messages": []}"#,
+            "[]",
+        ] {
+            let e = ChatRequest::from_json(bad).unwrap_err();
+            assert_eq!(e.code(), "LLM_INVALID_REQUEST", "{bad}");
         }
     }
 }
