@@ -14,7 +14,7 @@ mod mirror;
 mod runtime;
 mod search;
 mod steward;
-mod usage;
+mod system;
 mod watches;
 
 pub use authority::{ApprovalCard, AuditEntry, Human, OperationDetail, OperationSummary};
@@ -24,7 +24,7 @@ pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
 pub use runtime::MAX_BLOCKING_CALLS;
 pub use search::{SearchHit, SearchQuery, SearchResults};
 pub use steward::{Steward, StewardBuilder};
-pub use usage::{UsageGroup, UsageReport};
+pub use system::{StatusItem, SystemStatus, UsageGroup, UsageReport};
 pub use watches::{PollSummary, WatchEventInfo, WatchInfo, WatchProposalInfo};
 
 /// The version of the Steward library.

@@ -24,12 +24,20 @@ def write_maildir(root: pathlib.Path) -> pathlib.Path:
 def test_open_index_and_count(tmp_path):
     assert ffi.steward_version() == "0.1.0"
     s = ffi.Steward.open(str(tmp_path / "home"))
+    before = {i.name: i for i in s.status().items}
+    assert before["ingest"].status == "unknown" and before["ingest"].detail == "never synced"
     first = s.index_maildir(str(write_maildir(tmp_path)), "ffi")
     assert (first.added, first.error_count, first.threads) == (2, 1, 1)
     again = s.index_maildir(str(tmp_path / "Maildir"), "ffi")
     assert (again.added, again.updated) == (0, 0)
     stats = s.mirror_stats()
     assert (stats.messages_live, stats.messages_deleted, stats.error_count) == (2, 0, 1)
+    # The status the launcher's menu shows: the sync is seen, the embedder is not configured.
+    status = s.status()
+    items = {i.name: i for i in status.items}
+    assert {"store.mirror", "disk", "index.lexical", "embedder", "ingest"} <= set(items)
+    assert items["store.mirror"].status == "ok" and items["ingest"].status != "unknown"
+    assert status.status in ("ok", "warning", "error", "unknown") and status.checked_at > 0
 
 
 def test_search_finds_mirrored_mail_and_bad_queries_are_typed(tmp_path):

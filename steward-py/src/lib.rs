@@ -856,6 +856,13 @@ impl PySteward {
         to_python(py, &answer)
     }
 
+    /// The status of this home, item by item (stores, disk, index, embedder, ingest,
+    /// watches, audit, journal), as a dict: `status` (the worst), `checked_at`, `items`.
+    fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let s = py.detach(|| self.inner.system_status());
+        to_python(py, &s)
+    }
+
     /// What the models cost over a window (`7d`, `24h`, `90m`, `all`, a date or an RFC 3339
     /// instant): a dict with `total`, `unattributed`, `unpriced` and groups `by_service`,
     /// `by_action`, `by_model`, `by_day`.

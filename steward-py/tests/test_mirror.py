@@ -19,6 +19,7 @@ def write_maildir(root: pathlib.Path) -> pathlib.Path:
 def test_index_and_stats(tmp_path):
     md = write_maildir(tmp_path)
     s = steward.Steward(tmp_path / "home")
+    assert {i["name"]: i["status"] for i in s.status()["items"]}["ingest"] == "unknown"
     first = s.index_maildir(md, account="py")
     assert first["mode"] == "backfill"
     assert first["added"] == 2
@@ -28,6 +29,10 @@ def test_index_and_stats(tmp_path):
     assert (again["mode"], again["added"], again["updated"]) == ("reconcile", 0, 0)
     stats = s.mirror_stats()
     assert stats == {"messages_live": 2, "messages_deleted": 0, "error_count": 1}
+    items = {i["name"]: i for i in s.status()["items"]}
+    assert items["store.mirror"]["status"] == "ok" and items["ingest"]["status"] != "unknown"
+    assert items["embedder"] == {"name": "embedder", "status": "unknown",
+                                 "detail": "not configured: lexical search only"}
 
 
 def test_errors_are_typed_with_codes(tmp_path):

@@ -844,6 +844,12 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func mirrorStats() throws  -> MirrorStats
     
     /**
+     * The status of this home, item by item (stores, disk, index, embedder, ingest, watches,
+     * audit, journal): what the launcher's status menu shows.
+     */
+    func status()  -> SystemStatus
+    
+    /**
      * What the models cost over a window: `since` is `7d`, `24h`, `90m`, `all`, a date or an
      * RFC 3339 instant (anything else is `USAGE_BAD_SINCE`).
      */
@@ -1179,6 +1185,19 @@ open func mirrorStats()throws  -> MirrorStats  {
     return try  FfiConverterTypeMirrorStats_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_mirror_stats(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The status of this home, item by item (stores, disk, index, embedder, ingest, watches,
+     * audit, journal): what the launcher's status menu shows.
+     */
+open func status() -> SystemStatus  {
+    return try!  FfiConverterTypeSystemStatus_lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_status(
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
@@ -3073,6 +3092,87 @@ public func FfiConverterTypeSearchResults_lower(_ value: SearchResults) -> RustB
 
 
 /**
+ * One item of the system status.
+ */
+public struct StatusItem: Equatable, Hashable {
+    /**
+     * `store.mirror`, `disk`, `index.lexical`, `embedder`, `ingest`, `watches`, `audit`,
+     * `journal`, …
+     */
+    public var name: String
+    /**
+     * `unknown`, `ok`, `warning` or `error`.
+     */
+    public var status: String
+    /**
+     * For a person.
+     */
+    public var detail: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * `store.mirror`, `disk`, `index.lexical`, `embedder`, `ingest`, `watches`, `audit`,
+         * `journal`, …
+         */name: String, 
+        /**
+         * `unknown`, `ok`, `warning` or `error`.
+         */status: String, 
+        /**
+         * For a person.
+         */detail: String) {
+        self.name = name
+        self.status = status
+        self.detail = detail
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension StatusItem: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeStatusItem: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> StatusItem {
+        return
+            try StatusItem(
+                name: FfiConverterString.read(from: &buf), 
+                status: FfiConverterString.read(from: &buf), 
+                detail: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: StatusItem, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterString.write(value.detail, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStatusItem_lift(_ buf: RustBuffer) throws -> StatusItem {
+    return try FfiConverterTypeStatusItem.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeStatusItem_lower(_ value: StatusItem) -> RustBuffer {
+    return FfiConverterTypeStatusItem.lower(value)
+}
+
+
+/**
  * What one sync did (see `steward_core::mirror::SyncSummary`).
  */
 public struct SyncSummary: Equatable, Hashable {
@@ -3218,6 +3318,85 @@ public func FfiConverterTypeSyncSummary_lift(_ buf: RustBuffer) throws -> SyncSu
 #endif
 public func FfiConverterTypeSyncSummary_lower(_ value: SyncSummary) -> RustBuffer {
     return FfiConverterTypeSyncSummary.lower(value)
+}
+
+
+/**
+ * The status of a home: the worst state among its items, and the items in a fixed order.
+ */
+public struct SystemStatus: Equatable, Hashable {
+    /**
+     * `unknown`, `ok`, `warning` or `error`.
+     */
+    public var status: String
+    /**
+     * Unix seconds.
+     */
+    public var checkedAt: Int64
+    /**
+     * The items.
+     */
+    public var items: [StatusItem]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * `unknown`, `ok`, `warning` or `error`.
+         */status: String, 
+        /**
+         * Unix seconds.
+         */checkedAt: Int64, 
+        /**
+         * The items.
+         */items: [StatusItem]) {
+        self.status = status
+        self.checkedAt = checkedAt
+        self.items = items
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension SystemStatus: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeSystemStatus: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SystemStatus {
+        return
+            try SystemStatus(
+                status: FfiConverterString.read(from: &buf), 
+                checkedAt: FfiConverterInt64.read(from: &buf), 
+                items: FfiConverterSequenceTypeStatusItem.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: SystemStatus, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterInt64.write(value.checkedAt, into: &buf)
+        FfiConverterSequenceTypeStatusItem.write(value.items, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSystemStatus_lift(_ buf: RustBuffer) throws -> SystemStatus {
+    return try FfiConverterTypeSystemStatus.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeSystemStatus_lower(_ value: SystemStatus) -> RustBuffer {
+    return FfiConverterTypeSystemStatus.lower(value)
 }
 
 
@@ -4645,6 +4824,31 @@ fileprivate struct FfiConverterSequenceTypeSearchHit: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeStatusItem: FfiConverterRustBuffer {
+    typealias SwiftType = [StatusItem]
+
+    public static func write(_ value: [StatusItem], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeStatusItem.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [StatusItem] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [StatusItem]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeStatusItem.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeUsageGroup: FfiConverterRustBuffer {
     typealias SwiftType = [UsageGroup]
 
@@ -4850,7 +5054,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_mirror_stats() != 14158) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_usage() != 33982) {
+    if (uniffi_steward_ffi_checksum_method_steward_status() != 10908) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_usage() != 8867) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_create_approved_watch() != 33381) {

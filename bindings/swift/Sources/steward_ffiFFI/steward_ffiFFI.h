@@ -405,6 +405,11 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuf
 RustBuffer uniffi_steward_ffi_fn_method_steward_mirror_stats(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_STATUS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_STATUS
+RustBuffer uniffi_steward_ffi_fn_method_steward_status(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_USAGE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_USAGE
 RustBuffer uniffi_steward_ffi_fn_method_steward_usage(uint64_t ptr, RustBuffer since, RustCallStatus *_Nonnull out_status
@@ -879,6 +884,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_index_mbox(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MIRROR_STATS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MIRROR_STATS
 uint16_t uniffi_steward_ffi_checksum_method_steward_mirror_stats(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_STATUS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_STATUS
+uint16_t uniffi_steward_ffi_checksum_method_steward_status(void
     
 );
 #endif

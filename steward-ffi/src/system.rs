@@ -1,4 +1,5 @@
-//! What the models cost: the usage ledger's report (see `steward_core::llm::UsageReport`).
+//! Reports on the home itself: its status item by item (`steward_core::status`) and what the
+//! models cost (the usage ledger's report, `steward_core::llm::UsageReport`).
 
 use crate::{FfiError, Steward};
 
@@ -82,8 +83,55 @@ impl From<steward_core::llm::UsageReport> for UsageReport {
     }
 }
 
+/// One item of the system status.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct StatusItem {
+    /// `store.mirror`, `disk`, `index.lexical`, `embedder`, `ingest`, `watches`, `audit`,
+    /// `journal`, …
+    pub name: String,
+    /// `unknown`, `ok`, `warning` or `error`.
+    pub status: String,
+    /// For a person.
+    pub detail: String,
+}
+
+/// The status of a home: the worst state among its items, and the items in a fixed order.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct SystemStatus {
+    /// `unknown`, `ok`, `warning` or `error`.
+    pub status: String,
+    /// Unix seconds.
+    pub checked_at: i64,
+    /// The items.
+    pub items: Vec<StatusItem>,
+}
+
+impl From<steward_core::status::SystemStatus> for SystemStatus {
+    fn from(s: steward_core::status::SystemStatus) -> Self {
+        Self {
+            status: s.status.as_str().to_owned(),
+            checked_at: s.checked_at,
+            items: s
+                .items
+                .into_iter()
+                .map(|i| StatusItem {
+                    name: i.name,
+                    status: i.status.as_str().to_owned(),
+                    detail: i.detail,
+                })
+                .collect(),
+        }
+    }
+}
+
 #[uniffi::export]
 impl Steward {
+    /// The status of this home, item by item (stores, disk, index, embedder, ingest, watches,
+    /// audit, journal): what the launcher's status menu shows.
+    pub fn status(&self) -> SystemStatus {
+        self.handle().system_status().into()
+    }
+
     /// What the models cost over a window: `since` is `7d`, `24h`, `90m`, `all`, a date or an
     /// RFC 3339 instant (anything else is `USAGE_BAD_SINCE`).
     pub fn usage(&self, since: String) -> Result<UsageReport, FfiError> {
