@@ -157,11 +157,11 @@ impl Steward {
         source: &dyn MailSource,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        Ok(self
-            .inner
-            .mirror()
-            .sync(source, &SyncOptions { account, cancel: None }, &mut |_| {})?
-            .into())
+        // Through the facade: the text index is current when the call returns.
+        self.inner
+            .sync_mail(source, &SyncOptions { account, cancel: None }, &mut |_| {})
+            .map(Into::into)
+            .map_err(|e| FfiError::from_core(&e))
     }
 }
 
