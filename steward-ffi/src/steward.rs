@@ -93,7 +93,7 @@ impl Steward {
         path: String,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        self.sync(&MaildirSource::new(path), account)
+        sync(&self.inner, &MaildirSource::new(path), account)
     }
 
     /// One drain of the mail embedding queue with the configured embedder: embeds what is new
@@ -118,13 +118,44 @@ impl Steward {
         .await
     }
 
+    /// [`Steward::index_maildir`] as an async call: the sync runs on the library's runtime.
+    pub async fn index_maildir_async(
+        &self,
+        path: String,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        let steward = self.handle();
+        crate::runtime::blocking(move || sync(&steward, &MaildirSource::new(path), account)).await
+    }
+
+    /// [`Steward::index_mbox`] as an async call.
+    pub async fn index_mbox_async(
+        &self,
+        path: String,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        let steward = self.handle();
+        crate::runtime::blocking(move || sync(&steward, &MboxSource::new(path), account)).await
+    }
+
+    /// [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
+    /// source, can hold hundreds of thousands of files).
+    pub async fn index_emlx_async(
+        &self,
+        path: String,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        let steward = self.handle();
+        crate::runtime::blocking(move || sync(&steward, &EmlxSource::new(path), account)).await
+    }
+
     /// Mirrors an mbox file (mboxrd quoting).
     pub fn index_mbox(
         &self,
         path: String,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        self.sync(&MboxSource::new(path), account)
+        sync(&self.inner, &MboxSource::new(path), account)
     }
 
     /// Mirrors an Apple Mail folder of `.emlx` files.
@@ -133,7 +164,7 @@ impl Steward {
         path: String,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        self.sync(&EmlxSource::new(path), account)
+        sync(&self.inner, &EmlxSource::new(path), account)
     }
 
     /// Counts over the mirror.
@@ -151,18 +182,18 @@ impl Steward {
     pub(crate) fn handle(&self) -> Arc<steward_core::Steward> {
         Arc::clone(&self.inner)
     }
+}
 
-    fn sync(
-        &self,
-        source: &dyn MailSource,
-        account: Option<String>,
-    ) -> Result<SyncSummary, FfiError> {
-        // Through the facade: the text index is current when the call returns.
-        self.inner
-            .sync_mail(source, &SyncOptions { account, cancel: None }, &mut |_| {})
-            .map(Into::into)
-            .map_err(|e| FfiError::from_core(&e))
-    }
+/// Mirrors `source` through the facade: the text index is current when it returns.
+fn sync(
+    steward: &steward_core::Steward,
+    source: &dyn MailSource,
+    account: Option<String>,
+) -> Result<SyncSummary, FfiError> {
+    steward
+        .sync_mail(source, &SyncOptions { account, cancel: None }, &mut |_| {})
+        .map(Into::into)
+        .map_err(|e| FfiError::from_core(&e))
 }
 
 #[cfg(test)]

@@ -322,6 +322,15 @@ def test_async_exports_are_awaitable_and_keep_the_loop_free(tmp_path):
             ticks += 1
             await asyncio.sleep(0)
         assert call.result().hits and ticks > 0
+        # A sync as an async call: the unchanged Maildir reconciles, a missing mbox is typed.
+        again = await s.index_maildir_async(str(tmp_path / "Maildir"), "ffi")
+        assert (again.mode, again.added, again.files_scanned) == ("reconcile", 0, 3)
+        with pytest.raises(ffi.FfiError.Steward) as e:
+            await s.index_mbox_async(str(tmp_path / "missing.mbox"), None)
+        assert e.value.code == "MAIL_SOURCE_NOT_FOUND"
+        with pytest.raises(ffi.FfiError.Steward) as e:
+            await s.index_emlx_async(str(tmp_path / "Maildir"), "  ")
+        assert e.value.kind == "invalid_input"
 
     asyncio.run(main())
 

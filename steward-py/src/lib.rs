@@ -458,42 +458,32 @@ impl PyEval {
     }
 }
 
-fn summary_dict<'py>(
-    py: Python<'py>,
-    s: &steward_core::mirror::SyncSummary,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("account", &s.account)?;
-    d.set_item(
-        "mode",
-        match s.mode {
-            steward_core::mirror::SyncMode::Backfill => "backfill",
-            steward_core::mirror::SyncMode::Reconcile => "reconcile",
-        },
-    )?;
-    d.set_item("files_scanned", s.files_scanned)?;
-    d.set_item("added", s.added)?;
-    d.set_item("updated", s.updated)?;
-    d.set_item("copies", s.copies)?;
-    d.set_item("paths_removed", s.paths_removed)?;
-    d.set_item("soft_deleted", s.soft_deleted)?;
-    d.set_item("threads", s.threads)?;
-    d.set_item("error_count", s.error_count)?;
-    Ok(d)
-}
-
 impl PySteward {
     fn sync<'py>(
         &self,
         py: Python<'py>,
         source: &dyn MailSource,
         account: Option<String>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let opts = SyncOptions { account, cancel: None };
         let s = py
             .detach(|| self.inner.sync_mail(source, &opts, &mut |_| {}))
             .map_err(|e| to_py(&e))?;
-        summary_dict(py, &s)
+        to_python(py, &s)
+    }
+
+    /// `sync` as an asyncio awaitable.
+    fn sync_async<'py>(
+        &self,
+        py: Python<'py>,
+        source: impl MailSource + 'static,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let steward = std::sync::Arc::clone(&self.inner);
+        awaitable(py, move || {
+            let opts = SyncOptions { account, cancel: None };
+            outcome(steward.sync_mail(&source, &opts, &mut |_| {}))
+        })
     }
 }
 
@@ -585,15 +575,49 @@ impl PySteward {
         to_python(py, &r)
     }
 
-    /// Mirrors a Maildir; returns the sync summary as a dict.
+    /// Mirrors a Maildir (and brings the text index up to it); returns the sync summary as a
+    /// dict (counts, `errors` — the first failed files —, `seconds`, `messages_per_second`).
     #[pyo3(signature = (path, account=None))]
     fn index_maildir<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         account: Option<String>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.sync(py, &MaildirSource::new(path), account)
+    }
+
+    /// `index_maildir(path, account)` as an asyncio awaitable.
+    #[pyo3(signature = (path, account=None))]
+    fn index_maildir_async<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.sync_async(py, MaildirSource::new(path), account)
+    }
+
+    /// `index_mbox(path, account)` as an asyncio awaitable.
+    #[pyo3(signature = (path, account=None))]
+    fn index_mbox_async<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.sync_async(py, MboxSource::new(path), account)
+    }
+
+    /// `index_emlx(path, account)` as an asyncio awaitable.
+    #[pyo3(signature = (path, account=None))]
+    fn index_emlx_async<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        account: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.sync_async(py, EmlxSource::new(path), account)
     }
 
     /// One drain of the mail embedding queue with the configured embedder; returns its report
@@ -612,7 +636,7 @@ impl PySteward {
         py: Python<'py>,
         path: PathBuf,
         account: Option<String>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.sync(py, &MboxSource::new(path), account)
     }
 
@@ -623,7 +647,7 @@ impl PySteward {
         py: Python<'py>,
         path: PathBuf,
         account: Option<String>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.sync(py, &EmlxSource::new(path), account)
     }
 

@@ -47,5 +47,31 @@ def test_errors_are_typed_with_codes(tmp_path):
     assert e.value.code == "MIRROR_INVALID_INPUT"
 
 
+def test_index_async_mirrors_without_holding_the_loop(tmp_path):
+    import asyncio
+
+    md = write_maildir(tmp_path)
+    s = steward.Steward(tmp_path / "home")
+
+    async def main():
+        ticks = 0
+        call = asyncio.ensure_future(s.index_maildir_async(md, account="py"))
+        while not call.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        with pytest.raises(steward.NotFoundError) as e:
+            await s.index_mbox_async(tmp_path / "missing.mbox")
+        assert e.value.code == "MAIL_SOURCE_NOT_FOUND"
+        with pytest.raises(steward.InvalidInputError):
+            await s.index_emlx_async(md, account="   ")
+        return call.result(), ticks
+
+    summary, ticks = asyncio.run(main())
+    assert (summary["added"], summary["mode"], summary["error_count"]) == (2, "backfill", 1)
+    assert len(summary["errors"]) == 1 and ticks > 0
+    # The text index is current when the call returns.
+    assert [m["subject"] for m in s.search(text="hello")["messages"]] == ["one"]
+
+
 def test_version():
     assert steward.version()

@@ -829,14 +829,30 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func indexEmlx(path: String, account: String?) throws  -> SyncSummary
     
     /**
+     * [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
+     * source, can hold hundreds of thousands of files).
+     */
+    func indexEmlxAsync(path: String, account: String?) async throws  -> SyncSummary
+    
+    /**
      * Mirrors a Maildir.
      */
     func indexMaildir(path: String, account: String?) throws  -> SyncSummary
     
     /**
+     * [`Steward::index_maildir`] as an async call: the sync runs on the library's runtime.
+     */
+    func indexMaildirAsync(path: String, account: String?) async throws  -> SyncSummary
+    
+    /**
      * Mirrors an mbox file (mboxrd quoting).
      */
     func indexMbox(path: String, account: String?) throws  -> SyncSummary
+    
+    /**
+     * [`Steward::index_mbox`] as an async call.
+     */
+    func indexMboxAsync(path: String, account: String?) async throws  -> SyncSummary
     
     /**
      * Counts over the mirror.
@@ -1151,6 +1167,26 @@ open func indexEmlx(path: String, account: String?)throws  -> SyncSummary  {
 }
     
     /**
+     * [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
+     * source, can hold hundreds of thousands of files).
+     */
+open func indexEmlxAsync(path: String, account: String?)async throws  -> SyncSummary  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_index_emlx_async(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account)
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeSyncSummary_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
+}
+    
+    /**
      * Mirrors a Maildir.
      */
 open func indexMaildir(path: String, account: String?)throws  -> SyncSummary  {
@@ -1165,6 +1201,25 @@ open func indexMaildir(path: String, account: String?)throws  -> SyncSummary  {
 }
     
     /**
+     * [`Steward::index_maildir`] as an async call: the sync runs on the library's runtime.
+     */
+open func indexMaildirAsync(path: String, account: String?)async throws  -> SyncSummary  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_index_maildir_async(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account)
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeSyncSummary_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
+}
+    
+    /**
      * Mirrors an mbox file (mboxrd quoting).
      */
 open func indexMbox(path: String, account: String?)throws  -> SyncSummary  {
@@ -1176,6 +1231,25 @@ open func indexMbox(path: String, account: String?)throws  -> SyncSummary  {
         FfiConverterOptionString.lower(account),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * [`Steward::index_mbox`] as an async call.
+     */
+open func indexMboxAsync(path: String, account: String?)async throws  -> SyncSummary  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_index_mbox_async(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account)
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeSyncSummary_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
 }
     
     /**
@@ -5045,10 +5119,19 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_index_emlx() != 4271) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_index_emlx_async() != 7826) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_index_maildir() != 15147) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_index_maildir_async() != 60185) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_index_mbox() != 56612) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_index_mbox_async() != 17381) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_mirror_stats() != 14158) {

@@ -390,14 +390,29 @@ uint64_t uniffi_steward_ffi_fn_method_steward_embed_mail_async(uint64_t ptr
 RustBuffer uniffi_steward_ffi_fn_method_steward_index_emlx(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_index_emlx_async(uint64_t ptr, RustBuffer path, RustBuffer account
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR
 RustBuffer uniffi_steward_ffi_fn_method_steward_index_maildir(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_index_maildir_async(uint64_t ptr, RustBuffer path, RustBuffer account
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX
 RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_index_mbox_async(uint64_t ptr, RustBuffer path, RustBuffer account
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MIRROR_STATS
@@ -869,15 +884,33 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_index_emlx(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_EMLX_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_EMLX_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_index_emlx_async(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MAILDIR
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MAILDIR
 uint16_t uniffi_steward_ffi_checksum_method_steward_index_maildir(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MAILDIR_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MAILDIR_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_index_maildir_async(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MBOX
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MBOX
 uint16_t uniffi_steward_ffi_checksum_method_steward_index_mbox(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MBOX_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_MBOX_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_index_mbox_async(void
     
 );
 #endif
