@@ -298,20 +298,29 @@ impl Codes {
     fn new(generation: i64, dim: usize, ids: Vec<i64>, q: Vec<i8>, scale: f32) -> Self {
         let words = dim.div_ceil(64);
         let n = ids.len();
-        let mut center = vec![0f32; dim];
+        // The mean code, summed in integers (exact, and the loop vectorizes).
+        let mut sums = vec![0i64; dim];
         for v in q.chunks_exact(dim) {
-            for (c, x) in center.iter_mut().zip(v) {
-                *c += f32::from(*x);
+            for (s, x) in sums.iter_mut().zip(v) {
+                *s += i64::from(*x);
             }
         }
-        if n > 0 {
-            #[allow(clippy::cast_precision_loss)]
-            let inv = 1.0 / n as f32;
-            center.iter_mut().for_each(|c| *c *= inv);
-        }
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+        let center: Vec<f32> =
+            sums.iter().map(|s| if n == 0 { 0.0 } else { (*s as f64 / n as f64) as f32 }).collect();
+        // For an integer code x, `x > c` exactly when `x > floor(c)`: the bits come from
+        // comparing bytes with bytes, which vectorizes, and equal what `push_bits` computes.
+        #[allow(clippy::cast_possible_truncation)]
+        let floors: Vec<i8> = center.iter().map(|c| c.floor().clamp(-128.0, 127.0) as i8).collect();
         let mut bits = Vec::with_capacity(n * words);
         for v in q.chunks_exact(dim) {
-            push_bits(v.iter().map(|x| f32::from(*x)), &center, words, &mut bits);
+            for (xs, ts) in v.chunks(64).zip(floors.chunks(64)) {
+                let mut w = 0u64;
+                for (k, (x, t)) in xs.iter().zip(ts).enumerate() {
+                    w |= u64::from(x > t) << k;
+                }
+                bits.push(w);
+            }
         }
         Self { generation, dim, words, ids, q, bits, center, scale }
     }
@@ -903,7 +912,9 @@ impl VectorStore {
             while let Some(r) = rows.next().map_err(q("load codes"))? {
                 ids.push(r.get(0).map_err(q("code id"))?);
                 let blob = r.get_ref(1).and_then(|v| Ok(v.as_blob()?)).map_err(q("code"))?;
-                codes.extend((0..dim).map(|k| i8::from_ne_bytes([blob.get(k).copied().unwrap_or(0)])));
+                let take = blob.len().min(dim);
+                codes.extend(blob[..take].iter().map(|b| i8::from_ne_bytes([*b])));
+                codes.resize(codes.len() + (dim - take), 0);
             }
             #[allow(clippy::cast_possible_truncation)]
             Ok(Some(Codes::new(space.generation, dim, ids, codes, scale as f32)))
@@ -1009,6 +1020,31 @@ impl VectorStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_bits_compare_bytes_exactly_as_the_float_comparison_would() {
+        // Codes at every extreme and centers both integral and not, over a dimension that is
+        // not a multiple of 64: the byte comparison in `Codes::new` must equal `push_bits`.
+        let dim = 200;
+        let mut q = Vec::new();
+        for i in 0..300i64 {
+            for j in 0..dim as i64 {
+                let x = ((i * 37 + j * 11) % 256) - 128;
+                q.push(i8::try_from(if i % 7 == 0 { 127 } else { x }).unwrap());
+            }
+        }
+        let codes = Codes::new(1, dim, (0..300).collect(), q.clone(), 127.0);
+        assert!(codes.center.iter().any(|c| c.fract() != 0.0));
+        let mut expected = Vec::new();
+        for v in q.chunks_exact(dim) {
+            push_bits(v.iter().map(|x| f32::from(*x)), &codes.center, codes.words, &mut expected);
+        }
+        assert_eq!(codes.bits, expected);
+        // An integral center: equal codes are not above it.
+        let flat = Codes::new(1, 64, vec![1, 2], vec![5i8; 128], 127.0);
+        assert_eq!(flat.center, vec![5.0; 64]);
+        assert_eq!(flat.bits, vec![0, 0]);
+    }
 
     fn store() -> (tempfile::TempDir, VectorStore) {
         let dir = tempfile::tempdir().unwrap();
