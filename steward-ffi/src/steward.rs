@@ -124,8 +124,7 @@ impl Steward {
         path: String,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        let steward = self.handle();
-        crate::runtime::blocking(move || sync(&steward, &MaildirSource::new(path), account)).await
+        self.sync_async(MaildirSource::new(path), account).await
     }
 
     /// [`Steward::index_mbox`] as an async call.
@@ -134,8 +133,7 @@ impl Steward {
         path: String,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        let steward = self.handle();
-        crate::runtime::blocking(move || sync(&steward, &MboxSource::new(path), account)).await
+        self.sync_async(MboxSource::new(path), account).await
     }
 
     /// [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
@@ -145,8 +143,7 @@ impl Steward {
         path: String,
         account: Option<String>,
     ) -> Result<SyncSummary, FfiError> {
-        let steward = self.handle();
-        crate::runtime::blocking(move || sync(&steward, &EmlxSource::new(path), account)).await
+        self.sync_async(EmlxSource::new(path), account).await
     }
 
     /// Mirrors an mbox file (mboxrd quoting).
@@ -181,6 +178,16 @@ impl Steward {
     /// A shared handle, for objects that outlive a call (a person's authority).
     pub(crate) fn handle(&self) -> Arc<steward_core::Steward> {
         Arc::clone(&self.inner)
+    }
+
+    /// [`sync`] on the library's runtime.
+    async fn sync_async(
+        &self,
+        source: impl MailSource + 'static,
+        account: Option<String>,
+    ) -> Result<SyncSummary, FfiError> {
+        let steward = self.handle();
+        crate::runtime::blocking(move || sync(&steward, &source, account)).await
     }
 }
 
