@@ -52,4 +52,23 @@ final class StewardTests: XCTestCase {
             XCTAssertEqual(code, "LIMIT_OUT_OF_RANGE")
         }
     }
+
+    func testAsyncSyncStatusAndUsage() async throws {
+        let dir = try tempDir()
+        let steward = try Steward.open(home: dir.appendingPathComponent("home").path)
+        let never = steward.status().items.first { $0.name == "ingest" }
+        XCTAssertEqual(never?.detail, "never synced")
+        let summary = try await steward.indexMaildirAsync(path: try writeMaildir(dir).path, account: "swift")
+        XCTAssertEqual(summary.added, 2)
+        XCTAssertEqual(try steward.search(query: SearchQuery(text: "hello")).hits.map(\.subject), ["one"])
+        XCTAssertNotEqual(steward.status().items.first { $0.name == "ingest" }?.status, "unknown")
+        let cost = try steward.usage(since: "7d")
+        XCTAssertEqual(cost.total.requests, 0)
+        XCTAssertThrowsError(try steward.usage(since: "last week")) { error in
+            guard case let FfiError.Steward(_, code, _) = error else {
+                return XCTFail("unexpected \(error)")
+            }
+            XCTAssertEqual(code, "USAGE_BAD_SINCE")
+        }
+    }
 }
