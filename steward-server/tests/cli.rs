@@ -704,6 +704,8 @@ fn usage_reports_the_ledger_by_service_action_model_and_day() {
             outcome,
             latency_ms: 20,
             error: None,
+            stream_mode: steward_core::llm::STREAM_NONE,
+            headers_ms: Some(15),
         };
         ledger
             .record(&rec(Some("agent"), now - 60, "ok"), &[attempt("failed"), attempt("ok")])

@@ -1,7 +1,8 @@
 //! The chat-model client against a scripted OpenAI-compatible server on loopback (the real
 //! wire format: JSON answers, SSE streams, error bodies): fallback, alias collapse, the shared
 //! deadline, streams that fail before their first byte (retried elsewhere) or mid-output
-//! (never switched), tool calls streamed and not, and the usage ledger.
+//! (never switched), targets that will not stream (re-emitted as synthetic deltas), tool calls
+//! streamed and not, and the usage ledger with its attempt diagnostics.
 
 use std::{
     collections::BTreeMap,
@@ -105,12 +106,17 @@ fn a_failed_target_falls_back_and_the_ledger_counts_once() {
     assert_eq!(sent.header("x-usage-action"), Some("chat.turn"));
     // One terminal row; attempts beside it; tokens and cost once.
     let id = r.request_id.unwrap();
-    let attempts = ledger.attempts(id).unwrap();
+    let attempts: Vec<_> = ledger
+        .attempts(id)
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.target, a.status, a.outcome, a.stream_mode, a.headers_ms.is_some()))
+        .collect();
     assert_eq!(
         attempts,
         [
-            ("primary".to_owned(), Some(503), "failed".to_owned()),
-            ("secondary".to_owned(), Some(200), "ok".to_owned())
+            ("primary".to_owned(), Some(503), "failed".to_owned(), "none".to_owned(), true),
+            ("secondary".to_owned(), Some(200), "ok".to_owned(), "none".to_owned(), true)
         ]
     );
     let report = ledger.report(0).unwrap();
@@ -238,6 +244,105 @@ fn a_stream_is_retried_only_before_its_first_byte() {
         "one ok before, one interrupted"
     );
     drop(ledger);
+}
+
+#[test]
+fn a_target_that_will_not_stream_is_re_emitted_as_synthetic_deltas() {
+    let dir = tempfile::tempdir().unwrap();
+    // A server that ignores `stream` and answers whole.
+    let whole = ScriptedServer::start(|_, _| {
+        Reply::Json(
+            200,
+            chat_answer("big", "Platform 7.", &[("call_1", "trains_status", "{}")], (30, 4, 0)),
+        )
+    });
+    // A server that refuses to stream (400), then answers the same request whole.
+    let refuses = ScriptedServer::start(|r, _| {
+        if r.body["stream"] == true {
+            error_answer(400, "streaming is not supported")
+        } else {
+            Reply::Json(200, chat_answer("big", "Binario 7.", &[], (20, 3, 0)))
+        }
+    });
+    let spare = ScriptedServer::start(|_, _| Reply::Sse {
+        chunks: chat_stream_chunks("big", &["other"], (1, 1)),
+        done: true,
+        gap: Duration::ZERO,
+    });
+    let (c, ledger) = client(
+        vec![("whole", target(&whole, "big")), ("spare", target(&spare, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let (r, got) = collect(&c, &request(Some("agent")));
+    let r = r.unwrap();
+    assert_eq!((r.content.as_str(), r.target.as_str(), r.attempts), ("Platform 7.", "whole", 1));
+    assert_eq!(
+        got,
+        [
+            StreamDelta::Text("Platform 7.".into()),
+            StreamDelta::ToolCall {
+                index: 0,
+                id: Some("call_1".into()),
+                name: Some("trains_status".into()),
+                arguments: "{}".into()
+            }
+        ]
+    );
+    let rows = ledger.attempts(r.request_id.unwrap()).unwrap();
+    assert_eq!((rows[0].stream_mode.as_str(), rows[0].status), ("synthetic", Some(200)));
+
+    let (c, ledger) = client(
+        vec![("refuses", target(&refuses, "big")), ("spare", target(&spare, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let (r, got) = collect(&c, &request(Some("agent")));
+    let r = r.unwrap();
+    assert_eq!((r.content.as_str(), r.target.as_str(), r.attempts), ("Binario 7.", "refuses", 2));
+    assert_eq!(got, [StreamDelta::Text("Binario 7.".into())]);
+    let sent = refuses.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!((sent[0].body["stream"].clone(), sent[1].body.get("stream")), (json!(true), None));
+    let rows: Vec<_> = ledger
+        .attempts(r.request_id.unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.target, a.status, a.stream_mode))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("refuses".to_owned(), Some(400), "native".to_owned()),
+            ("refuses".to_owned(), Some(200), "synthetic".to_owned())
+        ]
+    );
+    assert!(spare.requests().is_empty(), "the same target answered; nothing else was asked");
+    // One request in the ledger for each call, streamed; the refusal did not count as one.
+    let report = ledger.report(0).unwrap();
+    assert_eq!((report.total.requests, report.total.attempts, report.total.failed), (2, 3, 0));
+
+    // A target that is down is not asked again without `stream`: the next target streams.
+    let down = ScriptedServer::start(|_, _| error_answer(503, "overloaded"));
+    let (c, ledger) = client(
+        vec![("down", target(&down, "big")), ("spare", target(&spare, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let (r, _) = collect(&c, &request(Some("agent")));
+    let r = r.unwrap();
+    assert_eq!(r.content, "other");
+    assert_eq!(down.requests().len(), 1);
+    let modes: Vec<_> = ledger
+        .attempts(r.request_id.unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.target, a.stream_mode))
+        .collect();
+    assert_eq!(
+        modes,
+        [("down".to_owned(), "native".to_owned()), ("spare".to_owned(), "native".to_owned())]
+    );
 }
 
 #[test]

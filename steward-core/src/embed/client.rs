@@ -141,6 +141,8 @@ impl OpenAiEmbedder {
                 outcome,
                 latency_ms,
                 error,
+                stream_mode: crate::llm::STREAM_NONE,
+                headers_ms: None,
             };
             if let Err(e) = ledger.record(&record, &[attempt]) {
                 tracing::warn!(error = %e, "the usage ledger could not record an embedding request");

@@ -1,5 +1,6 @@
 //! The OpenAI-compatible `/chat/completions` client: sequential fallback, a shared deadline,
-//! SSE streaming that never switches providers mid-output, tool calls, and the ledger.
+//! SSE streaming that never switches providers mid-output (and re-emits a whole answer as a
+//! synthetic stream when a target will not stream), tool calls, and the ledger.
 
 use std::{
     io::{BufRead as _, BufReader, Read as _},
@@ -13,8 +14,8 @@ use crate::net::{error_message, transport_error};
 
 use super::{
     AttemptRecord, ChatRequest, ChatResponse, LlmConfig, LlmConfigError, LlmError,
-    MAX_ANSWER_BYTES, MAX_MESSAGES, MAX_SSE_LINE_BYTES, MAX_TOOLS, RequestRecord, Target,
-    TokenUsage, ToolCall, UsageLedger, cost_micros,
+    MAX_ANSWER_BYTES, MAX_MESSAGES, MAX_SSE_LINE_BYTES, MAX_TOOLS, RequestRecord, STREAM_NATIVE,
+    STREAM_NONE, STREAM_SYNTHETIC, Target, TokenUsage, ToolCall, UsageLedger, cost_micros,
 };
 
 /// A piece of streamed output, as it reaches the caller.
@@ -58,6 +59,31 @@ struct AttemptError {
 
 fn failed(status: Option<u16>, message: impl Into<String>) -> AttemptError {
     AttemptError { status, message: message.into(), delivered: 0 }
+}
+
+/// What an attempt asked for and how long its headers took, for the ledger.
+struct AttemptMeta {
+    stream_mode: &'static str,
+    headers_ms: Option<i64>,
+}
+
+/// Statuses with which a target refuses a streaming request it would answer whole: the stream
+/// is asked for again, on the same target, without `stream` (and re-emitted to the caller).
+const STREAM_REFUSED: [u16; 4] = [400, 415, 422, 501];
+
+/// Hands a whole answer to the caller as stream deltas (the text, then each tool call whole).
+fn re_emit(r: &ChatResponse, sink: &mut (dyn FnMut(&StreamDelta) + '_)) {
+    if !r.content.is_empty() {
+        sink(&StreamDelta::Text(r.content.clone()));
+    }
+    for (index, c) in r.tool_calls.iter().enumerate() {
+        sink(&StreamDelta::ToolCall {
+            index,
+            id: Some(c.id.clone()),
+            name: Some(c.name.clone()),
+            arguments: c.arguments.clone(),
+        });
+    }
 }
 
 fn millis(d: Duration) -> i64 {
@@ -124,71 +150,82 @@ impl LlmClient {
         let mut last = String::new();
         let mut last_target: Option<(String, String)> = None;
         let mut outcome = "failed";
-        for (name, target) in &route {
-            let remaining = deadline.saturating_sub(started.elapsed());
-            if remaining.is_zero() {
-                outcome = "deadline";
-                break;
-            }
-            let t0 = Instant::now();
-            last_target = Some((name.clone(), target.model.clone()));
-            match self.attempt(target, req, remaining, sink.as_deref_mut()) {
-                Ok(mut resp) => {
-                    attempts.push(AttemptRecord {
-                        target: name.clone(),
-                        model: target.model.clone(),
-                        status: Some(200),
-                        outcome: "ok",
-                        latency_ms: millis(t0.elapsed()),
-                        error: None,
-                    });
-                    resp.target.clone_from(name);
-                    resp.attempts = attempts.len();
-                    resp.request_id = self.record(
-                        req,
-                        at,
-                        started,
-                        "ok",
-                        Some((name, target)),
-                        &resp.usage,
-                        None,
-                        &attempts,
-                        streamed,
-                    );
-                    return Ok(resp);
+        'targets: for (name, target) in &route {
+            // A streamed request asks the target for a native stream first; a target that
+            // refuses to stream is asked once more for a whole answer, re-emitted as deltas.
+            let mut native = streamed;
+            loop {
+                let remaining = deadline.saturating_sub(started.elapsed());
+                if remaining.is_zero() {
+                    outcome = "deadline";
+                    break 'targets;
                 }
-                Err(e) => {
-                    attempts.push(AttemptRecord {
+                let t0 = Instant::now();
+                last_target = Some((name.clone(), target.model.clone()));
+                let mut meta = AttemptMeta { stream_mode: STREAM_NONE, headers_ms: None };
+                let result =
+                    self.attempt(target, req, remaining, sink.as_deref_mut(), native, &mut meta);
+                let record = |status: Option<u16>, outcome: &'static str, error: Option<String>| {
+                    AttemptRecord {
                         target: name.clone(),
                         model: target.model.clone(),
-                        status: e.status,
-                        outcome: "failed",
+                        status,
+                        outcome,
                         latency_ms: millis(t0.elapsed()),
-                        error: Some(e.message.clone()),
-                    });
-                    if e.delivered > 0 {
-                        // Output reached the caller: never retried, never switched.
-                        self.record(
+                        error,
+                        stream_mode: meta.stream_mode,
+                        headers_ms: meta.headers_ms,
+                    }
+                };
+                match result {
+                    Ok(mut resp) => {
+                        attempts.push(record(Some(200), "ok", None));
+                        resp.target.clone_from(name);
+                        resp.attempts = attempts.len();
+                        resp.request_id = self.record(
                             req,
                             at,
                             started,
-                            "interrupted",
+                            "ok",
                             Some((name, target)),
-                            &TokenUsage::default(),
-                            Some(&e.message),
+                            &resp.usage,
+                            None,
                             &attempts,
-                            true,
+                            streamed,
                         );
-                        return Err(LlmError::Interrupted {
-                            target: name.clone(),
-                            delivered_chars: e.delivered,
-                            reason: e.message,
-                        });
+                        return Ok(resp);
                     }
-                    last = format!("{name}: {}", e.message);
-                    if started.elapsed() >= deadline {
-                        outcome = "deadline";
-                        break;
+                    Err(e) => {
+                        attempts.push(record(e.status, "failed", Some(e.message.clone())));
+                        if e.delivered > 0 {
+                            // Output reached the caller: never retried, never switched.
+                            self.record(
+                                req,
+                                at,
+                                started,
+                                "interrupted",
+                                Some((name, target)),
+                                &TokenUsage::default(),
+                                Some(&e.message),
+                                &attempts,
+                                true,
+                            );
+                            return Err(LlmError::Interrupted {
+                                target: name.clone(),
+                                delivered_chars: e.delivered,
+                                reason: e.message,
+                            });
+                        }
+                        last = format!("{name}: {}", e.message);
+                        if started.elapsed() >= deadline {
+                            outcome = "deadline";
+                            break 'targets;
+                        }
+                        if native && e.status.is_some_and(|s| STREAM_REFUSED.contains(&s)) {
+                            native = false;
+                            continue;
+                        }
+                        continue 'targets;
                     }
                 }
             }
@@ -253,12 +290,16 @@ impl LlmClient {
         }
     }
 
+    /// One request to `target`. With a `sink`, a native stream when `native` (else a whole
+    /// answer re-emitted to the sink); `meta` says which it was and when the headers came.
     fn attempt(
         &self,
         target: &Target,
         req: &ChatRequest,
         timeout: Duration,
         sink: Option<&mut (dyn FnMut(&StreamDelta) + '_)>,
+        native: bool,
+        meta: &mut AttemptMeta,
     ) -> Result<ChatResponse, AttemptError> {
         let mut body = json!({"model": target.model, "messages": req.messages});
         if !req.tools.is_empty() {
@@ -277,10 +318,15 @@ impl LlmClient {
         if let Some(t) = req.temperature {
             body["temperature"] = t.into();
         }
-        if sink.is_some() {
+        if sink.is_some() && native {
             body["stream"] = true.into();
             body["stream_options"] = json!({"include_usage": true});
         }
+        meta.stream_mode = match (&sink, native) {
+            (None, _) => STREAM_NONE,
+            (Some(_), true) => STREAM_NATIVE,
+            (Some(_), false) => STREAM_SYNTHETIC,
+        };
         let base = target.base_url.trim_end_matches('/');
         let url = if base.ends_with("/chat/completions") {
             base.to_owned()
@@ -298,29 +344,50 @@ impl LlmClient {
         if let Some(key) = &target.api_key {
             http = http.bearer_auth(key);
         }
+        let sent = Instant::now();
         let resp = http.send().map_err(|e| failed(None, transport_error(e)))?;
+        meta.headers_ms = Some(millis(sent.elapsed()));
         let status = resp.status().as_u16();
         if !resp.status().is_success() {
             let mut raw = Vec::new();
             let _ = resp.take(64 * 1024).read_to_end(&mut raw);
             return Err(failed(Some(status), format!("HTTP {status}: {}", error_message(&raw))));
         }
+        // A server may ignore `stream` and answer whole: that answer is re-emitted.
+        let json_answer = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
         match sink {
-            None => {
-                let mut raw = Vec::new();
-                resp.take(MAX_ANSWER_BYTES + 1)
-                    .read_to_end(&mut raw)
-                    .map_err(|e| failed(Some(status), format!("reading the answer: {e}")))?;
-                if raw.len() as u64 > MAX_ANSWER_BYTES {
-                    return Err(failed(Some(status), "the answer is too large"));
-                }
-                let v: Value = serde_json::from_slice(&raw)
-                    .map_err(|e| failed(Some(status), format!("malformed answer: {e}")))?;
-                parse_answer(&v, &target.model).map_err(|m| failed(Some(status), m))
+            Some(sink) if native && !json_answer => read_stream(resp, &target.model, sink),
+            Some(sink) => {
+                meta.stream_mode = STREAM_SYNTHETIC;
+                let answer = read_answer(resp, status, &target.model)?;
+                re_emit(&answer, sink);
+                Ok(answer)
             }
-            Some(sink) => read_stream(resp, &target.model, sink),
+            None => read_answer(resp, status, &target.model),
         }
     }
+}
+
+/// Reads and parses a whole (non-streamed) answer.
+fn read_answer(
+    resp: reqwest::blocking::Response,
+    status: u16,
+    model: &str,
+) -> Result<ChatResponse, AttemptError> {
+    let mut raw = Vec::new();
+    resp.take(MAX_ANSWER_BYTES + 1)
+        .read_to_end(&mut raw)
+        .map_err(|e| failed(Some(status), format!("reading the answer: {e}")))?;
+    if raw.len() as u64 > MAX_ANSWER_BYTES {
+        return Err(failed(Some(status), "the answer is too large"));
+    }
+    let v: Value = serde_json::from_slice(&raw)
+        .map_err(|e| failed(Some(status), format!("malformed answer: {e}")))?;
+    parse_answer(&v, model).map_err(|m| failed(Some(status), m))
 }
 
 /// A non-streamed answer.

@@ -5,8 +5,10 @@
 //! Owns: the tier → targets mapping, sequential fallback (a failed target gives way to the next
 //! compatible one; repeated aliases of one target are tried once), the shared deadline across
 //! attempts, SSE streaming (retried only before the first byte reaches the caller — never a
-//! provider switch mid-output), OpenAI tool calls (streamed and not), and the usage ledger
-//! ([`UsageLedger`], `usage.db`): one terminal row per request, attempts separately. Never
+//! provider switch mid-output; a target that will not stream has its whole answer re-emitted
+//! as deltas), OpenAI tool calls (streamed and not), and the usage ledger ([`UsageLedger`],
+//! `usage.db`): one terminal row per request, attempts separately (with their stream mode and
+//! time to headers). Never
 //! does: decide what a tool call may do (the policy and approvals do), or keep a conversation.
 
 mod client;
@@ -19,8 +21,8 @@ use serde_json::Value;
 
 pub use client::{LlmClient, StreamDelta};
 pub use usage::{
-    AttemptRecord, MAX_USAGE_GROUPS, RequestRecord, UNKNOWN, UsageError, UsageGroup, UsageLedger,
-    UsageReport, since,
+    AttemptRecord, AttemptRow, MAX_USAGE_GROUPS, RequestRecord, STREAM_NATIVE, STREAM_NONE,
+    STREAM_SYNTHETIC, UNKNOWN, UsageError, UsageGroup, UsageLedger, UsageReport, since,
 };
 
 use crate::{ErrorKind, StewardError, embed::CONFIG_FILE};

@@ -20,11 +20,18 @@ pub const MAX_USAGE_GROUPS: usize = 200;
 
 const SCHEMA: Schema = Schema {
     name: "usage",
-    migrations: &[Migration {
-        version: 1,
-        name: "usage",
-        sql: include_str!("../../migrations/usage/001_usage.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "usage",
+            sql: include_str!("../../migrations/usage/001_usage.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "attempt diagnostics",
+            sql: include_str!("../../migrations/usage/002_attempt_diagnostics.sql"),
+        },
+    ],
 };
 
 /// A finished request, as the client records it.
@@ -73,6 +80,34 @@ pub struct AttemptRecord {
     pub latency_ms: i64,
     /// Why it failed.
     pub error: Option<String>,
+    /// How the answer was asked for: [`STREAM_NONE`], [`STREAM_NATIVE`] or
+    /// [`STREAM_SYNTHETIC`].
+    pub stream_mode: &'static str,
+    /// From sending the request to the response's headers, ms (absent without a response).
+    pub headers_ms: Option<i64>,
+}
+
+/// An attempt that asked for a whole answer.
+pub const STREAM_NONE: &str = "none";
+/// An attempt that read a native SSE stream.
+pub const STREAM_NATIVE: &str = "native";
+/// An attempt that asked for a stream and re-emitted a whole answer to the caller as deltas
+/// (the target answered with JSON, or refused to stream and was asked again without).
+pub const STREAM_SYNTHETIC: &str = "synthetic";
+
+/// One recorded attempt, as [`UsageLedger::attempts`] reads it back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRow {
+    /// Target name.
+    pub target: String,
+    /// HTTP status, when one came back.
+    pub status: Option<u16>,
+    /// `ok` or `failed`.
+    pub outcome: String,
+    /// `none`, `native` or `synthetic`.
+    pub stream_mode: String,
+    /// Time to the response's headers, ms.
+    pub headers_ms: Option<i64>,
 }
 
 /// The start of a report window: `7d`, `24h`, `90m` before `now`, `all`, or an instant
@@ -235,9 +270,21 @@ impl UsageLedger {
             let id = tx.last_insert_rowid();
             for (n, a) in attempts.iter().enumerate() {
                 tx.execute(
-                    "INSERT INTO attempts (request_id, n, target, model, status, outcome, latency_ms, error)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                    params![id, i64::try_from(n + 1).unwrap_or(i64::MAX), a.target, a.model, a.status, a.outcome, a.latency_ms, clip(&a.error, 500)],
+                    "INSERT INTO attempts (request_id, n, target, model, status, outcome, latency_ms, error,
+                        stream_mode, headers_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![
+                        id,
+                        i64::try_from(n + 1).unwrap_or(i64::MAX),
+                        a.target,
+                        a.model,
+                        a.status,
+                        a.outcome,
+                        a.latency_ms,
+                        clip(&a.error, 500),
+                        a.stream_mode,
+                        a.headers_ms
+                    ],
                 )
                 .map_err(q("record attempt"))?;
             }
@@ -245,15 +292,24 @@ impl UsageLedger {
         })
     }
 
-    /// The attempts of request `id`, in order: (target, status, outcome).
-    pub fn attempts(&self, id: i64) -> Result<Vec<(String, Option<u16>, String)>, StoreError> {
+    /// The attempts of request `id`, in order.
+    pub fn attempts(&self, id: i64) -> Result<Vec<AttemptRow>, StoreError> {
         self.db.read(|c| {
             c.prepare_cached(
-                "SELECT target, status, outcome FROM attempts WHERE request_id = ?1 ORDER BY n",
+                "SELECT target, status, outcome, stream_mode, headers_ms FROM attempts
+                 WHERE request_id = ?1 ORDER BY n",
             )
             .and_then(|mut s| {
-                s.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                    .collect::<Result<Vec<_>, _>>()
+                s.query_map([id], |r| {
+                    Ok(AttemptRow {
+                        target: r.get(0)?,
+                        status: r.get(1)?,
+                        outcome: r.get(2)?,
+                        stream_mode: r.get(3)?,
+                        headers_ms: r.get(4)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()
             })
             .map_err(q("attempts"))
         })
@@ -314,4 +370,67 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<UsageGroup> {
         cost_usd: cost,
         mean_latency_ms: r.get::<_, Option<f64>>(9)?.unwrap_or(0.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_v1_ledger_is_upgraded_and_keeps_its_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let c = rusqlite::Connection::open(dir.path().join("usage.db")).unwrap();
+            c.execute_batch(include_str!("../../migrations/usage/001_usage.sql")).unwrap();
+            c.execute_batch(
+                "INSERT INTO requests (at, service, action, attributed, capability, outcome,
+                     streamed, latency_ms, attempts) VALUES (1, 's', 'a', 1, 'tier-1', 'ok', 0, 5, 1);
+                 INSERT INTO attempts (request_id, n, target, model, status, outcome, latency_ms)
+                     VALUES (1, 1, 'cloud', 'big', 200, 'ok', 5);
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let ledger = UsageLedger::open(dir.path(), &Limits::default()).unwrap();
+        let old = ledger.attempts(1).unwrap();
+        assert_eq!(
+            old,
+            [AttemptRow {
+                target: "cloud".into(),
+                status: Some(200),
+                outcome: "ok".into(),
+                stream_mode: "none".into(),
+                headers_ms: None,
+            }]
+        );
+        let attempt = AttemptRecord {
+            target: "local".into(),
+            model: "small".into(),
+            status: Some(200),
+            outcome: "ok",
+            latency_ms: 9,
+            error: None,
+            stream_mode: STREAM_SYNTHETIC,
+            headers_ms: Some(4),
+        };
+        let record = RequestRecord {
+            at: 2,
+            service: None,
+            action: None,
+            capability: "tier-4".into(),
+            target: Some("local".into()),
+            model: Some("small".into()),
+            outcome: "ok",
+            streamed: true,
+            usage: crate::llm::TokenUsage::default(),
+            cost_micros: 0,
+            priced: false,
+            latency_ms: 9,
+            error: None,
+        };
+        let id = ledger.record(&record, &[attempt]).unwrap();
+        let new = ledger.attempts(id).unwrap();
+        assert_eq!((new[0].stream_mode.as_str(), new[0].headers_ms), ("synthetic", Some(4)));
+        assert_eq!(ledger.report(0).unwrap().total.requests, 2);
+    }
 }
