@@ -459,17 +459,43 @@ impl PyEval {
 }
 
 impl PySteward {
+    /// Mirrors `source` with the GIL released. After every batch, `progress` (a callable)
+    /// gets `{"phase", "files_total", "files_done"}` and pending signals are checked: an
+    /// exception from either (Ctrl-C's `KeyboardInterrupt`, or one the callable raises) stops
+    /// the run before its next batch — what was committed stays — and is raised here.
     fn sync<'py>(
         &self,
         py: Python<'py>,
         source: &dyn MailSource,
         account: Option<String>,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = SyncOptions { account, cancel: None };
-        let s = py
-            .detach(|| self.inner.sync_mail(source, &opts, &mut |_| {}))
-            .map_err(|e| to_py(&e))?;
-        to_python(py, &s)
+        let cancel = std::sync::atomic::AtomicBool::new(false);
+        let callback = progress.map(|p| p.clone().unbind());
+        let mut raised: Option<PyErr> = None;
+        let opts = SyncOptions { account, cancel: Some(&cancel) };
+        let result = py.detach(|| {
+            self.inner.sync_mail(source, &opts, &mut |p| {
+                if raised.is_some() {
+                    return;
+                }
+                let outcome = Python::attach(|py| {
+                    py.check_signals()?;
+                    match &callback {
+                        Some(cb) => cb.call1(py, (to_python(py, p)?,)).map(drop),
+                        None => Ok(()),
+                    }
+                });
+                if let Err(e) = outcome {
+                    raised = Some(e);
+                    cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        });
+        if let Some(e) = raised {
+            return Err(e);
+        }
+        to_python(py, &result.map_err(|e| to_py(&e))?)
     }
 
     /// `sync` as an asyncio awaitable.
@@ -577,14 +603,17 @@ impl PySteward {
 
     /// Mirrors a Maildir (and brings the text index up to it); returns the sync summary as a
     /// dict (counts, `errors` — the first failed files —, `seconds`, `messages_per_second`).
-    #[pyo3(signature = (path, account=None))]
+    /// `progress(report)` is called after every batch; an exception it raises, or Ctrl-C,
+    /// stops the run before its next batch (what was committed stays) and is raised here.
+    #[pyo3(signature = (path, account=None, progress=None))]
     fn index_maildir<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         account: Option<String>,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.sync(py, &MaildirSource::new(path), account)
+        self.sync(py, &MaildirSource::new(path), account, progress)
     }
 
     /// `index_maildir(path, account)` as an asyncio awaitable.
@@ -630,25 +659,27 @@ impl PySteward {
     }
 
     /// Mirrors an mbox file (mboxrd quoting).
-    #[pyo3(signature = (path, account=None))]
+    #[pyo3(signature = (path, account=None, progress=None))]
     fn index_mbox<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         account: Option<String>,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.sync(py, &MboxSource::new(path), account)
+        self.sync(py, &MboxSource::new(path), account, progress)
     }
 
     /// Mirrors an Apple Mail folder of `.emlx` files.
-    #[pyo3(signature = (path, account=None))]
+    #[pyo3(signature = (path, account=None, progress=None))]
     fn index_emlx<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         account: Option<String>,
+        progress: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.sync(py, &EmlxSource::new(path), account)
+        self.sync(py, &EmlxSource::new(path), account, progress)
     }
 
     /// Offline replay: `steward.replay.policy(records)`.

@@ -73,5 +73,54 @@ def test_index_async_mirrors_without_holding_the_loop(tmp_path):
     assert [m["subject"] for m in s.search(text="hello")["messages"]] == ["one"]
 
 
+def test_progress_is_reported_and_an_exception_from_it_stops_the_run(tmp_path):
+    maildir = tmp_path / "demo"
+    steward.demo_maildir(maildir, messages=1500)  # ~2,400 files: three batches of 1,024
+    s = steward.Steward(tmp_path / "home")
+
+    class Stop(Exception):
+        pass
+
+    def stop_while_ingesting(report):
+        if report["phase"] == "ingesting":
+            raise Stop(report["files_done"])
+
+    with pytest.raises(Stop):
+        s.index_maildir(maildir, account="demo", progress=stop_while_ingesting)
+    partial = s.mirror_stats()["messages_live"]
+    assert partial > 0, "the first batch was committed before the callback raised"
+    # The run stopped before its next batch; what it committed stays, and a new run finishes.
+    reports = []
+    summary = s.index_maildir(maildir, account="demo", progress=reports.append)
+    assert reports[0]["phase"] == "scanning"
+    done = [r["files_done"] for r in reports if r["phase"] == "ingesting"]
+    assert done == sorted(done) and done[-1] == reports[-1]["files_total"] > 0
+    assert reports[-1]["phase"] == "finishing"
+    live = s.mirror_stats()["messages_live"]
+    assert partial < live and summary["added"] == live - partial
+    with pytest.raises(TypeError):
+        s.index_maildir(maildir, account="demo", progress=42)
+
+
+def test_ctrl_c_stops_a_sync_between_batches(tmp_path):
+    import os
+    import signal
+
+    maildir = tmp_path / "demo"
+    steward.demo_maildir(maildir, messages=1500)
+    s = steward.Steward(tmp_path / "home")
+    seen = []
+
+    def interrupt_once(report):
+        seen.append(report["phase"])
+        if report["phase"] == "ingesting" and seen.count("ingesting") == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        s.index_maildir(maildir, account="demo", progress=interrupt_once)
+    assert "finishing" not in seen, "the run stopped before its next batch"
+    assert 0 < s.mirror_stats()["messages_live"] < 1500
+
+
 def test_version():
     assert steward.version()

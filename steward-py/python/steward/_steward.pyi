@@ -1,7 +1,7 @@
 # Type stubs of the native module steward._steward (written by hand; tests/test_stubs.py fails
 # when they drift from the built module's names and signatures).
 import os
-from typing import Any, Awaitable, Iterable, Mapping, Optional, Union
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, Union
 
 JSON = Any
 Records = Union[str, Iterable[Mapping[str, Any]]]
@@ -192,7 +192,10 @@ class Steward:
 
     def __new__(cls, home: Union[str, os.PathLike[str]]) -> "Steward": ...
     def index_maildir(
-        self, path: Union[str, os.PathLike[str]], account: Optional[str] = None
+        self,
+        path: Union[str, os.PathLike[str]],
+        account: Optional[str] = None,
+        progress: Optional[Callable[[dict[str, Any]], object]] = None,
     ) -> dict[str, Any]: ...
     def index_maildir_async(
         self, path: Union[str, os.PathLike[str]], account: Optional[str] = None
@@ -205,10 +208,16 @@ class Steward:
     ) -> Awaitable[dict[str, Any]]: ...
     def embed_mail(self) -> dict[str, Any]: ...
     def index_mbox(
-        self, path: Union[str, os.PathLike[str]], account: Optional[str] = None
+        self,
+        path: Union[str, os.PathLike[str]],
+        account: Optional[str] = None,
+        progress: Optional[Callable[[dict[str, Any]], object]] = None,
     ) -> dict[str, Any]: ...
     def index_emlx(
-        self, path: Union[str, os.PathLike[str]], account: Optional[str] = None
+        self,
+        path: Union[str, os.PathLike[str]],
+        account: Optional[str] = None,
+        progress: Optional[Callable[[dict[str, Any]], object]] = None,
     ) -> dict[str, Any]: ...
     def mirror_stats(self) -> dict[str, int]: ...
     def usage(self, since: str = "7d") -> dict[str, Any]: ...
