@@ -23,7 +23,7 @@ pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
 pub use runtime::MAX_BLOCKING_CALLS;
 pub use search::{SearchHit, SearchQuery, SearchResults};
-pub use steward::{Steward, StewardBuilder};
+pub use steward::{Steward, StewardBuilder, SyncListener};
 pub use system::{StatusItem, SystemStatus, UsageGroup, UsageReport};
 pub use watches::{PollSummary, WatchEventInfo, WatchInfo, WatchProposalInfo};
 

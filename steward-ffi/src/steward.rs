@@ -88,12 +88,14 @@ impl Steward {
     }
 
     /// Mirrors a Maildir.
+    #[uniffi::method(default(listener = None))]
     pub fn index_maildir(
         &self,
         path: String,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
-        sync(&self.inner, &MaildirSource::new(path), account)
+        sync(&self.inner, &MaildirSource::new(path), account, listener.as_deref())
     }
 
     /// One drain of the mail embedding queue with the configured embedder: embeds what is new
@@ -119,49 +121,59 @@ impl Steward {
     }
 
     /// [`Steward::index_maildir`] as an async call: the sync runs on the library's runtime.
+    #[uniffi::method(default(listener = None))]
     pub async fn index_maildir_async(
         &self,
         path: String,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
-        self.sync_async(MaildirSource::new(path), account).await
+        self.sync_async(MaildirSource::new(path), account, listener).await
     }
 
     /// [`Steward::index_mbox`] as an async call.
+    #[uniffi::method(default(listener = None))]
     pub async fn index_mbox_async(
         &self,
         path: String,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
-        self.sync_async(MboxSource::new(path), account).await
+        self.sync_async(MboxSource::new(path), account, listener).await
     }
 
     /// [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
     /// source, can hold hundreds of thousands of files).
+    #[uniffi::method(default(listener = None))]
     pub async fn index_emlx_async(
         &self,
         path: String,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
-        self.sync_async(EmlxSource::new(path), account).await
+        self.sync_async(EmlxSource::new(path), account, listener).await
     }
 
     /// Mirrors an mbox file (mboxrd quoting).
+    #[uniffi::method(default(listener = None))]
     pub fn index_mbox(
         &self,
         path: String,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
-        sync(&self.inner, &MboxSource::new(path), account)
+        sync(&self.inner, &MboxSource::new(path), account, listener.as_deref())
     }
 
     /// Mirrors an Apple Mail folder of `.emlx` files.
+    #[uniffi::method(default(listener = None))]
     pub fn index_emlx(
         &self,
         path: String,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
-        sync(&self.inner, &EmlxSource::new(path), account)
+        sync(&self.inner, &EmlxSource::new(path), account, listener.as_deref())
     }
 
     /// Counts over the mirror.
@@ -185,10 +197,21 @@ impl Steward {
         &self,
         source: impl MailSource + 'static,
         account: Option<String>,
+        listener: Option<Box<dyn SyncListener>>,
     ) -> Result<SyncSummary, FfiError> {
         let steward = self.handle();
-        crate::runtime::blocking(move || sync(&steward, &source, account)).await
+        crate::runtime::blocking(move || sync(&steward, &source, account, listener.as_deref()))
+            .await
     }
+}
+
+/// Follows a sync (the launcher's progress bar and its Cancel button).
+#[uniffi::export(callback_interface)]
+pub trait SyncListener: Send + Sync {
+    /// After every batch, on the sync's thread: `phase` is `scanning`, `ingesting` or
+    /// `finishing`. Returning false stops the run before its next batch: what was committed
+    /// stays, and the call fails with `MIRROR_SYNC_CANCELLED`.
+    fn on_progress(&self, phase: String, files_total: u64, files_done: u64) -> bool;
 }
 
 /// Mirrors `source` through the facade: the text index is current when it returns.
@@ -196,9 +219,26 @@ fn sync(
     steward: &steward_core::Steward,
     source: &dyn MailSource,
     account: Option<String>,
+    listener: Option<&dyn SyncListener>,
 ) -> Result<SyncSummary, FfiError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use steward_core::mirror::ProgressPhase;
+    let cancel = AtomicBool::new(false);
+    let mut report = |p: &steward_core::mirror::Progress| {
+        let Some(l) = listener else { return };
+        let phase = match p.phase {
+            ProgressPhase::Scanning => "scanning",
+            ProgressPhase::Ingesting => "ingesting",
+            ProgressPhase::Finishing => "finishing",
+        };
+        if !cancel.load(Ordering::Relaxed)
+            && !l.on_progress(phase.into(), p.files_total, p.files_done)
+        {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    };
     steward
-        .sync_mail(source, &SyncOptions { account, cancel: None }, &mut |_| {})
+        .sync_mail(source, &SyncOptions { account, cancel: Some(&cancel) }, &mut report)
         .map(Into::into)
         .map_err(|e| FfiError::from_core(&e))
 }
@@ -222,11 +262,12 @@ mod tests {
             .index_maildir(
                 dir.path().join("Maildir").to_string_lossy().into_owned(),
                 Some("a".into()),
+                None,
             )
             .unwrap();
         assert_eq!((sum.added, sum.mode.as_str()), (1, "backfill"));
         assert_eq!(s.mirror_stats().unwrap().messages_live, 1);
-        let err = s.index_maildir("/no/such/dir".into(), None).unwrap_err();
+        let err = s.index_maildir("/no/such/dir".into(), None, None).unwrap_err();
         let FfiError::Steward { kind, code, .. } = err;
         assert_eq!((kind.as_str(), code.as_str()), ("not_found", "MAIL_SOURCE_NOT_FOUND"));
         assert!(!crate::steward_version().is_empty());

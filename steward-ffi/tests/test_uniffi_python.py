@@ -373,6 +373,48 @@ def test_a_cancelled_call_runs_to_its_end_on_the_pool_and_the_home_is_released(t
     assert [e.matched_rules for e in events] == [["ring"]], "the cancelled poll ran to its end, once"
 
 
+def test_a_sync_reports_progress_and_the_listener_can_stop_it(tmp_path):
+    import asyncio
+
+    cur = tmp_path / "big" / "cur"
+    cur.mkdir(parents=True)
+    for i in range(1_100):  # two batches of 1,024
+        (cur / f"{i}:2,S").write_bytes(
+            f"From: a@example.org\nSubject: note {i}\nMessage-ID: <{i}@big>\n\nbody {i}\n".encode())
+
+    class Stop:
+        def __init__(self):
+            self.seen = []
+
+        def on_progress(self, phase, files_total, files_done):
+            self.seen.append((phase, files_total, files_done))
+            return phase != "ingesting"  # the Cancel button, pressed after the first batch
+
+    class Follow:
+        def __init__(self):
+            self.seen = []
+
+        def on_progress(self, phase, files_total, files_done):
+            self.seen.append((phase, files_total, files_done))
+            return True
+
+    s = ffi.Steward.open(str(tmp_path / "home"))
+    stop = Stop()
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.index_maildir(str(tmp_path / "big"), "ffi", stop)
+    assert e.value.code == "MIRROR_SYNC_CANCELLED"
+    assert stop.seen == [("scanning", 0, 0), ("ingesting", 1_100, 1_024)], "nothing after Cancel"
+    assert s.mirror_stats().messages_live == 1_024, "the first batch stays"
+
+    follow = Follow()
+    summary = asyncio.run(s.index_maildir_async(str(tmp_path / "big"), "ffi", follow))
+    assert summary.added == 76
+    assert follow.seen[0] == ("scanning", 0, 0) and follow.seen[-1][0] == "finishing"
+    assert s.mirror_stats().messages_live == 1_100
+    # Without a listener, as before.
+    assert s.index_maildir(str(tmp_path / "big"), "ffi").added == 0
+
+
 def test_a_builder_chains_and_each_step_is_a_new_builder(tmp_path):
     base = ffi.StewardBuilder()
     home_a = base.home(str(tmp_path / "a"))

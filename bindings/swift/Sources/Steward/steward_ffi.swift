@@ -826,33 +826,33 @@ public protocol StewardProtocol: AnyObject, Sendable {
     /**
      * Mirrors an Apple Mail folder of `.emlx` files.
      */
-    func indexEmlx(path: String, account: String?) throws  -> SyncSummary
+    func indexEmlx(path: String, account: String?, listener: SyncListener?) throws  -> SyncSummary
     
     /**
      * [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
      * source, can hold hundreds of thousands of files).
      */
-    func indexEmlxAsync(path: String, account: String?) async throws  -> SyncSummary
+    func indexEmlxAsync(path: String, account: String?, listener: SyncListener?) async throws  -> SyncSummary
     
     /**
      * Mirrors a Maildir.
      */
-    func indexMaildir(path: String, account: String?) throws  -> SyncSummary
+    func indexMaildir(path: String, account: String?, listener: SyncListener?) throws  -> SyncSummary
     
     /**
      * [`Steward::index_maildir`] as an async call: the sync runs on the library's runtime.
      */
-    func indexMaildirAsync(path: String, account: String?) async throws  -> SyncSummary
+    func indexMaildirAsync(path: String, account: String?, listener: SyncListener?) async throws  -> SyncSummary
     
     /**
      * Mirrors an mbox file (mboxrd quoting).
      */
-    func indexMbox(path: String, account: String?) throws  -> SyncSummary
+    func indexMbox(path: String, account: String?, listener: SyncListener?) throws  -> SyncSummary
     
     /**
      * [`Steward::index_mbox`] as an async call.
      */
-    func indexMboxAsync(path: String, account: String?) async throws  -> SyncSummary
+    func indexMboxAsync(path: String, account: String?, listener: SyncListener?) async throws  -> SyncSummary
     
     /**
      * Counts over the mirror.
@@ -1155,13 +1155,14 @@ open func embedMailAsync()async throws  -> EmbedReport  {
     /**
      * Mirrors an Apple Mail folder of `.emlx` files.
      */
-open func indexEmlx(path: String, account: String?)throws  -> SyncSummary  {
+open func indexEmlx(path: String, account: String?, listener: SyncListener? = nil)throws  -> SyncSummary  {
     return try  FfiConverterTypeSyncSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_index_emlx(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(path),
-        FfiConverterOptionString.lower(account),uniffiCallStatus
+        FfiConverterOptionString.lower(account),
+        FfiConverterOptionCallbackInterfaceSyncListener.lower(listener),uniffiCallStatus
     )
 })
 }
@@ -1170,12 +1171,12 @@ open func indexEmlx(path: String, account: String?)throws  -> SyncSummary  {
      * [`Steward::index_emlx`] as an async call (Apple Mail's folders, the launcher's usual
      * source, can hold hundreds of thousands of files).
      */
-open func indexEmlxAsync(path: String, account: String?)async throws  -> SyncSummary  {
+open func indexEmlxAsync(path: String, account: String?, listener: SyncListener? = nil)async throws  -> SyncSummary  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_steward_ffi_fn_method_steward_index_emlx_async(
-                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account)
+                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account),FfiConverterOptionCallbackInterfaceSyncListener.lower(listener)
                 )
             },
             pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
@@ -1189,13 +1190,14 @@ open func indexEmlxAsync(path: String, account: String?)async throws  -> SyncSum
     /**
      * Mirrors a Maildir.
      */
-open func indexMaildir(path: String, account: String?)throws  -> SyncSummary  {
+open func indexMaildir(path: String, account: String?, listener: SyncListener? = nil)throws  -> SyncSummary  {
     return try  FfiConverterTypeSyncSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_index_maildir(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(path),
-        FfiConverterOptionString.lower(account),uniffiCallStatus
+        FfiConverterOptionString.lower(account),
+        FfiConverterOptionCallbackInterfaceSyncListener.lower(listener),uniffiCallStatus
     )
 })
 }
@@ -1203,12 +1205,12 @@ open func indexMaildir(path: String, account: String?)throws  -> SyncSummary  {
     /**
      * [`Steward::index_maildir`] as an async call: the sync runs on the library's runtime.
      */
-open func indexMaildirAsync(path: String, account: String?)async throws  -> SyncSummary  {
+open func indexMaildirAsync(path: String, account: String?, listener: SyncListener? = nil)async throws  -> SyncSummary  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_steward_ffi_fn_method_steward_index_maildir_async(
-                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account)
+                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account),FfiConverterOptionCallbackInterfaceSyncListener.lower(listener)
                 )
             },
             pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
@@ -1222,13 +1224,14 @@ open func indexMaildirAsync(path: String, account: String?)async throws  -> Sync
     /**
      * Mirrors an mbox file (mboxrd quoting).
      */
-open func indexMbox(path: String, account: String?)throws  -> SyncSummary  {
+open func indexMbox(path: String, account: String?, listener: SyncListener? = nil)throws  -> SyncSummary  {
     return try  FfiConverterTypeSyncSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_index_mbox(
             self.uniffiCloneHandle(),
         FfiConverterString.lower(path),
-        FfiConverterOptionString.lower(account),uniffiCallStatus
+        FfiConverterOptionString.lower(account),
+        FfiConverterOptionCallbackInterfaceSyncListener.lower(listener),uniffiCallStatus
     )
 })
 }
@@ -1236,12 +1239,12 @@ open func indexMbox(path: String, account: String?)throws  -> SyncSummary  {
     /**
      * [`Steward::index_mbox`] as an async call.
      */
-open func indexMboxAsync(path: String, account: String?)async throws  -> SyncSummary  {
+open func indexMboxAsync(path: String, account: String?, listener: SyncListener? = nil)async throws  -> SyncSummary  {
     return
         try  await uniffiRustCallAsync(
             rustFutureFunc: {
                 uniffi_steward_ffi_fn_method_steward_index_mbox_async(
-                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account)
+                        self.uniffiCloneHandle(),FfiConverterString.lower(path),FfiConverterOptionString.lower(account),FfiConverterOptionCallbackInterfaceSyncListener.lower(listener)
                 )
             },
             pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
@@ -4626,6 +4629,153 @@ public func FfiConverterCallbackInterfaceLiveListener_lower(_ v: LiveListener) -
     return FfiConverterCallbackInterfaceLiveListener.lower(v)
 }
 
+
+
+
+/**
+ * Follows a sync (the launcher's progress bar and its Cancel button).
+ */
+public protocol SyncListener: AnyObject, Sendable {
+    
+    /**
+     * After every batch, on the sync's thread: `phase` is `scanning`, `ingesting` or
+     * `finishing`. Returning false stops the run before its next batch: what was committed
+     * stays, and the call fails with `MIRROR_SYNC_CANCELLED`.
+     */
+    func onProgress(phase: String, filesTotal: UInt64, filesDone: UInt64)  -> Bool
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceSyncListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceSyncListener = UniffiVTableCallbackInterfaceSyncListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceSyncListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface SyncListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceSyncListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface SyncListener: handle missing in uniffiClone")
+            }
+        },
+        onProgress: { (
+            uniffiHandle: UInt64,
+            phase: RustBuffer,
+            filesTotal: UInt64,
+            filesDone: UInt64,
+            uniffiOutReturn: UnsafeMutablePointer<Int8>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> Bool in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceSyncListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onProgress(
+                     phase: try FfiConverterString.lift(phase),
+                     filesTotal: try FfiConverterUInt64.lift(filesTotal),
+                     filesDone: try FfiConverterUInt64.lift(filesDone)
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterBool.lower($0) }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceSyncListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceSyncListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitSyncListener() {
+    uniffi_steward_ffi_fn_init_callback_vtable_synclistener(UniffiCallbackInterfaceSyncListener.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceSyncListener {
+    fileprivate static let handleMap = UniffiHandleMap<SyncListener>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceSyncListener : FfiConverter {
+    typealias SwiftType = SyncListener
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceSyncListener_lift(_ handle: UInt64) throws -> SyncListener {
+    return try FfiConverterCallbackInterfaceSyncListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceSyncListener_lower(_ v: SyncListener) -> UInt64 {
+    return FfiConverterCallbackInterfaceSyncListener.lower(v)
+}
+
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
@@ -4765,6 +4915,30 @@ fileprivate struct FfiConverterOptionTypeWatchInfo: FfiConverterRustBuffer {
         switch try readInt(&buf) as Int8 {
         case 0: return nil
         case 1: return try FfiConverterTypeWatchInfo.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterOptionCallbackInterfaceSyncListener: FfiConverterRustBuffer {
+    typealias SwiftType = SyncListener?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterCallbackInterfaceSyncListener.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterCallbackInterfaceSyncListener.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
     }
@@ -5116,22 +5290,22 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_embed_mail_async() != 43153) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_index_emlx() != 4271) {
+    if (uniffi_steward_ffi_checksum_method_steward_index_emlx() != 22172) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_index_emlx_async() != 7826) {
+    if (uniffi_steward_ffi_checksum_method_steward_index_emlx_async() != 8177) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_index_maildir() != 15147) {
+    if (uniffi_steward_ffi_checksum_method_steward_index_maildir() != 16342) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_index_maildir_async() != 60185) {
+    if (uniffi_steward_ffi_checksum_method_steward_index_maildir_async() != 56753) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_index_mbox() != 56612) {
+    if (uniffi_steward_ffi_checksum_method_steward_index_mbox() != 28387) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_index_mbox_async() != 17381) {
+    if (uniffi_steward_ffi_checksum_method_steward_index_mbox_async() != 64503) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_mirror_stats() != 14158) {
@@ -5197,8 +5371,12 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_livelistener_on_error() != 45022) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_synclistener_on_progress() != 23951) {
+        return InitializationResult.apiChecksumMismatch
+    }
 
     uniffiCallbackInitLiveListener()
+    uniffiCallbackInitSyncListener()
     return InitializationResult.ok
 }()
 

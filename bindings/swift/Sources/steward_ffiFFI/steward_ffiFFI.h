@@ -264,6 +264,13 @@ typedef void (*UniffiCallbackInterfaceLiveListenerMethod2)(uint64_t, RustBuffer,
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_SYNC_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_SYNC_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceSyncListenerMethod0)(uint64_t, RustBuffer, uint64_t, uint64_t, int8_t* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LIVE_LISTENER
 #define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LIVE_LISTENER
 typedef struct UniffiVTableCallbackInterfaceLiveListener {
@@ -273,6 +280,15 @@ typedef struct UniffiVTableCallbackInterfaceLiveListener {
     UniffiCallbackInterfaceLiveListenerMethod1 _Nonnull onEvent;
     UniffiCallbackInterfaceLiveListenerMethod2 _Nonnull onError;
 } UniffiVTableCallbackInterfaceLiveListener;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SYNC_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SYNC_LISTENER
+typedef struct UniffiVTableCallbackInterfaceSyncListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceSyncListenerMethod0 _Nonnull onProgress;
+} UniffiVTableCallbackInterfaceSyncListener;
 
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_HUMAN
@@ -387,32 +403,32 @@ uint64_t uniffi_steward_ffi_fn_method_steward_embed_mail_async(uint64_t ptr
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX
-RustBuffer uniffi_steward_ffi_fn_method_steward_index_emlx(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_steward_ffi_fn_method_steward_index_emlx(uint64_t ptr, RustBuffer path, RustBuffer account, RustBuffer listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX_ASYNC
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_EMLX_ASYNC
-uint64_t uniffi_steward_ffi_fn_method_steward_index_emlx_async(uint64_t ptr, RustBuffer path, RustBuffer account
+uint64_t uniffi_steward_ffi_fn_method_steward_index_emlx_async(uint64_t ptr, RustBuffer path, RustBuffer account, RustBuffer listener
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR
-RustBuffer uniffi_steward_ffi_fn_method_steward_index_maildir(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_steward_ffi_fn_method_steward_index_maildir(uint64_t ptr, RustBuffer path, RustBuffer account, RustBuffer listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR_ASYNC
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MAILDIR_ASYNC
-uint64_t uniffi_steward_ffi_fn_method_steward_index_maildir_async(uint64_t ptr, RustBuffer path, RustBuffer account
+uint64_t uniffi_steward_ffi_fn_method_steward_index_maildir_async(uint64_t ptr, RustBuffer path, RustBuffer account, RustBuffer listener
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX
-RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuffer path, RustBuffer account, RustCallStatus *_Nonnull out_status
+RustBuffer uniffi_steward_ffi_fn_method_steward_index_mbox(uint64_t ptr, RustBuffer path, RustBuffer account, RustBuffer listener, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX_ASYNC
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_MBOX_ASYNC
-uint64_t uniffi_steward_ffi_fn_method_steward_index_mbox_async(uint64_t ptr, RustBuffer path, RustBuffer account
+uint64_t uniffi_steward_ffi_fn_method_steward_index_mbox_async(uint64_t ptr, RustBuffer path, RustBuffer account, RustBuffer listener
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MIRROR_STATS
@@ -514,6 +530,11 @@ uint64_t uniffi_steward_ffi_fn_method_stewardbuilder_watch_sources(uint64_t ptr,
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
 void uniffi_steward_ffi_fn_init_callback_vtable_livelistener(const UniffiVTableCallbackInterfaceLiveListener* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_SYNCLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_SYNCLISTENER
+void uniffi_steward_ffi_fn_init_callback_vtable_synclistener(const UniffiVTableCallbackInterfaceSyncListener* _Nonnull vtable
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_STEWARD_VERSION
@@ -1037,6 +1058,12 @@ uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_event(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_ERROR
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_ERROR
 uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_error(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_SYNCLISTENER_ON_PROGRESS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_SYNCLISTENER_ON_PROGRESS
+uint16_t uniffi_steward_ffi_checksum_method_synclistener_on_progress(void
     
 );
 #endif
