@@ -929,6 +929,57 @@ async fn watches_are_created_listed_stopped_and_their_events_read() {
     }
 }
 
+#[tokio::test]
+async fn a_watch_with_grants_is_proposed_and_starts_when_the_person_approves_it() {
+    let f = fixture();
+    let now = steward_core::time::now_secs();
+    let at = steward_core::time::CivilTime::from_unix(now + 3_600).rfc3339();
+    let granted = json!({"source": "time", "resource_ref": at, "instruction": "tell Ada I am late",
+        "rules": [{"id": "mail", "event": "time.reached", "once": true,
+            "grants": [{"tool": "mail.send", "constraints": {"fields": {
+                "to": {"kind": "exact", "value": ["ada@example.org"]},
+                "subject": {"kind": "exact", "value": "Late"},
+                "body": {"kind": "exact", "value": "Ten minutes late."}}}}]}]});
+    let (s, p) = post(&f.app, "/watches/proposals", granted.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(p["outcome"], "needs_approval", "{p}");
+    assert_eq!(p["tool"], "watch.create_agent");
+    let summary = p["summary"].as_str().unwrap();
+    assert!(summary.contains("mail.send") && summary.contains("ada@example.org"), "{summary}");
+    assert!(p["requested_by"].as_str().unwrap().starts_with("agent:web:"), "{p}");
+    // Nothing runs before the decision.
+    let (_, list) = get(&f.app, "/watches").await;
+    assert_eq!(list, json!([]));
+    let id = p["id"].as_i64().unwrap();
+    let (s, v) = post(&f.app, &format!("/approvals/{id}/approve"), json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, list) = get(&f.app, "/watches").await;
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        (list[0]["approval_id"].as_i64(), list[0]["status"].as_str()),
+        (Some(id), Some("active"))
+    );
+    // Without grants a proposal starts at once; a bad one is the same typed error as a create.
+    let (s, p) = post(
+        &f.app,
+        "/watches/proposals",
+        json!({"source": "time", "resource_ref": at,
+        "instruction": "ring", "rules": [{"id": "ring", "event": "time.reached"}]}),
+    )
+    .await;
+    assert_eq!(
+        (s, p["outcome"].as_str(), p["status"].as_str()),
+        (StatusCode::OK, Some("started"), Some("active"))
+    );
+    let mut bad = granted;
+    bad["rules"][0]["grants"][0]["tool"] = json!("shell.run");
+    let (s, v) = post(&f.app, "/watches/proposals", bad).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, "WATCH_INVALID"), "{v}");
+    let (_, list) = get(&f.app, "/watches").await;
+    assert_eq!(list.as_array().unwrap().len(), 2, "the refused proposal made nothing");
+}
+
 #[test]
 fn serve_drains_the_embedding_queue_in_the_background_and_stops_with_the_server() {
     use steward_connectors::testing::models::{

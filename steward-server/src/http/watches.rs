@@ -1,16 +1,18 @@
-//! Watches: list, create, stop, and their queued events.
+//! Watches: list, create (or propose, when rules grant actions), stop, and their queued
+//! events.
 
 use axum::{
-    Json,
+    Extension, Json,
     extract::State,
     http::Method,
     routing::{get, post},
 };
-use steward_core::watch::{
-    QueuedEvent, WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary,
+use steward_core::{
+    WatchProposal,
+    watch::{QueuedEvent, WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary},
 };
 
-use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Route, schema};
+use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Route, auth::Person, schema};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -28,6 +30,16 @@ pub(super) fn routes() -> Vec<Route> {
             "Create a watch (its initial snapshot is taken now; nothing already true is replayed)",
             schema::<WatchSummary>,
             post(create),
+        )
+        .body(schema::<WatchDefinition>),
+        Route::new(
+            Method::POST,
+            "/watches/proposals",
+            "Propose a watch as the person: without grants it starts now (`started`); with grants \
+             the answer is the Confirm approval (`watch.create_agent`, its summary saying in words \
+             what the watch may do) that starts it once approved on /approvals (`needs_approval`)",
+            schema::<WatchProposal>,
+            post(propose),
         )
         .body(schema::<WatchDefinition>),
         Route::new(
@@ -61,6 +73,17 @@ async fn create(
 ) -> Result<Json<WatchSummary>, ApiError> {
     let now = steward_core::time::now_secs();
     state.call(move |s| s.watches()?.create(&def, now)).await.map(Json)
+}
+
+async fn propose(
+    State(state): State<AppState>,
+    Extension(person): Extension<Person>,
+    ApiJson(def): ApiJson<WatchDefinition>,
+) -> Result<Json<WatchProposal>, ApiError> {
+    // Approvals are asked for by an agent identity and decided by a person: the web client
+    // proposes as an agent acting for the person signed in, who then decides on /approvals.
+    let requester = format!("agent:web:{}", person.name);
+    state.call(move |s| s.propose_watch(&def, &requester)).await.map(Json)
 }
 
 async fn stop(
