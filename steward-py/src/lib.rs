@@ -911,6 +911,23 @@ impl PySteward {
         to_python(py, &answer)
     }
 
+    /// `complete(request)` as an asyncio awaitable (replaying many conversations at once:
+    /// `asyncio.gather`; at most 32 calls in flight).
+    fn complete_async<'py>(
+        &self,
+        py: Python<'py>,
+        request: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let text = json_object_of(py, Some(request))?;
+        let steward = std::sync::Arc::clone(&self.inner);
+        awaitable(py, move || {
+            outcome(
+                steward_core::llm::ChatRequest::from_json(&text)
+                    .and_then(|request| steward.llm()?.complete(&request)),
+            )
+        })
+    }
+
     /// The status of this home, item by item (stores, disk, index, embedder, ingest,
     /// watches, audit, journal), as a dict: `status` (the worst), `checked_at`, `items`.
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

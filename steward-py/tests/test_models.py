@@ -77,3 +77,29 @@ def test_bad_requests_and_missing_models_are_typed_and_send_nothing(tmp_path, mo
             assert e.value.code == "LLM_INVALID_REQUEST", bad
         assert seen == [], "nothing reached the model"
         assert s.complete(request())["content"] == "never sent"
+
+
+def test_requests_run_concurrently_on_asyncio(tmp_path, monkeypatch):
+    import asyncio
+
+    replies = [(200, answer("m", f"answer {i}")) for i in range(4)]
+    with serve(replies) as (url, seen):
+        monkeypatch.setenv("STEWARD_LLM_BASE_URL", url)
+        monkeypatch.setenv("STEWARD_LLM_MODEL", "m")
+        s = steward.Steward(tmp_path / "home")
+
+        async def main():
+            return await asyncio.gather(*(s.complete_async(request()) for _ in range(4)))
+
+        answers = asyncio.run(main())
+        assert sorted(a["content"] for a in answers) == [f"answer {i}" for i in range(4)]
+        assert len(seen) == 4
+
+        async def bad():
+            with pytest.raises(steward.InvalidInputError) as e:
+                await s.complete_async(request(capability="gpt-9"))
+            return e.value.code
+
+        assert asyncio.run(bad()) == "LLM_INVALID_REQUEST"
+        assert len(seen) == 4, "a bad request sends nothing"
+    assert s.usage("all")["total"]["requests"] == 4
