@@ -182,27 +182,13 @@ impl StewardBuilder {
             tools.register(spec)?;
         }
         let mirror = Mirror::open(&home, &self.limits)?;
-        let usage = std::sync::OnceLock::new();
-        let embedder: Option<Arc<dyn Embedder>> = match self.embedder {
+        // Opened on first use, and shared with the embedder: its requests are model requests.
+        let usage = Arc::new(crate::llm::SharedLedger::new(&home, &self.limits));
+        let embedder = match self.embedder {
             Some(e) => Some(e),
-            None if self.embedder_from_config => match crate::embed::EmbedConfig::load(&home)? {
-                Some(c) => {
-                    let mut e = crate::embed::OpenAiEmbedder::new(c)?;
-                    // Embedding requests are model requests: they go in the usage ledger.
-                    match crate::llm::UsageLedger::open(&home, &self.limits) {
-                        Ok(l) => {
-                            let l = Arc::new(l);
-                            e = e.with_ledger(Arc::clone(&l));
-                            let _ = usage.set(l);
-                        }
-                        Err(err) => {
-                            tracing::warn!(error = %err, "usage ledger unavailable; embeddings go unrecorded");
-                        }
-                    }
-                    Some(Arc::new(e))
-                }
-                None => None,
-            },
+            None if self.embedder_from_config => {
+                crate::embed::configured(&home, Arc::clone(&usage))?
+            }
             None => None,
         };
         let llm_config = match self.llm {
@@ -323,7 +309,7 @@ pub struct Steward {
     /// Built on first use.
     llm: std::sync::OnceLock<crate::llm::LlmClient>,
     /// `usage.db`, opened on first use.
-    usage: std::sync::OnceLock<Arc<crate::llm::UsageLedger>>,
+    usage: Arc<crate::llm::SharedLedger>,
     embedder: Option<Arc<dyn Embedder>>,
 }
 
@@ -516,9 +502,7 @@ impl Steward {
 
     /// The usage ledger (`usage.db`).
     pub fn usage(&self) -> Result<&Arc<crate::llm::UsageLedger>, crate::store::StoreError> {
-        self.open_once(&self.usage, || {
-            crate::llm::UsageLedger::open(&self.home, &self.limits).map(Arc::new)
-        })
+        self.usage.get()
     }
 
     /// What the models cost over a window: `since` is `7d`, `24h`, `90m` (before `now`), `all`,

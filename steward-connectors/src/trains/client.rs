@@ -39,34 +39,23 @@ pub enum Fetched {
 
 /// The client. Its calls block (the watch engine's adapters are synchronous and run on a
 /// blocking thread); each request runs on a short-lived current-thread runtime, so the client
-/// holds no runtime of its own and may be created or dropped anywhere.
-///
-/// The HTTP client is built on the first request, not with the source: building one loads
-/// the system's root certificates (≈ 150 files here), which every `steward` process that
-/// registers the watch sources would otherwise pay (≈ 7 ms) without ever polling a train.
+/// holds no runtime of its own and may be created or dropped anywhere. Its HTTP client is built
+/// on the first request ([`steward_core::net::LazyClient`]), so registering the source costs
+/// nothing.
 #[derive(Debug, Clone)]
 pub struct ViaggiaTreno {
     base: String,
-    http: std::sync::Arc<std::sync::OnceLock<reqwest::Client>>,
+    http: std::sync::Arc<steward_core::net::LazyClient<reqwest::Client>>,
 }
 
 impl ViaggiaTreno {
     /// A client for `base` (ending in `/`).
     pub fn new(base: &str) -> Result<Self, String> {
         let base = if base.ends_with('/') { base.to_owned() } else { format!("{base}/") };
-        Ok(Self { base, http: std::sync::Arc::default() })
-    }
-
-    fn http(&self) -> Result<&reqwest::Client, String> {
-        if let Some(c) = self.http.get() {
-            return Ok(c);
-        }
-        steward_core::net::install_crypto_provider();
-        let built = reqwest::Client::builder()
-            .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(self.http.get_or_init(|| built))
+        let http = steward_core::net::LazyClient::new(|| {
+            reqwest::Client::builder().timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS)).build()
+        });
+        Ok(Self { base, http: std::sync::Arc::new(http) })
     }
 
     /// `VIAGGIATRENO_BASE_URL`, else the public endpoint.
@@ -91,7 +80,7 @@ impl ViaggiaTreno {
 
     async fn fetch(&self, path: &str) -> Result<Fetched, String> {
         let url = format!("{}{path}", self.base);
-        let http = self.http()?;
+        let http = self.http.get()?;
         let mut last = String::new();
         for _ in 0..MAX_ATTEMPTS {
             match http.get(&url).send().await {

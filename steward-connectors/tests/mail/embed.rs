@@ -455,8 +455,12 @@ fn embedding_requests_go_in_the_usage_ledger() {
     )
     .unwrap();
     let s = Steward::builder().home(&home).embedder_from_config().open().unwrap();
+    // Opening the home opens no ledger and makes no request: both wait for the first use.
+    assert!(!home.join("usage.db").exists(), "usage.db is opened on first use, not at open");
     mirror_maildir(&s, &md);
+    assert!(server.requests().is_empty());
     assert!(drain(&s).unavailable.is_some(), "the first request fails");
+    assert!(home.join("usage.db").exists(), "the first request opened the ledger");
     assert!(drain(&s).is_done());
     s.search(&SearchRequest::text("fattura")).unwrap();
     let sent = server.requests().len() as i64;

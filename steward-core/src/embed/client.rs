@@ -72,8 +72,8 @@ struct Item {
 pub struct OpenAiEmbedder {
     config: EmbedConfig,
     url: String,
-    http: reqwest::blocking::Client,
-    ledger: Option<std::sync::Arc<crate::llm::UsageLedger>>,
+    http: crate::net::LazyClient<reqwest::blocking::Client>,
+    ledger: Option<std::sync::Arc<crate::llm::SharedLedger>>,
 }
 
 impl std::fmt::Debug for OpenAiEmbedder {
@@ -86,12 +86,11 @@ impl OpenAiEmbedder {
     /// A client for `config` (checked by [`EmbedConfig::validate`]).
     pub fn new(config: EmbedConfig) -> Result<Self, super::EmbedConfigError> {
         config.validate()?;
-        crate::net::install_crypto_provider();
-        let http = reqwest::blocking::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(Duration::from_secs(config.timeout.as_secs().clamp(1, 10)))
-            .build()
-            .map_err(|e| super::EmbedConfigError(format!("cannot build the HTTP client: {e}")))?;
+        let (timeout, connect) =
+            (config.timeout, Duration::from_secs(config.timeout.as_secs().clamp(1, 10)));
+        let http = crate::net::LazyClient::new(move || {
+            reqwest::blocking::Client::builder().timeout(timeout).connect_timeout(connect).build()
+        });
         let base = config.endpoint.trim_end_matches('/');
         let url = if base.ends_with("/embeddings") {
             base.to_owned()
@@ -104,7 +103,7 @@ impl OpenAiEmbedder {
     /// Records every request in `ledger` (capability `local-embed`, service `steward`, action
     /// `embed.mail` or `search.query`, prompt tokens when the endpoint reports them).
     #[must_use]
-    pub fn with_ledger(mut self, ledger: std::sync::Arc<crate::llm::UsageLedger>) -> Self {
+    pub fn with_ledger(mut self, ledger: std::sync::Arc<crate::llm::SharedLedger>) -> Self {
         self.ledger = Some(ledger);
         self
     }
@@ -144,7 +143,7 @@ impl OpenAiEmbedder {
                 stream_mode: crate::llm::STREAM_NONE,
                 headers_ms: None,
             };
-            if let Err(e) = ledger.record(&record, &[attempt]) {
+            if let Err(e) = ledger.get().and_then(|l| l.record(&record, &[attempt])) {
                 tracing::warn!(error = %e, "the usage ledger could not record an embedding request");
             }
         }
@@ -172,6 +171,8 @@ impl OpenAiEmbedder {
         }
         let mut req = self
             .http
+            .get()
+            .map_err(EmbedError::Unavailable)?
             .post(&self.url)
             .header("x-usage-service", USAGE_SERVICE)
             .header("x-usage-action", purpose.action())

@@ -292,11 +292,15 @@ fn is_loopback_authority(rest: &str) -> bool {
     host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The embedder configured for `home` ([`EmbedConfig::load`]), or `None` when embedding is
-/// off. What every frontend calls before opening a [`crate::Steward`].
-pub fn configured(home: &Path) -> Result<Option<std::sync::Arc<dyn Embedder>>, EmbedConfigError> {
+/// The embedder configured for `home` ([`EmbedConfig::load`]), recording its requests in
+/// `ledger`, or `None` when embedding is off (what `StewardBuilder::embedder_from_config`
+/// uses). Nothing is opened or connected until the first request.
+pub fn configured(
+    home: &Path,
+    ledger: std::sync::Arc<crate::llm::SharedLedger>,
+) -> Result<Option<std::sync::Arc<dyn Embedder>>, EmbedConfigError> {
     match EmbedConfig::load(home)? {
-        Some(c) => Ok(Some(std::sync::Arc::new(OpenAiEmbedder::new(c)?))),
+        Some(c) => Ok(Some(std::sync::Arc::new(OpenAiEmbedder::new(c)?.with_ledger(ledger)))),
         None => Ok(None),
     }
 }

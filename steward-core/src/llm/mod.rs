@@ -22,7 +22,8 @@ use serde_json::Value;
 pub use client::{LlmClient, StreamDelta};
 pub use usage::{
     AttemptRecord, AttemptRow, MAX_USAGE_GROUPS, RequestRecord, STREAM_NATIVE, STREAM_NONE,
-    STREAM_SYNTHETIC, UNKNOWN, UsageError, UsageGroup, UsageLedger, UsageReport, since,
+    STREAM_SYNTHETIC, SharedLedger, UNKNOWN, UsageError, UsageGroup, UsageLedger, UsageReport,
+    since,
 };
 
 use crate::{ErrorKind, StewardError, embed::CONFIG_FILE};

@@ -206,6 +206,41 @@ pub struct UsageReport {
     pub by_day: Vec<UsageGroup>,
 }
 
+/// The ledger of a home, opened on its first record or read — not when the home is opened —
+/// and shared by everything that records into it (the chat client, the embedder, the facade).
+#[derive(Debug)]
+pub struct SharedLedger {
+    home: std::path::PathBuf,
+    limits: Limits,
+    cell: std::sync::OnceLock<std::sync::Arc<UsageLedger>>,
+    opening: std::sync::Mutex<()>,
+}
+
+impl SharedLedger {
+    /// The ledger of `home`, not yet opened.
+    pub fn new(home: &Path, limits: &Limits) -> Self {
+        Self {
+            home: home.to_owned(),
+            limits: limits.clone(),
+            cell: std::sync::OnceLock::new(),
+            opening: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The ledger, opened now if this is the first use (one opener at a time).
+    pub fn get(&self) -> Result<&std::sync::Arc<UsageLedger>, StoreError> {
+        if let Some(l) = self.cell.get() {
+            return Ok(l);
+        }
+        let _opening = self.opening.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(l) = self.cell.get() {
+            return Ok(l);
+        }
+        let opened = std::sync::Arc::new(UsageLedger::open(&self.home, &self.limits)?);
+        Ok(self.cell.get_or_init(|| opened))
+    }
+}
+
 /// The ledger of one home.
 #[derive(Debug)]
 pub struct UsageLedger {
