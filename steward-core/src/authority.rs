@@ -211,10 +211,12 @@ impl Steward {
         }
         let store = self.policy_store()?;
         let current = store.current()?;
+        // The versions before the one just read (asking for one more and dropping the newest
+        // lost one at the cap, and raced a concurrent change).
         let history = if history == 0 {
             Vec::new()
         } else {
-            store.history(history + 1)?.into_iter().skip(1).collect()
+            store.history_before(current.version, history)?
         };
         let tools = self
             .tools()

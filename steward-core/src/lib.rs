@@ -30,6 +30,7 @@ pub mod paths;
 pub mod policy;
 pub mod protocol;
 pub mod replay;
+pub mod runner;
 pub mod search;
 pub mod status;
 mod steward;

@@ -86,6 +86,8 @@ pub struct Limits {
     pub wal_autocheckpoint_pages: i64,
     /// See [`SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES`].
     pub small_writes_wal_autocheckpoint_pages: i64,
+    /// See [`crate::approval::SUBSCRIPTION_POLL_MS`].
+    pub approval_poll_ms: u64,
 }
 
 impl Default for Limits {
@@ -109,6 +111,7 @@ impl Default for Limits {
             mmap_bytes: MMAP_BYTES,
             wal_autocheckpoint_pages: WAL_AUTOCHECKPOINT_PAGES,
             small_writes_wal_autocheckpoint_pages: SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES,
+            approval_poll_ms: crate::approval::SUBSCRIPTION_POLL_MS,
         }
     }
 }
@@ -136,6 +139,9 @@ impl Limits {
         }
         if self.thread_subject_window_days < 0 {
             return Err("thread_subject_window_days");
+        }
+        if self.approval_poll_ms == 0 {
+            return Err("approval_poll_ms");
         }
         Ok(())
     }

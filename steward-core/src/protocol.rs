@@ -171,6 +171,9 @@ pub enum ProtocolEvent {
         watch_id: i64,
         /// `delivered` or `failed`.
         outcome: String,
+        /// The notification the person was given (absent when none was composed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
         /// Unix seconds.
         at: i64,
     },
@@ -524,6 +527,7 @@ impl Steward {
             event_id: d.event_id,
             watch_id: d.watch_id,
             outcome: d.outcome,
+            text: d.text,
             at: d.at,
         });
         // Each feed is in order; merging by time keeps every feed's order (ties: approvals,

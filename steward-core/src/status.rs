@@ -139,6 +139,62 @@ impl Steward {
         }
     }
 
+    /// One item per background job that ever ran here (`job.<name>`): its last run, outcome
+    /// and next run; `jobs` alone when none has.
+    fn job_items(&self, now: i64) -> Vec<StatusItem> {
+        let records = if self.home().join("steward.db").exists() {
+            self.job_board().ok().map(|_| self.job_records().unwrap_or_default())
+        } else {
+            None
+        };
+        let records = records.unwrap_or_default();
+        if records.is_empty() {
+            return vec![item(
+                "jobs",
+                Health::Unknown,
+                "no background job has run here (steward serve runs them; steward jobs run --once)",
+            )];
+        }
+        records
+            .into_iter()
+            .map(|(job, r)| {
+                use crate::runner::JobOutcome as O;
+                let next = r.next_run_at.map_or_else(String::new, |n| {
+                    if n <= now {
+                        "; next run due now".to_owned()
+                    } else {
+                        format!("; next run {}", when(n))
+                    }
+                });
+                let last = r.last_finished_at.map_or_else(|| "never finished".to_owned(), when);
+                let (status, what) = match (r.running, r.last_outcome) {
+                    (true, _) => (
+                        Health::Ok,
+                        format!(
+                            "running since {}",
+                            r.last_started_at.map_or_else(String::new, when)
+                        ),
+                    ),
+                    (false, None) => (Health::Unknown, "started, never finished".to_owned()),
+                    (false, Some(O::Ok)) => (Health::Ok, format!("last run {last}: ok")),
+                    (false, Some(O::OverBudget)) => (
+                        Health::Warning,
+                        format!("last run {last}: over its time budget, stopped early"),
+                    ),
+                    (false, Some(O::Failed)) => (
+                        if r.failures >= 3 { Health::Error } else { Health::Warning },
+                        format!(
+                            "last run {last}: failed ({} in a row): {}",
+                            r.failures,
+                            r.last_error.as_deref().unwrap_or("no detail")
+                        ),
+                    ),
+                };
+                item(&format!("job.{job}"), status, format!("{what}{next}"))
+            })
+            .collect()
+    }
+
     /// The status of this home, item by item (see the module documentation).
     pub fn system_status(&self) -> SystemStatus {
         let home = self.home();
@@ -250,6 +306,7 @@ impl Steward {
             Ok(0) => item("journal", Health::Ok, "nothing needs review"),
             Ok(n) => item("journal", Health::Warning, format!("{n} sent operations need review")),
         });
+        items.extend(self.job_items(now));
         let status = items.iter().map(|i| i.status).max().unwrap_or(Health::Unknown);
         SystemStatus { status, checked_at: now, items }
     }

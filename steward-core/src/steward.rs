@@ -220,6 +220,7 @@ impl StewardBuilder {
             attachments: crate::attachments::Registry::default(),
             watch_adapters: self.watch_adapters,
             watches: std::sync::OnceLock::new(),
+            jobs: std::sync::OnceLock::new(),
         })
     }
 }
@@ -300,6 +301,8 @@ pub struct Steward {
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     /// `watches.db`, opened on first use.
     watches: std::sync::OnceLock<crate::watch::Watches>,
+    /// The runner's jobs table (`steward.db`), opened on first use.
+    pub(crate) jobs: std::sync::OnceLock<crate::runner::JobBoard>,
     /// Held while a store or derived index is opened for the first time.
     opening: std::sync::Mutex<()>,
     /// Held while the text index catches up with the mirror.
@@ -450,7 +453,7 @@ impl Steward {
     /// The store in `cell`, opened by `open` on first use. First opens are serialized within
     /// the process (`open` must not call another accessor that opens): two threads opening a
     /// fresh store at once raced on its files and schema, and one of them failed.
-    fn open_once<'a, T, E>(
+    pub(crate) fn open_once<'a, T, E>(
         &'a self,
         cell: &'a std::sync::OnceLock<T>,
         open: impl FnOnce() -> Result<T, E>,
@@ -477,16 +480,12 @@ impl Steward {
             return Ok(a);
         }
         // The audit trail first: opening holds the lock, and a nested open would wait on it.
-        let audit = self.audit().map(Arc::clone);
+        // A trail that cannot be opened fails this call (no decision proceeds unaudited) and
+        // caches nothing, so the next call tries both again.
+        let audit =
+            Arc::clone(self.audit().map_err(|e| ApprovalError::AuditUnavailable(e.to_string()))?);
         self.open_once(&self.approvals, || {
-            let opened = Approvals::open(&self.home, &self.limits)?;
-            Ok(match audit {
-                Ok(audit) => opened.with_audit(audit),
-                Err(e) => {
-                    tracing::warn!(error = %e, "audit trail unavailable; approvals not audited");
-                    opened
-                }
-            })
+            Ok(Approvals::open(&self.home, &self.limits)?.with_audit(audit))
         })
     }
 
@@ -541,16 +540,13 @@ impl Steward {
         if let Some(j) = self.journal.get() {
             return Ok(j);
         }
-        let audit = self.audit().map(Arc::clone);
+        // As for approvals: never opened (or cached) without its audit trail.
+        let audit = Arc::clone(
+            self.audit()
+                .map_err(|e| crate::journal::JournalError::AuditUnavailable(e.to_string()))?,
+        );
         self.open_once(&self.journal, || {
-            let opened = crate::journal::Journal::open(&self.home, &self.limits)?;
-            Ok(match audit {
-                Ok(audit) => opened.with_audit(audit),
-                Err(e) => {
-                    tracing::warn!(error = %e, "audit trail unavailable; journal not audited");
-                    opened
-                }
-            })
+            Ok(crate::journal::Journal::open(&self.home, &self.limits)?.with_audit(audit))
         })
     }
 

@@ -8,6 +8,7 @@
 uniffi::setup_scaffolding!();
 
 mod authority;
+mod background;
 mod error;
 mod live;
 mod mirror;
@@ -18,6 +19,7 @@ mod system;
 mod watches;
 
 pub use authority::{ApprovalCard, AuditEntry, Human, OperationDetail, OperationSummary};
+pub use background::{BackgroundRunner, JobOutcome, JobRun, JobState};
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};

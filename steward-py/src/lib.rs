@@ -62,6 +62,20 @@ fn to_py(e: &dyn CoreError) -> PyErr {
     coded(e.kind(), e.code(), &e.to_string())
 }
 
+/// A core error carried out of a `py.detach` closure (where no Python exception can be made)
+/// and raised once the GIL is held again.
+struct Deferred(ErrorKind, String, String);
+
+impl Deferred {
+    fn of(e: &dyn CoreError) -> Self {
+        Self(e.kind(), e.code().to_owned(), e.to_string())
+    }
+
+    fn raise(self) -> PyErr {
+        coded(self.0, &self.1, &self.2)
+    }
+}
+
 /// The Python exception for an error of `kind` with `code`.
 fn coded(kind: ErrorKind, code: &str, message: &str) -> PyErr {
     let message = format!("{code}: {message}");
@@ -192,6 +206,52 @@ fn awaitable<'py>(
 #[pyclass(name = "Steward", module = "steward._steward", frozen)]
 struct PySteward {
     inner: std::sync::Arc<steward_core::Steward>,
+}
+
+/// The background runner working on its own threads: `stop()` it, or use it as a context
+/// manager (`with steward.run_background(): …`).
+#[pyclass(name = "Background", module = "steward._steward", frozen)]
+struct PyBackground {
+    handle: std::sync::Mutex<Option<steward_core::runner::RunnerHandle>>,
+}
+
+#[pymethods]
+impl PyBackground {
+    /// Stops it: runs in flight stop at their next safe point (waits at most the configured
+    /// grace, `[jobs] stop_grace_secs`); a second call does nothing.
+    fn stop(&self, py: Python<'_>) {
+        let handle = self.handle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(h) = handle {
+            py.detach(move || h.stop());
+        }
+    }
+
+    /// Runs `job` as soon as it is not running.
+    fn wake(&self, job: &str) -> PyResult<()> {
+        let job = steward_core::runner::JobName::parse(job).map_err(|e| to_py(&e))?;
+        if let Some(h) =
+            self.handle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref()
+        {
+            h.wake(job);
+        }
+        Ok(())
+    }
+
+    /// Whether it is still running (not stopped).
+    #[getter]
+    fn running(&self) -> bool {
+        self.handle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.stop(py);
+        false
+    }
 }
 
 /// The longest wait one `Subscription.next` call accepts, seconds.
@@ -891,9 +951,9 @@ impl PySteward {
 
     /// Sends one chat request to the models its capability maps to (`[llm]` in config.toml
     /// or `STEWARD_LLM_*`), with fallback, one deadline and a usage-ledger row. `request` is a
-    /// dict: `capability` (`tier-1` … `tier-6`), `messages` (OpenAI format), optional `tools`
-    /// (`name`, `description`, `parameters`), `max_tokens`, `temperature` and `attribution`
-    /// (`service`, `action`). Returns the answer as a dict (`content`, `tool_calls`,
+    /// dict: `capability` (`tier-1`, the weakest, … `tier-6`, the strongest), `messages`
+    /// (OpenAI format), optional `tools` (`name`, `description`, `parameters`), `max_tokens`,
+    /// `temperature` and `attribution` (`service`, `action`). Returns the answer as a dict (`content`, `tool_calls`,
     /// `finish_reason`, `usage`, `target`, `model`, `attempts`, `request_id`); a tool call is
     /// returned, never run.
     fn complete<'py>(
@@ -926,6 +986,53 @@ impl PySteward {
                     .and_then(|request| steward.llm()?.complete(&request)),
             )
         })
+    }
+
+    /// Starts the home's background runner (its `[jobs]`, `[[mail.sources]]` and SMTP from
+    /// `config.toml`): every available job runs now and then on its schedule, on threads of
+    /// its own, until the returned `Background` is stopped — `with s.run_background(): …`
+    /// stops it when the block ends.
+    fn run_background(&self, py: Python<'_>) -> PyResult<PyBackground> {
+        let steward = std::sync::Arc::clone(&self.inner);
+        let handle = py
+            .detach(|| {
+                let runner =
+                    steward_connectors::home::runner(steward).map_err(|e| Deferred::of(&e))?;
+                std::sync::Arc::new(runner).spawn().map_err(|e| Deferred::of(&e))
+            })
+            .map_err(Deferred::raise)?;
+        Ok(PyBackground { handle: std::sync::Mutex::new(Some(handle)) })
+    }
+
+    /// Runs every job that can run here once (or only `job`), in order: a list of dicts
+    /// (`job`, `outcome`, `summary`, `error_code`, `error`, `detail`, times).
+    #[pyo3(signature = (job=None))]
+    fn run_jobs<'py>(&self, py: Python<'py>, job: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+        let only =
+            job.map(steward_core::runner::JobName::parse).transpose().map_err(|e| to_py(&e))?;
+        let steward = std::sync::Arc::clone(&self.inner);
+        let runs = py
+            .detach(|| {
+                let runner =
+                    steward_connectors::home::runner(steward).map_err(|e| Deferred::of(&e))?;
+                runner.run_once(only).map_err(|e| Deferred::of(&e))
+            })
+            .map_err(Deferred::raise)?;
+        to_python(py, &runs)
+    }
+
+    /// Each job: `name`, `config`, `unavailable` (why it cannot run here), its last run and
+    /// the next (`last_outcome`, `last_summary`, `last_error`, `next_run_at`, `failures`, …).
+    fn jobs_status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let steward = std::sync::Arc::clone(&self.inner);
+        let status = py
+            .detach(|| {
+                let runner =
+                    steward_connectors::home::runner(steward).map_err(|e| Deferred::of(&e))?;
+                runner.status().map_err(|e| Deferred::of(&e))
+            })
+            .map_err(Deferred::raise)?;
+        to_python(py, &status)
     }
 
     /// The status of this home, item by item (stores, disk, index, embedder, ingest,
@@ -985,6 +1092,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _steward(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySteward>()?;
+    m.add_class::<PyBackground>()?;
     m.add_class::<PyHuman>()?;
     m.add_class::<PySubscription>()?;
     m.add_class::<PyReplay>()?;

@@ -103,21 +103,26 @@ def test_progress_is_reported_and_an_exception_from_it_stops_the_run(tmp_path):
 
 
 def test_ctrl_c_stops_a_sync_between_batches(tmp_path):
-    import os
     import signal
 
     maildir = tmp_path / "demo"
-    steward.demo_maildir(maildir, messages=1500)
+    steward.demo_maildir(maildir, messages=1500)  # ~2,400 files: three batches of 1,024
     s = steward.Steward(tmp_path / "home")
     seen = []
 
     def interrupt_once(report):
         seen.append(report["phase"])
         if report["phase"] == "ingesting" and seen.count("ingesting") == 1:
-            os.kill(os.getpid(), signal.SIGINT)
+            # Ctrl-C, delivered deterministically: raise_signal sends SIGINT to this thread
+            # (the one the reports run on, holding the GIL), so the C handler has run when it
+            # returns and the pending signal is seen at the latest by the binding's
+            # check_signals() before the next report. os.kill(getpid()) may hand the signal to
+            # any thread, at any later time — the run could finish first (the old flake).
+            signal.raise_signal(signal.SIGINT)
 
     with pytest.raises(KeyboardInterrupt):
         s.index_maildir(maildir, account="demo", progress=interrupt_once)
+    assert seen.count("ingesting") == 1, seen
     assert "finishing" not in seen, "the run stopped before its next batch"
     assert 0 < s.mirror_stats()["messages_live"] < 1500
 

@@ -29,6 +29,8 @@ def test_a_request_falls_back_and_returns_the_tool_call_without_running_it(tmp_p
             serve([(200, answer("local-small", "", [("call_1", "mail.search",
                                                           '{"text": "platform"}')]))]) as (up, seen):
         (home / "config.toml").write_text(f"""
+[llm]
+tier_numbering = "design"
 [llm.targets.first]
 base_url = "{down}"
 model = "big"

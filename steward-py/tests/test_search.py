@@ -65,9 +65,10 @@ def test_core_calls_release_the_gil(tmp_path):
         samples.append(time.perf_counter())
     worker.join()
     assert span["summary"]["added"] == 1500
-    # While the core call ran, this thread kept running Python: the GIL was released.
+    # While the core call ran, this thread kept running Python: the GIL was released. (A
+    # count of loop turns inside the call, not its duration: a core call holding the GIL
+    # would leave this loop no turn until it returned.)
     during = [t for t in samples if span["start"] < t < span["end"]]
-    assert span["end"] - span["start"] > 0.05
     assert len(during) > 1000, (len(during), span["end"] - span["start"])
 
 

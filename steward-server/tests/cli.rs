@@ -491,6 +491,62 @@ fn mail_send_goes_through_policy_approval_journal_and_confirmation() {
 }
 
 #[test]
+fn a_send_that_ends_failed_prints_the_operation_and_exits_non_zero() {
+    use steward_connectors::testing::{SinkOptions, SmtpSink};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let h = home.to_str().unwrap();
+    let sink = SmtpSink::start(
+        dir.path(),
+        &SinkOptions { reject_rcpt: Some("carol@example.org".into()), ..SinkOptions::default() },
+    );
+    let body = dir.path().join("body.txt");
+    std::fs::write(&body, "See you at nine.\n").unwrap();
+    let run = |args: &[&str]| {
+        steward()
+            .args(["--home", h])
+            .args(args)
+            .env("STEWARD_SMTP_HOST", "127.0.0.1")
+            .env("STEWARD_SMTP_PORT", sink.port.to_string())
+            .env("STEWARD_SMTP_SECURITY", "plain")
+            .env("STEWARD_MAIL_FROM", "ada@example.org")
+            .env("STEWARD_MAIL_ACCOUNT", "me")
+            .output()
+            .unwrap()
+    };
+    let send = |key: &str, extra: &[&str]| {
+        let mut args = vec!["mail", "send", "--to", "carol@example.org", "--subject", key];
+        args.extend(["--body-file", body.to_str().unwrap(), "--as", "Ada"]);
+        args.extend(extra);
+        run(&args)
+    };
+    let refused = |out: &std::process::Output| {
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("error[MAIL_SEND_FAILED]"), "{err}");
+    };
+    // Approved, then refused by the server: the operation is printed, and the exit says so.
+    let pending = json(&send("Nine", &["--json"]));
+    let id = pending["approval"]["id"].as_i64().unwrap().to_string();
+    assert!(run(&["approvals", "approve", &id, "--as", "Ada"]).status.success());
+    let out = run(&["mail", "send-approved", &id, "--json"]);
+    refused(&out);
+    let op: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the operation");
+    assert_eq!(op["operation"]["state"], "failed", "{op}");
+    // Again: the same operation (nothing resent), still a failure.
+    let again = run(&["mail", "send-approved", &id]);
+    refused(&again);
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains(&format!("operation #{} failed", op["operation"]["id"])), "{text}");
+    // Approved on the spot: the same.
+    let now = send("Ten", &["--yes", "--json"]);
+    refused(&now);
+    let op: serde_json::Value = serde_json::from_slice(&now.stdout).expect("the operation");
+    assert_eq!(op["operation"]["state"], "failed", "{op}");
+    assert!(sink.deliveries().is_empty());
+}
+
+#[test]
 fn watch_commands_create_poll_list_stop() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -619,12 +675,11 @@ fn viaggiatreno(routes: Vec<(String, u16, String)>) -> String {
 
 #[test]
 fn trains_next_and_status_over_a_replayed_endpoint() {
-    let Some(corpora) = std::env::var_os("STEWARD_CORPORA") else {
-        eprintln!("SKIP trains_next_and_status…: STEWARD_CORPORA is not set");
+    let Some(path) = steward_connectors::testing::corpus(
+        "viaggiatreno/monga-viaggiatreno_ha/1767481200000.json",
+    ) else {
         return;
     };
-    let path = std::path::Path::new(&corpora)
-        .join("viaggiatreno/monga-viaggiatreno_ha/1767481200000.json");
     let run_text = std::fs::read_to_string(path).unwrap();
     let run: serde_json::Value = serde_json::from_str(&run_text).unwrap();
     let (day, departs) =

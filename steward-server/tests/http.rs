@@ -1010,16 +1010,23 @@ fn serve_drains_the_embedding_queue_in_the_background_and_stops_with_the_server(
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let s = Arc::clone(&steward);
     let embedded = runtime.block_on(async move {
+        // The server runs the core's runner: its embedding job drains the queue.
+        let runner = steward_core::runner::Runner::new(
+            Arc::clone(&s),
+            steward_core::runner::RunnerConfig::default(),
+            steward_core::runner::Services::default(),
+        );
         let state = AppState::new(
             Arc::clone(&s),
             AccessToken::new(TOKEN).unwrap(),
             OriginPolicy::loopback(),
             "ada",
-        );
+        )
+        .with_runner(runner);
         let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
         let running = spawn(state, config).await.unwrap();
-        // Nobody asked: the server embeds what the mirror holds (within one retry of a failed
-        // pass, RETRY_AFTER_ERROR_SECS).
+        // Nobody asked: the server embeds what the mirror holds (a backlog is drained by runs
+        // that follow each other closely).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(75);
         let embedded = loop {
             let (done, _, _) = s.vectors().unwrap().embed_summary("hash-64").unwrap();
@@ -1040,4 +1047,33 @@ fn serve_drains_the_embedding_queue_in_the_background_and_stops_with_the_server(
     std::thread::sleep(std::time::Duration::from_millis(1_500));
     assert_eq!(model.requests().len(), seen);
     drop(runtime);
+}
+
+#[tokio::test]
+async fn the_jobs_route_shows_the_runners_jobs_and_says_when_there_is_none() {
+    use steward_core::runner::{JobName, Runner, RunnerConfig, Services};
+    let f = fixture();
+    let (status, body) = get(&f.app, "/system/jobs").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(code(&body), "JOBS_NO_RUNNER");
+    let runner = Runner::new(Arc::clone(&f.steward), RunnerConfig::default(), Services::default());
+    let ran = runner.run_once(Some(JobName::ApprovalExpiry)).unwrap();
+    assert_eq!(ran.len(), 1);
+    let state = AppState::new(
+        Arc::clone(&f.steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::loopback(),
+        "ada",
+    )
+    .with_runner(runner);
+    let (status, body) = get(&app(state), "/system/jobs").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let jobs = body.as_array().unwrap();
+    assert_eq!(jobs.len(), JobName::ALL.len());
+    let job = |n: &str| jobs.iter().find(|j| j["name"] == n).unwrap().clone();
+    assert_eq!(job("approval-expiry")["runs"], 1);
+    assert_eq!(job("approval-expiry")["last_outcome"], "ok");
+    assert_eq!(job("watch-poll")["runs"], 0);
+    assert!(job("send-due")["unavailable"].as_str().unwrap().contains("SMTP"));
+    assert!(job("mail-reconcile")["unavailable"].as_str().unwrap().contains("mail.sources"));
 }

@@ -10,14 +10,15 @@ use steward_core::{
     mirror::{MailSource, SyncOptions},
 };
 
+/// The external corpora; without them a visible skip, or a failure under `CI` /
+/// `STEWARD_REQUIRE_CORPORA=1` (`steward_connectors::testing::corpora`).
 fn corpora() -> Option<PathBuf> {
-    std::env::var_os("STEWARD_CORPORA").map(PathBuf::from).filter(|p| p.is_dir())
+    steward_connectors::testing::corpora()
 }
 
 #[test]
 fn three_formats_three_accounts_one_home() {
     let Some(root) = corpora() else {
-        eprintln!("SKIP three_formats_three_accounts_one_home: STEWARD_CORPORA is not set");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

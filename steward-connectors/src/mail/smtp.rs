@@ -137,6 +137,9 @@ struct MailSection {
     smtp_timeout_secs: Option<u64>,
     /// Extra trusted CA certificates (PEM).
     smtp_ca_file: Option<std::path::PathBuf>,
+    /// `[[mail.sources]]`: read by [`crate::home`], not here.
+    #[allow(dead_code)]
+    sources: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

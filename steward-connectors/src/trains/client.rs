@@ -2,7 +2,8 @@
 //!
 //! Plain HTTP (the service has no verified HTTPS), a 10 s timeout, at most two attempts per
 //! request (a second only after a transport error or a 5xx), 204 = no live data, pipe-separated
-//! text for autocomplete and JSON elsewhere; the base URL from `VIAGGIATRENO_BASE_URL`.
+//! text for autocomplete and JSON elsewhere, bodies capped at [`MAX_RESPONSE_BYTES`] as they
+//! are read; the base URL from `VIAGGIATRENO_BASE_URL`.
 
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ pub const DEFAULT_BASE_URL: &str = "http://www.viaggiatreno.it/infomobilita/rest
 pub const REQUEST_TIMEOUT_SECS: u64 = 10;
 /// Attempts per request.
 pub const MAX_ATTEMPTS: usize = 2;
-/// Largest response body read.
+/// Largest response body read: a longer one is refused ([`FetchError::TooLarge`]) as soon as
+/// it passes this, whatever its `Content-Length` said (or without one, as a chunked body).
 pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
 /// A train watch is kept this long after scheduled arrival (else departure).
 pub const EXPIRY_AFTER_SECS: i64 = 2 * 3_600;
@@ -37,11 +39,53 @@ pub enum Fetched {
     NotFound,
 }
 
-/// The client. Its calls block (the watch engine's adapters are synchronous and run on a
-/// blocking thread); each request runs on a short-lived current-thread runtime, so the client
-/// holds no runtime of its own and may be created or dropped anywhere. Its HTTP client is built
-/// on the first request ([`steward_core::net::LazyClient`]), so registering the source costs
-/// nothing.
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// The body went over `limit` bytes ([`MAX_RESPONSE_BYTES`]): declared so, or read so (reading
+    /// stopped there). Not retried.
+    #[error("{path}: response over {limit} bytes")]
+    TooLarge {
+        /// The request path.
+        path: String,
+        /// The cap.
+        limit: u64,
+    },
+    /// An HTTP status other than 200, 204 and 404 (a 5xx only after the last attempt).
+    #[error("{path}: HTTP {status}")]
+    Status {
+        /// The request path.
+        path: String,
+        /// The status code.
+        status: u16,
+    },
+    /// The connection, the request or the body read failed (a timeout included).
+    #[error("{path}: {message}")]
+    Transport {
+        /// The request path.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+    /// The HTTP client or the request's runtime could not be made.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The lookups above the client report failures in words.
+impl From<FetchError> for String {
+    fn from(e: FetchError) -> Self {
+        e.to_string()
+    }
+}
+
+/// The client. Its calls block (the watch engine's adapters are synchronous); each request
+/// runs on a current-thread runtime made for it (see [`ViaggiaTreno::get`]), so the client
+/// holds no runtime of its own and may be created, called or dropped on any thread. Its HTTP
+/// client is built on the first request ([`steward_core::net::LazyClient`]), so registering the
+/// source costs nothing; it keeps no idle connections, since a pooled connection would belong
+/// to the runtime of the request that opened it, gone once that request returns.
 #[derive(Debug, Clone)]
 pub struct ViaggiaTreno {
     base: String,
@@ -53,7 +97,10 @@ impl ViaggiaTreno {
     pub fn new(base: &str) -> Result<Self, String> {
         let base = if base.ends_with('/') { base.to_owned() } else { format!("{base}/") };
         let http = steward_core::net::LazyClient::new(|| {
-            reqwest::Client::builder().timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS)).build()
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(REQUEST_TIMEOUT_SECS))
+                .pool_max_idle_per_host(0)
+                .build()
         });
         Ok(Self { base, http: std::sync::Arc::new(http) })
     }
@@ -65,41 +112,62 @@ impl ViaggiaTreno {
         )
     }
 
-    /// GET `path` (already escaped) with the retry rule. Blocks; refuses to run on an async
-    /// runtime's thread (call it from a blocking one).
-    pub fn get(&self, path: &str) -> Result<Fetched, String> {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return Err("ViaggiaTreno calls block: run them on a blocking thread".to_owned());
+    /// GET `path` (already escaped) with the retry rule. Blocks the calling thread until the
+    /// answer, and works from any thread:
+    ///
+    /// - with no tokio runtime current (the CLI, a plain thread), the request's current-thread
+    ///   runtime runs right here;
+    /// - with one current (a `spawn_blocking` thread of `steward serve` or of the FFI's async
+    ///   calls, or an async worker), the same runtime runs on a scoped thread of its own, joined
+    ///   before returning. A worker thread may not start a runtime (tokio panics), and a blocking
+    ///   pool thread cannot be told apart from one, so any current runtime means the hop. The
+    ///   request then needs nothing from the caller's runtime (which may lack an I/O driver, or
+    ///   be a current-thread runtime whose only thread is this one) and leaves nothing on it; the
+    ///   hop costs one thread spawn, nothing next to a network round trip. A caller on an async
+    ///   worker still holds that worker for the request (at most [`MAX_ATTEMPTS`] ×
+    ///   [`REQUEST_TIMEOUT_SECS`]) and should use `spawn_blocking`, but it neither panics nor
+    ///   deadlocks.
+    pub fn get(&self, path: &str) -> Result<Fetched, FetchError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.get_here(path);
         }
+        std::thread::scope(|s| {
+            s.spawn(|| self.get_here(path)).join().unwrap_or_else(|_| {
+                Err(FetchError::Setup(format!("{path}: the request's thread panicked")))
+            })
+        })
+    }
+
+    /// [`ViaggiaTreno::get`] on this thread, which must have no runtime current.
+    fn get_here(&self, path: &str) -> Result<Fetched, FetchError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start an HTTP runtime: {e}"))?;
+            .map_err(|e| FetchError::Setup(format!("cannot start an HTTP runtime: {e}")))?;
         runtime.block_on(self.fetch(path))
     }
 
-    async fn fetch(&self, path: &str) -> Result<Fetched, String> {
+    async fn fetch(&self, path: &str) -> Result<Fetched, FetchError> {
         let url = format!("{}{path}", self.base);
-        let http = self.http.get()?;
-        let mut last = String::new();
+        let http = self.http.get().map_err(FetchError::Setup)?;
+        let status = |r: &reqwest::Response| FetchError::Status {
+            path: path.to_owned(),
+            status: r.status().as_u16(),
+        };
+        let mut last = None;
         for _ in 0..MAX_ATTEMPTS {
             match http.get(&url).send().await {
                 Ok(r) if r.status().as_u16() == 204 => return Ok(Fetched::NoData),
                 Ok(r) if r.status().as_u16() == 404 => return Ok(Fetched::NotFound),
                 Ok(r) if r.status().is_success() => {
-                    if r.content_length().is_some_and(|n| n > MAX_RESPONSE_BYTES) {
-                        return Err(format!("{path}: response over {MAX_RESPONSE_BYTES} bytes"));
-                    }
-                    return r.text().await.map(Fetched::Body).map_err(|e| format!("{path}: {e}"));
+                    return read_capped(r, path).await.map(Fetched::Body);
                 }
-                Ok(r) if r.status().is_server_error() => {
-                    last = format!("{path}: HTTP {}", r.status());
-                }
-                Ok(r) => return Err(format!("{path}: HTTP {}", r.status())),
-                Err(e) => last = format!("{path}: {e}"),
+                Ok(r) if r.status().is_server_error() => last = Some(status(&r)),
+                Ok(r) => return Err(status(&r)),
+                Err(e) => last = Some(transport(path, &e)),
             }
         }
-        Err(last)
+        Err(last.unwrap_or_else(|| FetchError::Setup(format!("{path}: no attempt was made"))))
     }
 
     /// A run's status (`andamentoTreno`): `None` when there is no live data.
@@ -116,6 +184,32 @@ impl ViaggiaTreno {
             Fetched::NoData | Fetched::NotFound => Ok(None),
         }
     }
+}
+
+fn transport(path: &str, e: &reqwest::Error) -> FetchError {
+    FetchError::Transport { path: path.to_owned(), message: e.to_string() }
+}
+
+/// Reads a body of at most [`MAX_RESPONSE_BYTES`], chunk by chunk: a declared length over the
+/// cap is refused before reading, an undeclared (chunked) or understated one as soon as the
+/// bytes read pass it, so an oversized answer is never held whole. Invalid UTF-8 is replaced,
+/// as `Response::text` does.
+async fn read_capped(mut r: reqwest::Response, path: &str) -> Result<String, FetchError> {
+    let too_large = || FetchError::TooLarge { path: path.to_owned(), limit: MAX_RESPONSE_BYTES };
+    let declared = r.content_length();
+    if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES) {
+        return Err(too_large());
+    }
+    let cap = usize::try_from(MAX_RESPONSE_BYTES).unwrap_or(usize::MAX);
+    let mut body = Vec::with_capacity(declared.and_then(|n| usize::try_from(n).ok()).unwrap_or(0));
+    while let Some(chunk) = r.chunk().await.map_err(|e| transport(path, &e))? {
+        if body.len().saturating_add(chunk.len()) > cap {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8(body)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// Percent-escapes a path segment.

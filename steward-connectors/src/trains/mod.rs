@@ -9,7 +9,7 @@ mod next;
 mod snapshot;
 
 pub use client::{
-    DEFAULT_BASE_URL, EXPIRY_AFTER_SECS, FALLBACK_EXPIRY_SECS, Fetched, MAX_ATTEMPTS,
+    DEFAULT_BASE_URL, EXPIRY_AFTER_SECS, FALLBACK_EXPIRY_SECS, FetchError, Fetched, MAX_ATTEMPTS,
     MAX_RESPONSE_BYTES, REQUEST_TIMEOUT_SECS, STOP_SELECTORS, TrainAdapter, TrainRef, ViaggiaTreno,
 };
 mod stations;

@@ -165,7 +165,10 @@ fn aliases_collapse_and_every_failure_is_typed_and_recorded() {
 #[test]
 fn the_deadline_is_shared_across_attempts() {
     let dir = tempfile::tempdir().unwrap();
-    let slow = ScriptedServer::start(|_, _| Reply::Hang(Duration::from_secs(3)));
+    // The property is temporal (the first attempt is cut at the shared deadline), so one time
+    // bound stays, with a wide margin: cut, the call takes the 1 s deadline; not cut, it would
+    // wait out the 30 s hang. The counts say what was tried.
+    let slow = ScriptedServer::start(|_, _| Reply::Hang(Duration::from_secs(30)));
     let never =
         ScriptedServer::start(|_, _| Reply::Json(200, chat_answer("big", "late", &[], (1, 1, 0))));
     let (c, ledger) = client(
@@ -176,7 +179,8 @@ fn the_deadline_is_shared_across_attempts() {
     let t = Instant::now();
     let e = c.complete(&request(Some("agent"))).unwrap_err();
     assert!(matches!(e, LlmError::Deadline(1)), "{e:?}");
-    assert!(t.elapsed() < Duration::from_millis(2_500), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(10), "the attempt was not cut: {:?}", t.elapsed());
+    assert_eq!(slow.requests().len(), 1, "one attempt at the slow target, no retry");
     assert!(never.requests().is_empty(), "nothing is tried after the deadline");
     assert_eq!(ledger.report(0).unwrap().total.failed, 1);
 }
@@ -387,4 +391,75 @@ fn streamed_tool_calls_are_assembled_from_fragments() {
         [("call_a", "mail_search", "{\"query\":\"tax\"}"), ("call_b", "trains_next", "{}")]
     );
     assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+}
+
+#[test]
+fn a_streamed_tool_call_over_its_bound_ends_the_request() {
+    use steward_core::llm::{MAX_TOOL_CALL_ARGUMENTS_BYTES, MAX_TOOL_CALL_NAME_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let frag = |name: Option<&str>, args: &str| -> Value {
+        let mut f = json!({"index": 0, "function": {"arguments": args}});
+        if let Some(n) = name {
+            f["id"] = "call_a".into();
+            f["function"]["name"] = n.into();
+        }
+        json!({"object": "chat.completion.chunk", "model": "big",
+               "choices": [{"index": 0, "delta": {"tool_calls": [f]}, "finish_reason": null}]})
+    };
+    // Arguments in fragments of 40% of the bound each (each SSE line stays under its own
+    // bound): the third would go over.
+    let piece = "x".repeat(MAX_TOOL_CALL_ARGUMENTS_BYTES * 2 / 5);
+    let mut chunks = vec![frag(Some("mail_search"), &piece)];
+    chunks.extend((0..3).map(|_| frag(None, &piece)));
+    let endless = ScriptedServer::start(move |_, _| Reply::Sse {
+        chunks: chunks.clone(),
+        done: true,
+        gap: Duration::ZERO,
+    });
+    let spare = ScriptedServer::start(|_, _| Reply::Sse {
+        chunks: chat_stream_chunks("big", &["other"], (1, 1)),
+        done: true,
+        gap: Duration::ZERO,
+    });
+    let (c, ledger) = client(
+        vec![("endless", target(&endless, "big")), ("spare", target(&spare, "big"))],
+        Duration::from_secs(30),
+        dir.path(),
+    );
+    let (r, got) = collect(&c, &request(Some("agent")));
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.code(), e.kind()),
+        ("LLM_ANSWER_TOO_LARGE", steward_core::ErrorKind::Unavailable)
+    );
+    assert_eq!(
+        e,
+        LlmError::TooLarge {
+            target: "endless".into(),
+            what: "a tool call's arguments",
+            limit: MAX_TOOL_CALL_ARGUMENTS_BYTES
+        }
+    );
+    assert_eq!(got.len(), 2, "nothing past the bound reached the caller");
+    assert!(spare.requests().is_empty(), "never switched");
+    assert_eq!(ledger.report(0).unwrap().total.failed, 1);
+
+    // A name that keeps growing (a fragment repeats it): bounded too.
+    let name = "n".repeat(MAX_TOOL_CALL_NAME_BYTES / 2 + 1);
+    let named = vec![frag(Some(&name), "{}"), frag(Some(&name), "")];
+    let server = ScriptedServer::start(move |_, _| Reply::Sse {
+        chunks: named.clone(),
+        done: true,
+        gap: Duration::ZERO,
+    });
+    let (c, _ledger) =
+        client(vec![("only", target(&server, "big"))], Duration::from_secs(30), dir.path());
+    let (r, got) = collect(&c, &request(Some("agent")));
+    match r.unwrap_err() {
+        LlmError::TooLarge { what, limit, .. } => {
+            assert_eq!((what, limit), ("a tool call's name", MAX_TOOL_CALL_NAME_BYTES));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(got.len(), 1);
 }

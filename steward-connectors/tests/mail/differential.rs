@@ -185,7 +185,7 @@ fn compare(o: &Value, m: Option<&ParsedMessage>) -> (usize, Vec<&'static str>) {
 
 #[test]
 fn agrees_with_python_email_on_99_percent_of_fields() {
-    with_corpora("differential", |root| {
+    with_corpora(|root| {
         let allow_text = include_str!("differential-allowlist.txt");
         let mut allowed: BTreeMap<(String, String), String> = BTreeMap::new();
         for line in allow_text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
@@ -270,7 +270,7 @@ fn agrees_with_python_email_on_99_percent_of_fields() {
 #[test]
 fn mbox_oracle_payloads_per_flavour() {
     use steward_connectors::mail::mbox::{MboxFlavor, split_mbox};
-    with_corpora("mbox oracle", |root| {
+    with_corpora(|root| {
         let dir = root.join("oracles/mbox");
         // Python's mailbox module is mboxo: bodies stay as written.
         let file = std::fs::File::open(dir.join("synthetic_from_quoting.mbox")).expect("mbox");

@@ -4,17 +4,17 @@ use std::path::{Path, PathBuf};
 
 use steward_core::{Limits, Steward};
 
-/// The external corpora, when `STEWARD_CORPORA` points at them.
+/// The external corpora, when `STEWARD_CORPORA` points at them; otherwise a visible skip, or
+/// a failure under `CI` / `STEWARD_REQUIRE_CORPORA=1` (the one rule:
+/// `steward_connectors::testing::corpus`).
 pub(crate) fn corpora() -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os("STEWARD_CORPORA")?);
-    if dir.is_dir() { Some(dir) } else { None }
+    steward_connectors::testing::corpora()
 }
 
-/// Runs `f` with the corpora, or reports the skip.
-pub(crate) fn with_corpora(test: &str, f: impl FnOnce(&Path)) {
-    match corpora() {
-        Some(dir) => f(&dir),
-        None => eprintln!("SKIP {test}: STEWARD_CORPORA is not set (scripts/test sets it)"),
+/// Runs `f` with the corpora; without them, what [`corpora`] does.
+pub(crate) fn with_corpora(f: impl FnOnce(&Path)) {
+    if let Some(dir) = corpora() {
+        f(&dir);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of the mail connectors against real files (one binary, one module per
-//! capability). Tests that need `../shared/corpora` read it through `STEWARD_CORPORA` and say so
-//! when they skip.
+//! capability). Tests that need `../shared/corpora` read it through `STEWARD_CORPORA`
+//! (`fixtures::corpora`) and say so when they skip — or fail, under `CI` or
+//! `STEWARD_REQUIRE_CORPORA=1`.
 
 mod differential;
 mod embed;

@@ -9,7 +9,7 @@ use super::fixtures::{steward, with_corpora};
 
 #[test]
 fn maildir_corpus_folders_and_flags() {
-    with_corpora("maildir corpus", |root| {
+    with_corpora(|root| {
         let src = MaildirSource::new(root.join("stalwart-mail-parser/resources/maildir"));
         let files = src.scan().unwrap();
         assert_eq!(files.len(), 6);
@@ -28,7 +28,7 @@ fn maildir_corpus_folders_and_flags() {
 
 #[test]
 fn emlx_corpus_framing_partials_and_attachment_files() {
-    with_corpora("emlx corpus", |root| {
+    with_corpora(|root| {
         let base = root.join("apple-emlx");
         let dir = tempfile::tempdir().unwrap();
         let s = steward(dir.path());
@@ -103,7 +103,7 @@ fn emlx_corpus_framing_partials_and_attachment_files() {
 
 #[test]
 fn mbox_corpus_mirrors_every_message() {
-    with_corpora("mbox corpus", |root| {
+    with_corpora(|root| {
         let dir = tempfile::tempdir().unwrap();
         let s = steward(dir.path());
         let opts = SyncOptions { account: Some("mbox".into()), cancel: None };

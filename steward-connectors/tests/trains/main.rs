@@ -2,23 +2,25 @@
 //! (`viaggiatreno/sabas-trenitalia/stazioni.tsv`, 2,927 stations), searched by prefix the way
 //! ViaggiaTreno's autocomplete is.
 
+
 use std::path::PathBuf;
 
 use steward_connectors::trains::{StationList, StationResolution, resolve_station};
 
-fn corpora() -> Option<PathBuf> {
-    std::env::var_os("STEWARD_CORPORA").map(PathBuf::from).filter(|p| p.is_dir())
+/// A file of the corpora; without it a visible skip, or a failure under `CI` /
+/// `STEWARD_REQUIRE_CORPORA=1` (`steward_connectors::testing::corpus`).
+fn corpus(relative: &str) -> Option<PathBuf> {
+    steward_connectors::testing::corpus(relative)
 }
 
 fn stations() -> Option<StationList> {
-    let path = corpora()?.join("viaggiatreno/sabas-trenitalia/stazioni.tsv");
-    Some(StationList::parse(&std::fs::read_to_string(path).ok()?))
+    let path = corpus("viaggiatreno/sabas-trenitalia/stazioni.tsv")?;
+    Some(StationList::parse(&std::fs::read_to_string(path).unwrap()))
 }
 
 #[test]
 fn dictated_names_against_the_real_station_list() {
     let Some(list) = stations() else {
-        eprintln!("SKIP dictated_names_against_the_real_station_list: STEWARD_CORPORA is not set");
         return;
     };
     assert!(list.len() > 2_900, "{}", list.len());
@@ -50,15 +52,14 @@ fn dictated_names_against_the_real_station_list() {
 }
 
 fn sample(name: &str) -> Option<serde_json::Value> {
-    let path = corpora()?.join("viaggiatreno/monga-viaggiatreno_ha").join(name);
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    let path = corpus(&format!("viaggiatreno/monga-viaggiatreno_ha/{name}"))?;
+    Some(serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap())
 }
 
 #[test]
 fn real_runs_normalize_and_the_platform_change_is_an_event() {
     use steward_connectors::trains::{normalize_run, train_events};
     let Some(fr) = sample("1767481200000.json") else {
-        eprintln!("SKIP real_runs_normalize…: STEWARD_CORPORA is not set");
         return;
     };
     // FR 9600 Milano Centrale -> Torino Porta Nuova: programmed platform 6, effective 7, 15 min late.
@@ -118,11 +119,23 @@ fn real_runs_normalize_and_the_platform_change_is_an_event() {
     );
 }
 
+/// What [`Replay`] answers for a path prefix: a body sent with `Content-Length`, or this many
+/// bytes of filler sent with `Transfer-Encoding: chunked` and no length.
+#[derive(Clone)]
+enum Answer {
+    Sized(String),
+    Chunked(usize),
+}
+
+type Script = std::sync::Arc<std::sync::Mutex<Vec<(String, u16, Answer)>>>;
+
 /// A loopback HTTP server that answers from a script of (path prefix, status, body) and counts
 /// requests: the test double at the outermost edge, speaking HTTP/1.1 on a real socket.
 struct Replay {
     base: String,
-    script: std::sync::Arc<std::sync::Mutex<Vec<(String, u16, String)>>>,
+    script: Script,
+    /// Every request path, in arrival order.
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Replay {
@@ -130,9 +143,9 @@ impl Replay {
         use std::io::{BufRead as _, BufReader, Write as _};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}/", listener.local_addr().unwrap());
-        let script: std::sync::Arc<std::sync::Mutex<Vec<(String, u16, String)>>> =
-            Default::default();
-        let s = std::sync::Arc::clone(&script);
+        let script: Script = Default::default();
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+        let (s, log) = (std::sync::Arc::clone(&script), std::sync::Arc::clone(&seen));
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
@@ -153,34 +166,129 @@ impl Replay {
                     .unwrap_or("/")
                     .trim_start_matches('/')
                     .to_owned();
-                let (status, body) = s
+                log.lock().unwrap().push(path.clone());
+                let (status, answer) = s
                     .lock()
                     .unwrap()
                     .iter()
                     .find(|(p, _, _)| path.starts_with(p.as_str()))
                     .map(|(_, st, b)| (*st, b.clone()))
-                    .unwrap_or((404, String::new()));
+                    .unwrap_or((404, Answer::Sized(String::new())));
                 let reason = match status {
                     200 => "OK",
                     204 => "No Content",
                     503 => "Service Unavailable",
                     _ => "Not Found",
                 };
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+                match answer {
+                    Answer::Sized(body) => {
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                    }
+                    Answer::Chunked(total) => {
+                        let _ = write!(
+                            conn,
+                            "HTTP/1.1 {status} {reason}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                        );
+                        // 64 KiB chunks until `total` or until the client hangs up.
+                        let piece = vec![b'x'; 64 * 1024];
+                        let mut sent = 0;
+                        while sent < total {
+                            let n = piece.len().min(total - sent);
+                            let wrote = write!(conn, "{n:X}\r\n")
+                                .and_then(|()| conn.write_all(&piece[..n]))
+                                .and_then(|()| conn.write_all(b"\r\n"));
+                            if wrote.is_err() {
+                                break;
+                            }
+                            sent += n;
+                        }
+                        let _ = conn.write_all(b"0\r\n\r\n");
+                    }
+                }
             }
         });
-        Self { base, script }
+        Self { base, script, seen }
+    }
+
+    fn answer(&self, path: &str, status: u16, answer: Answer) {
+        let mut s = self.script.lock().unwrap();
+        s.retain(|(p, _, _)| p != path);
+        s.push((path.to_owned(), status, answer));
     }
 
     fn set(&self, path: &str, status: u16, body: &str) {
-        let mut s = self.script.lock().unwrap();
-        s.retain(|(p, _, _)| p != path);
-        s.push((path.to_owned(), status, body.to_owned()));
+        self.answer(path, status, Answer::Sized(body.to_owned()));
     }
+
+    /// How many requests had a path starting with `prefix`.
+    fn hits(&self, prefix: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|p| p.starts_with(prefix)).count()
+    }
+}
+
+/// `steward serve` and the FFI's async calls run core calls (and so the `train` source) on
+/// tokio's blocking pool, where a runtime is current: the client works there, and even on an
+/// async worker it answers rather than refusing or panicking.
+#[test]
+fn the_client_works_on_the_blocking_pool_and_on_an_async_worker() {
+    use steward_connectors::trains::{StationSource as _, ViaggiaTreno};
+    let server = Replay::start();
+    server.set("autocompletaStazione/MILANO", 200, "MILANO CENTRALE|S01700\n");
+    let client = ViaggiaTreno::new(&server.base).unwrap();
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let c = client.clone();
+    let found = runtime
+        .block_on(async move {
+            tokio::task::spawn_blocking(move || c.autocomplete("MILANO")).await.unwrap()
+        })
+        .unwrap();
+    assert_eq!(found.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["S01700"]);
+    assert_eq!(server.hits("autocompletaStazione/MILANO"), 1);
+    // On a worker thread of the multi-thread runtime, and on a current-thread runtime's only
+    // thread: it blocks that thread for the request, but answers.
+    let c = client.clone();
+    let on_worker = runtime.block_on(async move {
+        tokio::spawn(async move { c.autocomplete("MILANO") }).await.unwrap()
+    });
+    assert_eq!(on_worker.unwrap().len(), 1);
+    let single = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    assert_eq!(single.block_on(async { client.autocomplete("MILANO") }).unwrap().len(), 1);
+    assert_eq!(server.hits("autocompletaStazione/MILANO"), 3);
+}
+
+/// A chunked body carries no `Content-Length`: the cap is enforced on the bytes read, the
+/// answer is the typed error, and an oversized answer is not asked for again.
+#[test]
+fn a_chunked_body_over_the_cap_is_refused_and_asked_for_once() {
+    use steward_connectors::trains::{FetchError, MAX_RESPONSE_BYTES, ViaggiaTreno};
+    let server = Replay::start();
+    let cap = usize::try_from(MAX_RESPONSE_BYTES).unwrap();
+    server.answer("andamentoTreno/S01700/9600/", 200, Answer::Chunked(2 * cap));
+    // Under the cap, a chunked body is read whole.
+    server.answer("statistiche/", 200, Answer::Chunked(cap / 2));
+    let client = ViaggiaTreno::new(&server.base).unwrap();
+    match client.get("andamentoTreno/S01700/9600/0") {
+        Err(FetchError::TooLarge { path, limit }) => {
+            assert_eq!(
+                (path.as_str(), limit),
+                ("andamentoTreno/S01700/9600/0", MAX_RESPONSE_BYTES)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.hits("andamentoTreno/S01700/9600/"), 1, "a refused body is not retried");
+    match client.get("statistiche/0").unwrap() {
+        steward_connectors::trains::Fetched::Body(b) => assert_eq!(b.len(), cap / 2),
+        other => panic!("{other:?}"),
+    }
+    // Through the watch source, the same refusal is the snapshot's error.
+    assert!(client.run_status("S01700", 9600, 0).unwrap_err().contains("response over"));
+    assert_eq!(server.hits("andamentoTreno/S01700/9600/"), 2);
 }
 
 #[test]
@@ -195,7 +303,6 @@ fn the_train_source_over_a_replayed_endpoint_drives_a_watch() {
         watch::{WatchAdapter, WatchDefinition, WatchEventQuery, Watches},
     };
     let Some(changed) = sample("1767481200000.json") else {
-        eprintln!("SKIP the_train_source…: STEWARD_CORPORA is not set");
         return;
     };
     let server = Replay::start();
@@ -213,7 +320,8 @@ fn the_train_source_over_a_replayed_endpoint_drives_a_watch() {
     assert_eq!(client.get("andamentoTreno/S00001/1/0").unwrap(), Fetched::NoData);
     assert_eq!(client.get("nope").unwrap(), Fetched::NotFound);
     server.set("statistiche", 503, "");
-    assert!(client.get("statistiche/0").unwrap_err().contains("503"));
+    assert!(client.get("statistiche/0").unwrap_err().to_string().contains("503"));
+    assert_eq!(server.hits("statistiche"), 2, "a 503 is tried twice");
 
     // A watch on FR 9600: before the change (programmed 6, not departed), then the real run.
     let to =
@@ -279,7 +387,6 @@ fn board_row(number: i64, origin: &str, day: i64, departs_ms: i64) -> serde_json
 fn find_next_train_picks_the_earliest_direct_run_and_says_when_there_is_none() {
     use steward_connectors::trains::{NextTrain, TrainRef, TrainStatus, ViaggiaTreno};
     let (Some(fr), Some(reg)) = (sample("1767481200000.json"), sample("1767308400000.json")) else {
-        eprintln!("SKIP find_next_train…: STEWARD_CORPORA is not set");
         return;
     };
     let server = Replay::start();
@@ -415,7 +522,6 @@ fn a_simulated_journey_across_the_dst_changeover_yields_each_event_once_through_
         watch::{WatchAdapter, WatchDefinition, WatchEventQuery, Watches},
     };
     let Some(mut base) = sample("1767308400000.json") else {
-        eprintln!("SKIP a_simulated_journey…: STEWARD_CORPORA is not set");
         return;
     };
     // REG 136 Como Lago → Milano Cadorna, moved to leave at 2026-10-25 00:40 UTC (02:40 CEST):

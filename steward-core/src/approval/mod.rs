@@ -335,6 +335,14 @@ pub enum ApprovalError {
     /// Malformed request (level, sizes, batch).
     #[error("invalid approval request: {0}")]
     Invalid(String),
+    /// A stored approval that no longer parses (its table, row and column are named):
+    /// `steward.db` is damaged; restore it from a backup.
+    #[error("steward.db is damaged: {0}")]
+    Corrupt(String),
+    /// The audit trail (`audit.db`) cannot be opened: no decision proceeds unaudited. Nothing
+    /// is cached either, so a later call opens both once the trail can be opened.
+    #[error("the audit trail cannot be opened ({0}); approvals refuse to run unaudited")]
+    AuditUnavailable(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -355,6 +363,8 @@ impl StewardError for ApprovalError {
             Self::BadPin => "APPROVAL_BAD_PIN",
             Self::BadPerson(_) => "APPROVAL_BAD_PERSON",
             Self::Invalid(_) => "APPROVAL_INVALID",
+            Self::Corrupt(_) => "APPROVAL_CORRUPT",
+            Self::AuditUnavailable(_) => "AUDIT_UNAVAILABLE",
             Self::Store(e) => e.code(),
         }
     }
@@ -373,6 +383,8 @@ impl StewardError for ApprovalError {
             | Self::BadPin
             | Self::BadPerson(_)
             | Self::Invalid(_) => ErrorKind::InvalidInput,
+            Self::Corrupt(_) => ErrorKind::Corrupt,
+            Self::AuditUnavailable(_) => ErrorKind::Unavailable,
             Self::Store(e) => e.kind(),
         }
     }

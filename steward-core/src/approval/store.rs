@@ -21,7 +21,7 @@ pub const MAX_PIN_FAILURES: i64 = 5;
 /// The PIN failure window, seconds.
 pub const PIN_WINDOW_SECS: i64 = 900;
 
-/// The migrations of `steward.db` (approvals, PIN, policy versions, network access).
+/// The migrations of `steward.db` (approvals, PIN, policy versions, network access, jobs).
 pub(crate) const SCHEMA: Schema = Schema {
     name: "steward",
     migrations: &[
@@ -44,6 +44,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             version: 4,
             name: "access",
             sql: include_str!("../../migrations/steward/004_access.sql"),
+        },
+        Migration {
+            version: 5,
+            name: "jobs",
+            sql: include_str!("../../migrations/steward/005_jobs.sql"),
         },
     ],
 };
@@ -81,11 +86,14 @@ pub struct Approvals {
     db: Database,
     audit: Option<std::sync::Arc<AuditLog>>,
     /// Bumped after every transition in this process, to wake waiting subscribers at once;
-    /// other processes' transitions are seen by polling every [`SUBSCRIPTION_POLL_MS`].
+    /// other processes' transitions are seen by polling every `poll`.
     changed: (std::sync::Mutex<u64>, std::sync::Condvar),
+    /// `Limits::approval_poll_ms` (default [`SUBSCRIPTION_POLL_MS`]).
+    poll: std::time::Duration,
 }
 
-/// How often a waiting subscriber re-reads `steward.db` for other processes' transitions.
+/// How often a waiting subscriber re-reads `steward.db` for other processes' transitions
+/// (the default of `Limits::approval_poll_ms`).
 pub const SUBSCRIPTION_POLL_MS: u64 = 200;
 /// Most events one read of the feed returns.
 pub const MAX_EVENT_PAGE: usize = 500;
@@ -126,48 +134,49 @@ const COLUMNS: &str = "id, batch_id, chat, requested_by, tool, proposed_input, n
     summary, level, status, decided_by, note, effective_input, effective_sha256, created_at,
     decided_at, expires_at";
 
-fn json(row: &Row<'_>, i: usize) -> rusqlite::Result<Value> {
-    crate::store::json_column(row, i)
+/// For reads that map approval rows: a stored value that no longer parses is damage
+/// (`APPROVAL_CORRUPT`, naming the row and column), never a failed query.
+fn rows(ctx: &'static str) -> impl Fn(rusqlite::Error) -> ApprovalError {
+    move |e| match crate::store::damaged(&e) {
+        Some(detail) => ApprovalError::Corrupt(format!("{ctx}: {detail}")),
+        None => ApprovalError::Store(StoreError::query(ctx, e)),
+    }
 }
 
 fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
     approval_at(row, 0)
 }
 
+/// The approval in the 17 [`COLUMNS`] starting at `o`.
 fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
+    let id: i64 = row.get(o)?;
+    let damaged = |i: usize, column: &'static str, detail: String| {
+        crate::store::DamagedValue { table: "approvals", row: id, column, detail }.into_sql(o + i)
+    };
+    let json = |i: usize, column: &'static str| -> rusqlite::Result<Value> {
+        crate::store::json_text(&row.get::<_, String>(o + i)?, o + i, "approvals", id, column)
+    };
     let level: String = row.get(o + 8)?;
     let status: String = row.get(o + 9)?;
-    let bad = |i: usize, s: &str| {
-        rusqlite::Error::FromSqlConversionFailure(
-            i,
-            rusqlite::types::Type::Text,
-            format!("unknown value {s:?}").into(),
-        )
-    };
     Ok(Approval {
-        id: row.get(o)?,
+        id,
         batch_id: row.get(o + 1)?,
         chat: row.get(o + 2)?,
         requested_by: row.get(o + 3)?,
         tool: row.get(o + 4)?,
-        proposed_input: json(row, o + 5)?,
-        normalized_input: json(row, o + 6)?,
+        proposed_input: json(5, "proposed_input")?,
+        normalized_input: json(6, "normalized_input")?,
         summary: row.get(o + 7)?,
-        level: Level::parse(&level).map_err(|_| bad(8, &level))?,
-        status: ApprovalStatus::parse(&status).ok_or_else(|| bad(9, &status))?,
+        level: Level::parse(&level)
+            .map_err(|_| damaged(8, "level", format!("unknown value {level:?}")))?,
+        status: ApprovalStatus::parse(&status)
+            .ok_or_else(|| damaged(9, "status", format!("unknown value {status:?}")))?,
         decided_by: row.get(o + 10)?,
         note: row.get(o + 11)?,
         effective_input: row
             .get::<_, Option<String>>(o + 12)?
-            .map(|s| serde_json::from_str(&s))
-            .transpose()
-            .map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    12,
-                    rusqlite::types::Type::Text,
-                    Box::new(e),
-                )
-            })?,
+            .map(|s| crate::store::json_text(&s, o + 12, "approvals", id, "effective_input"))
+            .transpose()?,
         effective_sha256: row.get(o + 13)?,
         created_at: row.get(o + 14)?,
         decided_at: row.get(o + 15)?,
@@ -178,7 +187,12 @@ fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
 impl Approvals {
     /// Opens (creating and migrating) `<home>/steward.db`.
     pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
-        Ok(Self { db: open_steward_db(home, limits)?, audit: None, changed: Default::default() })
+        Ok(Self {
+            db: open_steward_db(home, limits)?,
+            audit: None,
+            changed: Default::default(),
+            poll: std::time::Duration::from_millis(limits.approval_poll_ms),
+        })
     }
 
     /// Forwards every transition and refused attempt to `audit` from now on.
@@ -381,7 +395,7 @@ impl Approvals {
             .read(|c| {
                 c.prepare_cached(&format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id], approval).optional())
-                    .map_err(q("get approval"))
+                    .map_err(rows("get approval"))
             })?
             .ok_or(ApprovalError::NotFound(id))
     }
@@ -413,7 +427,7 @@ impl Approvals {
              WHERE (?1 IS NULL OR status = ?1) AND (?2 IS NULL OR chat = ?2)
              ORDER BY id DESC LIMIT ?3 OFFSET ?4"
         );
-        Ok(self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&sql)
                 .and_then(|mut s| {
                     s.query_map(
@@ -427,8 +441,8 @@ impl Approvals {
                     )?
                     .collect::<Result<Vec<_>, _>>()
                 })
-                .map_err(q("list approvals"))
-        })?)
+                .map_err(rows("list approvals"))
+        })
     }
 
     /// A person resolves a request. At most once: a second resolver, or one after the expiry,
@@ -517,7 +531,7 @@ impl Approvals {
                 "SELECT {COLUMNS} FROM approvals WHERE batch_id = ?1 ORDER BY id"
             ))
             .and_then(|mut s| s.query_map([batch_id], approval)?.collect::<Result<Vec<_>, _>>())
-            .map_err(q("batch"))
+            .map_err(rows("batch"))
         })?;
         if cards.is_empty() {
             return Err(ApprovalError::NotFound(batch_id));
@@ -766,7 +780,7 @@ impl Approvals {
 
     /// Waits up to `timeout` (at most [`MAX_WAIT_SECS`]) for events after `after` and returns
     /// them (empty on timeout). Wakes at once for this process's transitions, within
-    /// [`SUBSCRIPTION_POLL_MS`] for another process's.
+    /// `Limits::approval_poll_ms` ([`SUBSCRIPTION_POLL_MS`]) for another process's.
     pub fn wait_events(
         &self,
         after: i64,
@@ -775,7 +789,7 @@ impl Approvals {
     ) -> Result<Vec<ApprovalEvent>, ApprovalError> {
         let timeout = timeout.min(std::time::Duration::from_secs(MAX_WAIT_SECS));
         let deadline = std::time::Instant::now() + timeout;
-        let poll = std::time::Duration::from_millis(SUBSCRIPTION_POLL_MS);
+        let poll = self.poll;
         let (lock, cv) = &self.changed;
         loop {
             let seen = *lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

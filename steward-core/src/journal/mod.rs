@@ -335,6 +335,10 @@ pub enum JournalError {
         /// What SQLite said.
         detail: String,
     },
+    /// The audit trail (`audit.db`) cannot be opened: nothing is journaled unaudited. Nothing
+    /// is cached either, so a later call opens both once the trail can be opened.
+    #[error("the audit trail cannot be opened ({0}); the journal refuses to run unaudited")]
+    AuditUnavailable(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -348,6 +352,7 @@ impl StewardError for JournalError {
             Self::NotFound(_) => "JOURNAL_NOT_FOUND",
             Self::Invalid(_) => "JOURNAL_INVALID",
             Self::Corrupt { .. } => "JOURNAL_CORRUPT",
+            Self::AuditUnavailable(_) => "AUDIT_UNAVAILABLE",
             Self::Store(e) => e.code(),
         }
     }
@@ -358,6 +363,7 @@ impl StewardError for JournalError {
             Self::NotFound(_) => ErrorKind::NotFound,
             Self::Invalid(_) => ErrorKind::InvalidInput,
             Self::Corrupt { .. } => ErrorKind::Corrupt,
+            Self::AuditUnavailable(_) => ErrorKind::Unavailable,
             Self::Store(e) => e.kind(),
         }
     }
@@ -380,36 +386,61 @@ fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |e| StoreError::query(ctx, e)
 }
 
-fn conversion(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
-}
+/// The stored names of [`COLUMNS`], by position (damage reports name the column).
+const COLUMN_NAMES: [&str; 17] = [
+    "id",
+    "kind",
+    "idempotency_key",
+    "input",
+    "input_sha256",
+    "expected",
+    "approval_id",
+    "state",
+    "attempts",
+    "confirmation_attempts",
+    "scheduled_for",
+    "attempted_at",
+    "backend_result",
+    "error",
+    "evidence",
+    "created_at",
+    "updated_at",
+];
 
-fn json_col(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<Value>> {
+/// A JSON column of operation `id`; text that no longer parses names the row and column.
+fn json_col(row: &Row<'_>, i: usize, id: i64) -> rusqlite::Result<Option<Value>> {
     row.get::<_, Option<String>>(i)?
-        .map(|s| serde_json::from_str(&s).map_err(|e| conversion(i, e)))
+        .map(|s| crate::store::json_text(&s, i, "operations", id, COLUMN_NAMES[i]))
         .transpose()
 }
 
 fn operation(row: &Row<'_>) -> rusqlite::Result<Operation> {
+    let id: i64 = row.get(0)?;
     let state: String = row.get(7)?;
     Ok(Operation {
-        id: row.get(0)?,
+        id,
         kind: row.get(1)?,
         idempotency_key: row.get(2)?,
-        input: json_col(row, 3)?.unwrap_or(Value::Null),
+        input: json_col(row, 3, id)?.unwrap_or(Value::Null),
         input_sha256: row.get(4)?,
-        expected: json_col(row, 5)?.unwrap_or(Value::Null),
+        expected: json_col(row, 5, id)?.unwrap_or(Value::Null),
         approval_id: row.get(6)?,
         state: OpState::parse(&state).ok_or_else(|| {
-            conversion(7, std::io::Error::other(format!("unknown state {state:?}")))
+            crate::store::DamagedValue {
+                table: "operations",
+                row: id,
+                column: "state",
+                detail: format!("unknown state {state:?}"),
+            }
+            .into_sql(7)
         })?,
         attempts: row.get(8)?,
         confirmation_attempts: row.get(9)?,
         scheduled_for: row.get(10)?,
         attempted_at: row.get(11)?,
-        backend_result: json_col(row, 12)?,
+        backend_result: json_col(row, 12, id)?,
         error: row.get(13)?,
-        evidence: json_col(row, 14)?,
+        evidence: json_col(row, 14, id)?,
         created_at: row.get(15)?,
         updated_at: row.get(16)?,
     })
@@ -468,6 +499,18 @@ impl Journal {
             .map_err(|e| corrupt(&path, e))?;
         restrict(&path);
         Ok(Self { db, audit: None })
+    }
+
+    /// For reads that map operation rows: a stored value that no longer parses is damage
+    /// (`JOURNAL_CORRUPT`, naming the row and column: the journal stops), never a failed query.
+    fn rows(&self, ctx: &'static str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
+        move |e| match crate::store::damaged(&e) {
+            Some(detail) => JournalError::Corrupt {
+                path: self.db.path().to_path_buf(),
+                detail: format!("{ctx}: {detail}"),
+            },
+            None => JournalError::Store(StoreError::query(ctx, e)),
+        }
     }
 
     /// Copies every new operation and transition, redacted, to `audit` from now on.
@@ -580,13 +623,13 @@ impl Journal {
 
     /// The operation journaled under `key`, if any.
     pub fn find_by_key(&self, key: &str) -> Result<Option<Operation>, JournalError> {
-        Ok(self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM operations WHERE idempotency_key = ?1"
             ))
             .and_then(|mut s| s.query_row([key.trim()], operation).optional())
-            .map_err(q("operation by key"))
-        })?)
+            .map_err(self.rows("operation by key"))
+        })
     }
 
     /// Operations of kinds starting with `kind_prefix` that confirmation should examine: the
@@ -599,7 +642,7 @@ impl Journal {
         limit: usize,
     ) -> Result<Vec<Operation>, JournalError> {
         check_page(limit)?;
-        Ok(self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM operations
                  WHERE (state IN ('backend_returned', 'unknown')
@@ -614,8 +657,8 @@ impl Journal {
                 )?
                 .collect::<Result<Vec<_>, _>>()
             })
-            .map_err(q("confirmable operations"))
-        })?)
+            .map_err(self.rows("confirmable operations"))
+        })
     }
 
     /// One operation, with its full input and evidence.
@@ -624,7 +667,7 @@ impl Journal {
             .read(|c| {
                 c.prepare_cached(&format!("SELECT {COLUMNS} FROM operations WHERE id = ?1"))
                     .and_then(|mut s| s.query_row([id], operation).optional())
-                    .map_err(q("get operation"))
+                    .map_err(self.rows("get operation"))
             })?
             .ok_or(JournalError::NotFound(id))
     }
@@ -637,7 +680,7 @@ impl Journal {
         limit: usize,
     ) -> Result<Vec<Operation>, JournalError> {
         check_page(limit)?;
-        Ok(self.db.read(|c| {
+        self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM operations WHERE (?1 IS NULL OR state = ?1)
                  ORDER BY id DESC LIMIT ?2 OFFSET ?3"
@@ -653,8 +696,8 @@ impl Journal {
                 )?
                 .collect::<Result<Vec<_>, _>>()
             })
-            .map_err(q("list operations"))
-        })?)
+            .map_err(self.rows("list operations"))
+        })
     }
 
     /// How many operations are in `state`.

@@ -173,6 +173,38 @@ fn a_damaged_journal_stops_and_is_left_as_it_was() {
 }
 
 #[test]
+fn a_damaged_json_column_is_journal_corrupt_naming_the_row_and_column() {
+    let (dir, j) = journal();
+    let op = j.record(&send("k", "a@example.com", None), NOW).unwrap();
+    let raw = rusqlite::Connection::open(dir.path().join("ops.db")).unwrap();
+    raw.execute("UPDATE operations SET input = '{not json' WHERE id = ?1", [op.id]).unwrap();
+    let errors = [
+        j.get(op.id).unwrap_err(),
+        j.find_by_key("k").unwrap_err(),
+        j.list(None, 0, 10).unwrap_err(),
+        j.confirmable("mail.", NOW, 10).unwrap_err(),
+    ];
+    for err in errors {
+        assert_eq!((err.code(), err.kind()), ("JOURNAL_CORRUPT", ErrorKind::Corrupt), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("operations row {}, column input", op.id)), "{text}");
+    }
+    // A nullable JSON column, and a state no build knows.
+    raw.execute("UPDATE operations SET input = '{}', evidence = 'nope' WHERE id = ?1", [op.id])
+        .unwrap();
+    let err = j.get(op.id).unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_CORRUPT", "{err}");
+    assert!(err.to_string().contains("column evidence"), "{err}");
+    // (The schema's CHECK refuses it, so a damaged file is the only way it gets there.)
+    raw.pragma_update(None, "ignore_check_constraints", true).unwrap();
+    raw.execute("UPDATE operations SET evidence = NULL, state = 'sent' WHERE id = ?1", [op.id])
+        .unwrap();
+    let err = j.get(op.id).unwrap_err();
+    assert_eq!(err.code(), "JOURNAL_CORRUPT", "{err}");
+    assert!(err.to_string().contains("column state"), "{err}");
+}
+
+#[test]
 fn the_serialized_operation_is_stable() {
     let (_dir, j) = journal();
     let scheduled = j.record(&send("snap", "a@example.com", Some(NOW + 60)), NOW).unwrap();

@@ -14,8 +14,9 @@ use crate::net::{error_message, transport_error};
 
 use super::{
     AttemptRecord, ChatRequest, ChatResponse, LlmConfig, LlmConfigError, LlmError,
-    MAX_ANSWER_BYTES, MAX_MESSAGES, MAX_SSE_LINE_BYTES, MAX_TOOLS, RequestRecord, STREAM_NATIVE,
-    STREAM_NONE, STREAM_SYNTHETIC, Target, TokenUsage, ToolCall, UsageLedger, cost_micros,
+    MAX_ANSWER_BYTES, MAX_MESSAGES, MAX_SSE_LINE_BYTES, MAX_TOOL_CALL_ARGUMENTS_BYTES,
+    MAX_TOOL_CALL_NAME_BYTES, MAX_TOOLS, RequestRecord, STREAM_NATIVE, STREAM_NONE,
+    STREAM_SYNTHETIC, Target, TokenUsage, ToolCall, UsageLedger, cost_micros,
 };
 
 /// A piece of streamed output, as it reaches the caller.
@@ -55,10 +56,12 @@ struct AttemptError {
     message: String,
     /// Characters (and tool-call fragments) already handed to the caller.
     delivered: usize,
+    /// The stream went over this bound (what, bytes): the request ends, on no other target.
+    over: Option<(&'static str, usize)>,
 }
 
 fn failed(status: Option<u16>, message: impl Into<String>) -> AttemptError {
-    AttemptError { status, message: message.into(), delivered: 0 }
+    AttemptError { status, message: message.into(), delivered: 0, over: None }
 }
 
 /// What an attempt asked for and how long its headers took, for the ledger.
@@ -117,7 +120,9 @@ impl LlmClient {
 
     /// A streamed answer: `on_delta` receives the output as it arrives. A target that fails
     /// before anything reached `on_delta` gives way to the next; once output was delivered, a
-    /// failure is [`LlmError::Interrupted`] and nothing else is tried.
+    /// failure is [`LlmError::Interrupted`] and nothing else is tried. A stream that goes over
+    /// a bound (a tool call's name or arguments, the whole answer) is [`LlmError::TooLarge`],
+    /// and nothing else is tried either.
     pub fn stream(
         &self,
         req: &ChatRequest,
@@ -197,6 +202,22 @@ impl LlmClient {
                     }
                     Err(e) => {
                         attempts.push(record(e.status, "failed", Some(e.message.clone())));
+                        if let Some((what, limit)) = e.over {
+                            // Over a bound: ended here, whatever reached the caller.
+                            let error = LlmError::TooLarge { target: name.clone(), what, limit };
+                            self.record(
+                                req,
+                                at,
+                                started,
+                                if e.delivered > 0 { "interrupted" } else { "failed" },
+                                Some((name, target)),
+                                &TokenUsage::default(),
+                                Some(&error.to_string()),
+                                &attempts,
+                                streamed,
+                            );
+                            return Err(error);
+                        }
                         if e.delivered > 0 {
                             // Output reached the caller: never retried, never switched.
                             self.record(
@@ -449,8 +470,21 @@ fn read_stream(
     let mut delivered = 0usize;
     let mut done = false;
     let mut line = Vec::new();
-    let broke =
-        |delivered: usize, m: String| AttemptError { status: Some(200), message: m, delivered };
+    // Everything received so far (text, tool-call names and arguments), within MAX_ANSWER_BYTES.
+    let mut received = 0usize;
+    let broke = |delivered: usize, m: String| AttemptError {
+        status: Some(200),
+        message: m,
+        delivered,
+        over: None,
+    };
+    let over = |delivered: usize, what: &'static str, limit: usize| AttemptError {
+        status: Some(200),
+        message: format!("{what} exceeds {limit} bytes"),
+        delivered,
+        over: Some((what, limit)),
+    };
+    let answer_limit = usize::try_from(MAX_ANSWER_BYTES).unwrap_or(usize::MAX);
     loop {
         line.clear();
         let n = (&mut reader)
@@ -484,8 +518,9 @@ fn read_stream(
         }
         let delta = &choice["delta"];
         if let Some(t) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            if content.len() + t.len() > MAX_ANSWER_BYTES as usize {
-                return Err(broke(delivered, "the stream is too large".into()));
+            received = received.saturating_add(t.len());
+            if received > answer_limit {
+                return Err(over(delivered, "the answer", answer_limit));
             }
             content.push_str(t);
             delivered += t.chars().count();
@@ -507,6 +542,22 @@ fn read_stream(
             let name = c["function"]["name"].as_str().map(str::to_owned);
             let arguments = c["function"]["arguments"].as_str().unwrap_or_default().to_owned();
             let call = &mut calls[index];
+            // Checked before anything of this fragment is kept or handed on.
+            let name_len = name.as_ref().map_or(0, String::len);
+            if call.name.len() + name_len > MAX_TOOL_CALL_NAME_BYTES {
+                return Err(over(delivered, "a tool call's name", MAX_TOOL_CALL_NAME_BYTES));
+            }
+            if call.arguments.len() + arguments.len() > MAX_TOOL_CALL_ARGUMENTS_BYTES {
+                return Err(over(
+                    delivered,
+                    "a tool call's arguments",
+                    MAX_TOOL_CALL_ARGUMENTS_BYTES,
+                ));
+            }
+            received = received.saturating_add(name_len + arguments.len());
+            if received > answer_limit {
+                return Err(over(delivered, "the answer", answer_limit));
+            }
             if let Some(i) = &id {
                 call.id.clone_from(i);
             }

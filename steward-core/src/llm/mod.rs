@@ -1,6 +1,8 @@
-//! Chat models behind capability tiers: callers ask for a capability (`tier-1` … `tier-6`,
-//! `local-embed`), never a vendor; configuration maps each tier to an ordered list of provider
-//! targets (base URL, key, model) speaking the OpenAI chat-completions wire format.
+//! Chat models behind capability tiers: callers ask for a capability (`tier-1`, the weakest,
+//! local rung … `tier-6`, the strongest; `local-embed`), never a vendor; configuration maps each
+//! tier to an ordered list of provider targets (base URL, key, model) speaking the OpenAI
+//! chat-completions wire format. Configurations written for the old numbering (`tier-1` the
+//! strongest) are read renumbered, with a warning ([`TIER_NUMBERING_DESIGN`]).
 //!
 //! Owns: the tier → targets mapping, sequential fallback (a failed target gives way to the next
 //! compatible one; repeated aliases of one target are tried once), the shared deadline across
@@ -42,26 +44,33 @@ pub const MAX_TOOLS: usize = 128;
 pub const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest SSE line accepted.
 pub const MAX_SSE_LINE_BYTES: usize = 1024 * 1024;
+/// The longest tool name one streamed tool call may assemble from its fragments (bytes; a
+/// registered tool name is at most [`crate::policy::MAX_TOOL_NAME`]).
+pub const MAX_TOOL_CALL_NAME_BYTES: usize = 256;
+/// The longest arguments one streamed tool call may assemble from its fragments (bytes; four
+/// times the largest input an approval holds, [`crate::approval::MAX_INPUT_BYTES`]).
+pub const MAX_TOOL_CALL_ARGUMENTS_BYTES: usize = 1024 * 1024;
 
-/// What a caller asks for.
+/// What a caller asks for. The tiers are numbered as in the design, and ordered the same way:
+/// `tier-1` is the weakest (local) rung, `tier-6` the strongest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Capability {
-    /// The strongest reasoning.
+    /// The weakest rung: the smallest (local) model.
     #[serde(rename = "tier-1")]
     Tier1,
-    /// Strong.
+    /// Cheap.
     #[serde(rename = "tier-2")]
     Tier2,
-    /// General.
+    /// Fast.
     #[serde(rename = "tier-3")]
     Tier3,
-    /// Fast.
+    /// General.
     #[serde(rename = "tier-4")]
     Tier4,
-    /// Cheap.
+    /// Strong (the agent's default in the design).
     #[serde(rename = "tier-5")]
     Tier5,
-    /// The smallest (local) model.
+    /// The strongest reasoning.
     #[serde(rename = "tier-6")]
     Tier6,
     /// A local model for embedding-adjacent work.
@@ -98,7 +107,32 @@ impl Capability {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.as_str() == s)
     }
+
+    /// The capability a configuration written for the old numbering (`tier-1` the strongest,
+    /// `tier-6` the local rung) meant by `self`: `tier-N` becomes `tier-(7-N)`; `local-embed`
+    /// stays.
+    fn renumbered_from_old(self) -> Self {
+        match self {
+            Self::Tier1 => Self::Tier6,
+            Self::Tier2 => Self::Tier5,
+            Self::Tier3 => Self::Tier4,
+            Self::Tier4 => Self::Tier3,
+            Self::Tier5 => Self::Tier2,
+            Self::Tier6 => Self::Tier1,
+            Self::LocalEmbed => Self::LocalEmbed,
+        }
+    }
 }
+
+/// `[llm] tier_numbering` of a configuration whose `[llm.tiers]` use the design's numbering
+/// (`tier-1` the weakest, local rung … `tier-6` the strongest). Without it, a configuration that
+/// maps numbered tiers was written for the old numbering (`tier-1` the strongest): it is read
+/// renumbered (`tier-N` → `tier-(7-N)`, so it routes as its author meant) with a warning, and so
+/// is one that says [`TIER_NUMBERING_OLD`].
+pub const TIER_NUMBERING_DESIGN: &str = "design";
+/// `[llm] tier_numbering` of a configuration that keeps the old numbering (read renumbered,
+/// with a warning).
+pub const TIER_NUMBERING_OLD: &str = "old";
 
 /// One provider endpoint and model.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -173,6 +207,9 @@ struct ConfigFile {
 struct Section {
     #[serde(default)]
     deadline_secs: Option<u64>,
+    /// [`TIER_NUMBERING_DESIGN`] or [`TIER_NUMBERING_OLD`]; absent means old.
+    #[serde(default)]
+    tier_numbering: Option<String>,
     #[serde(default)]
     targets: BTreeMap<String, Target>,
     #[serde(default)]
@@ -199,11 +236,58 @@ impl StewardError for LlmConfigError {
 /// The target the environment defines (`STEWARD_LLM_BASE_URL` + `STEWARD_LLM_MODEL`).
 pub const ENV_TARGET: &str = "env";
 
+/// `[llm.tiers]` in the design's numbering, and the warning to log when the file used the old
+/// one (see [`TIER_NUMBERING_DESIGN`]).
+/// Each capability's targets, in order.
+type TierTargets = BTreeMap<Capability, Vec<String>>;
+
+fn read_tiers(
+    named: BTreeMap<String, Vec<String>>,
+    numbering: Option<&str>,
+) -> Result<(TierTargets, Option<String>), LlmConfigError> {
+    let old = match numbering.map(str::trim) {
+        Some(TIER_NUMBERING_DESIGN) => false,
+        None | Some(TIER_NUMBERING_OLD) => true,
+        Some(other) => {
+            return Err(LlmConfigError(format!(
+                "tier_numbering {other:?}: expected {TIER_NUMBERING_DESIGN:?} (tier-1 the \
+                 weakest, local rung … tier-6 the strongest) or {TIER_NUMBERING_OLD:?}"
+            )));
+        }
+    };
+    let mut tiers = BTreeMap::new();
+    let mut renumbered = Vec::new();
+    for (name, list) in named {
+        let cap = Capability::parse(&name).ok_or_else(|| {
+            LlmConfigError(format!(
+                "unknown tier {name:?}: expected tier-1 … tier-6 or local-embed"
+            ))
+        })?;
+        let meant = if old { cap.renumbered_from_old() } else { cap };
+        if meant != cap {
+            renumbered.push(format!("{} → {}", cap.as_str(), meant.as_str()));
+        }
+        tiers.insert(meant, list);
+    }
+    let warning = (!renumbered.is_empty()).then(|| {
+        format!(
+            "[llm.tiers] is in the old numbering (tier-1 the strongest, tier-6 the local rung), \
+             read as {}: tiers are now numbered as in the design (tier-1 the weakest, local \
+             rung … tier-6 the strongest). Renumber [llm.tiers] that way and add \
+             `tier_numbering = \"{TIER_NUMBERING_DESIGN}\"` under [llm] to silence this",
+            renumbered.join(", ")
+        )
+    });
+    Ok((tiers, warning))
+}
+
 impl LlmConfig {
-    /// Reads `<home>/config.toml` (`[llm]`: `deadline_secs`, `[llm.targets.NAME]` with
-    /// `base_url`, `model`, `api_key`, `tools`; `[llm.tiers]` mapping `tier-1` … `local-embed`
-    /// to target names in fallback order; `[llm.rates.MODEL]` with USD per million `input`,
-    /// `output`, `cache_read`, `cache_write` tokens), then the environment:
+    /// Reads `<home>/config.toml` (`[llm]`: `deadline_secs`, `tier_numbering = "design"`,
+    /// `[llm.targets.NAME]` with `base_url`, `model`, `api_key`, `tools`; `[llm.tiers]`
+    /// mapping `tier-1` … `local-embed` to target names in fallback order (without
+    /// `tier_numbering = "design"`, numbered tiers are read in the old numbering, renumbered
+    /// with a warning: [`TIER_NUMBERING_DESIGN`]); `[llm.rates.MODEL]` with USD per million
+    /// `input`, `output`, `cache_read`, `cache_write` tokens), then the environment:
     /// `STEWARD_LLM_BASE_URL`, `STEWARD_LLM_MODEL`, `STEWARD_LLM_API_KEY` define the target
     /// `env`, used by every tier the file does not map. `None` when no target is configured.
     pub fn load(home: &Path) -> Result<Option<Self>, LlmConfigError> {
@@ -237,14 +321,9 @@ impl LlmConfig {
         if targets.is_empty() {
             return Ok(None);
         }
-        let mut tiers = BTreeMap::new();
-        for (name, list) in s.tiers {
-            let cap = Capability::parse(&name).ok_or_else(|| {
-                LlmConfigError(format!(
-                    "unknown tier {name:?}: expected tier-1 … tier-6 or local-embed"
-                ))
-            })?;
-            tiers.insert(cap, list);
+        let (mut tiers, warning) = read_tiers(s.tiers, s.tier_numbering.as_deref())?;
+        if let Some(w) = warning {
+            tracing::warn!(config = %path.display(), "{w}");
         }
         if targets.contains_key(ENV_TARGET) {
             for cap in Capability::ALL {
@@ -472,6 +551,18 @@ pub enum LlmError {
     /// The shared deadline ran out.
     #[error("the {0} s deadline ran out")]
     Deadline(u64),
+    /// A streamed answer went over a bound ([`MAX_TOOL_CALL_ARGUMENTS_BYTES`],
+    /// [`MAX_TOOL_CALL_NAME_BYTES`], [`MAX_ANSWER_BYTES`]): the request ends there, on no
+    /// other target.
+    #[error("the answer from {target} is too large: {what} exceeds {limit} bytes")]
+    TooLarge {
+        /// The target.
+        target: String,
+        /// What went over (`a tool call's arguments`, `a tool call's name`, `the answer`).
+        what: &'static str,
+        /// The bound, in bytes.
+        limit: usize,
+    },
     /// A stream broke after output reached the caller: not retried, not switched.
     #[error("the stream from {target} broke after {delivered_chars} characters: {reason}")]
     Interrupted {
@@ -493,6 +584,7 @@ impl StewardError for LlmError {
             Self::Deadline(_) => "LLM_DEADLINE",
             Self::Ledger(_) => "LLM_LEDGER_UNAVAILABLE",
             Self::Interrupted { .. } => "LLM_STREAM_INTERRUPTED",
+            Self::TooLarge { .. } => "LLM_ANSWER_TOO_LARGE",
         }
     }
 
@@ -503,7 +595,7 @@ impl StewardError for LlmError {
             | Self::Deadline(_)
             | Self::Ledger(_) => ErrorKind::Unavailable,
             Self::Invalid(_) => ErrorKind::InvalidInput,
-            Self::Interrupted { .. } => ErrorKind::Unavailable,
+            Self::Interrupted { .. } | Self::TooLarge { .. } => ErrorKind::Unavailable,
         }
     }
 }
@@ -542,6 +634,7 @@ mod tests {
             r#"
 [llm]
 deadline_secs = 30
+tier_numbering = "design"
 [llm.targets.big]
 base_url = "https://big.example.com/v1"
 model = "big-1"
@@ -589,6 +682,70 @@ output = 15.0
         ] {
             assert!(config(bad, &[]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_design_numbering_is_read_as_is_and_the_old_one_renumbered_with_a_warning() {
+        let targets = r#"
+[llm.targets.cloud]
+base_url = "https://cloud.example.com/v1"
+model = "big-1"
+api_key = "k"
+[llm.targets.local]
+base_url = "http://127.0.0.1:8080/v1"
+model = "small"
+"#;
+        let names = |c: &LlmConfig, cap| {
+            c.route(cap, false).into_iter().map(|(n, _)| n).collect::<Vec<_>>()
+        };
+        // The design's numbering: tier-1 is the local rung, tier-6 the strongest.
+        let design = format!(
+            "[llm]\ntier_numbering = \"design\"\n{targets}{}",
+            r#"
+[llm.tiers]
+tier-1 = ["local"]
+tier-6 = ["cloud"]
+local-embed = ["local"]
+"#
+        );
+        let c = config(&design, &[]).unwrap().unwrap();
+        assert_eq!(names(&c, Capability::Tier1), ["local"]);
+        assert_eq!(names(&c, Capability::Tier6), ["cloud"]);
+        assert!(Capability::Tier1 < Capability::Tier6, "ordered weakest to strongest");
+        // A file written for the old numbering (tier-1 the strongest): read as its author meant,
+        // whether it says so or (as every file written before the key did) not.
+        let old_tiers = r#"
+[llm.tiers]
+tier-1 = ["cloud"]
+tier-6 = ["local"]
+local-embed = ["local"]
+"#;
+        for old in [
+            format!("{targets}{old_tiers}"),
+            format!("[llm]\ntier_numbering = \"old\"\n{targets}{old_tiers}"),
+        ] {
+            let c = config(&old, &[]).unwrap().unwrap();
+            assert_eq!(names(&c, Capability::Tier1), ["local"], "{old}");
+            assert_eq!(names(&c, Capability::Tier6), ["cloud"], "{old}");
+            assert_eq!(names(&c, Capability::LocalEmbed), ["local"], "{old}");
+        }
+        // The warning says what was renumbered and how to silence it; with nothing to
+        // renumber, nothing is said.
+        let named = |pairs: &[(&str, &str)]| -> BTreeMap<String, Vec<String>> {
+            pairs.iter().map(|(t, n)| ((*t).to_owned(), vec![(*n).to_owned()])).collect()
+        };
+        let (_, warning) = read_tiers(named(&[("tier-1", "cloud")]), None).unwrap();
+        let warning = warning.unwrap();
+        assert!(warning.contains("tier-1 → tier-6"), "{warning}");
+        assert!(warning.contains(r#"tier_numbering = "design""#), "{warning}");
+        let (_, warning) = read_tiers(named(&[("tier-1", "cloud")]), Some("old")).unwrap();
+        assert!(warning.is_some());
+        let (_, warning) = read_tiers(named(&[("tier-1", "cloud")]), Some("design")).unwrap();
+        assert_eq!(warning, None);
+        let (_, warning) = read_tiers(named(&[("local-embed", "local")]), None).unwrap();
+        assert_eq!(warning, None);
+        let e = config(&format!("[llm]\ntier_numbering = \"reversed\"\n{targets}"), &[]);
+        assert!(e.unwrap_err().0.contains("tier_numbering"));
     }
 
     #[test]

@@ -118,6 +118,28 @@ impl PolicyStore {
         rows.into_iter().map(|(v, p, c, by, a, at)| parse_row(v, &p, &c, by, a, at)).collect()
     }
 
+    /// Up to `limit` (at most [`MAX_POLICY_HISTORY`]) versions before version `before`, newest
+    /// first: a page of what preceded the version a caller read.
+    pub fn history_before(
+        &self,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<PolicyVersion>, PolicyError> {
+        let limit = i64::try_from(limit.clamp(1, MAX_POLICY_HISTORY)).unwrap_or(1);
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        let rows = self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT version, policy, change, changed_by, approval_id, at
+                 FROM policy_versions WHERE version < ?1 ORDER BY version DESC LIMIT ?2",
+            )
+            .and_then(|mut s| {
+                s.query_map([before, limit], read_row)?.collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| StoreError::query("policy history", e))
+        })?;
+        rows.into_iter().map(|(v, p, c, by, a, at)| parse_row(v, &p, &c, by, a, at)).collect()
+    }
+
     /// Applies `change` on top of the version in force and stores the result as the next
     /// version. `expected` (when given) must be the version in force. Callers check authority
     /// first: [`crate::Steward::set_policy`] needs a person, an agent's proposal an approval.

@@ -248,6 +248,57 @@ pub(crate) fn json_column<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// A stored value that no longer parses: its table, row and column, and why. Row mappers return
+/// it as a conversion failure ([`DamagedValue::into_sql`]); the store's owner reports every
+/// conversion failure as damage with its own `*_CORRUPT` code (kind `Corrupt`), never as a
+/// failed query ([`damaged`]).
+#[derive(Debug, thiserror::Error)]
+#[error("{table} row {row}, column {column}: {detail}")]
+pub(crate) struct DamagedValue {
+    /// The table.
+    pub(crate) table: &'static str,
+    /// The row's id.
+    pub(crate) row: i64,
+    /// The column.
+    pub(crate) column: &'static str,
+    /// Why it does not parse.
+    pub(crate) detail: String,
+}
+
+impl DamagedValue {
+    /// The conversion failure of column `i` that carries this.
+    pub(crate) fn into_sql(self, i: usize) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(self))
+    }
+}
+
+/// A JSON text column of `table` row `row` as `T`; text that does not parse is a
+/// [`DamagedValue`] naming the table, row and column.
+pub(crate) fn json_text<T: serde::de::DeserializeOwned>(
+    text: &str,
+    i: usize,
+    table: &'static str,
+    row: i64,
+    column: &'static str,
+) -> rusqlite::Result<T> {
+    serde_json::from_str(text)
+        .map_err(|e| DamagedValue { table, row, column, detail: e.to_string() }.into_sql(i))
+}
+
+/// What is damaged, when `e` is a stored value that no longer converts (a [`DamagedValue`], or
+/// any other conversion failure, such as text that is not UTF-8); `None` for every other error.
+pub(crate) fn damaged(e: &rusqlite::Error) -> Option<String> {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(_, _, inner) => {
+            Some(match inner.downcast_ref::<DamagedValue>() {
+                Some(d) => d.to_string(),
+                None => e.to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
 /// One SQLite file: a single writer connection and a bounded pool of readers (WAL lets them run
 /// alongside the writer). Write paths get a `&Transaction`, read paths a `&Connection`.
 pub struct Database {

@@ -46,8 +46,8 @@ pub use model::{
 };
 pub use store::{
     ActionClaim, ActionExecutor, ActionResult, ActionRun, ActionStatus, Delivery, DeliveryError,
-    DeliveryOutcome, DeliveryReport, GrantedAction, GrantedRunReport, PollReport, QueuedEvent,
-    WatchEventQuery, WatchHealth, WatchQuery, WatchSummary, Watches,
+    DeliveryOutcome, DeliveryReport, GrantedAction, GrantedRunReport, PollBudget, PollReport,
+    QueuedEvent, WatchEventQuery, WatchHealth, WatchQuery, WatchSummary, Watches,
 };
 
 use crate::{ErrorKind, StewardError, store::StoreError};

@@ -3,7 +3,10 @@
 use std::{
     collections::{BTreeMap, HashSet},
     path::Path,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use rusqlite::{OptionalExtension as _, params};
@@ -112,6 +115,8 @@ pub struct DeliveryOutcome {
     pub watch_id: i64,
     /// `delivered`, or `failed` (given up).
     pub outcome: String,
+    /// The notification as it was sent (absent when none was composed).
+    pub text: Option<String>,
     /// Unix seconds.
     pub at: i64,
 }
@@ -197,6 +202,9 @@ pub struct PollReport {
     pub checked: usize,
     /// Watches whose source failed (previous snapshot kept).
     pub failed: usize,
+    /// Watches whose source did not answer within the cycle's time budget (previous snapshot
+    /// kept; asked again next cycle).
+    pub deferred: usize,
     /// New events queued.
     pub queued: usize,
     /// Watches that completed.
@@ -336,6 +344,15 @@ pub struct ActionRun {
 pub trait ActionExecutor {
     /// Runs `tool` with the checked `arguments`.
     fn execute(&self, tool: &str, arguments: &Value) -> ActionResult;
+
+    /// Runs a claimed action: `action_key` (`<event id>:<rule id>:<tool>`) names it uniquely
+    /// and durably, so an executor that journals its effect keys it by this (a crash between
+    /// the effect and [`Watches::finish_action`] is then never a second effect). By default
+    /// [`ActionExecutor::execute`].
+    fn execute_claimed(&self, action_key: &str, tool: &str, arguments: &Value) -> ActionResult {
+        let _ = action_key;
+        self.execute(tool, arguments)
+    }
 }
 
 /// What [`Watches::run_granted`] did for one event.
@@ -353,6 +370,32 @@ pub struct Watches {
     adapters: BTreeMap<String, Arc<dyn WatchAdapter>>,
     caps: CapabilityRegistry,
     polling: Mutex<()>,
+    /// Poll workers still running, per source.
+    busy: Mutex<BTreeMap<String, Arc<AtomicUsize>>>,
+}
+
+/// Counts a poll worker out when it ends, however it ends.
+struct BusyGuard(Arc<AtomicUsize>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How long one poll cycle may take and how many snapshots of one source may run at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollBudget {
+    /// Watches not answered by then are deferred to the next cycle (`None`: wait for all).
+    pub deadline: Option<std::time::Instant>,
+    /// Worker threads per source (1 without a deadline: the poll runs on the caller's thread).
+    pub per_source: usize,
+}
+
+impl Default for PollBudget {
+    fn default() -> Self {
+        Self { deadline: None, per_source: 1 }
+    }
 }
 
 impl std::fmt::Debug for Watches {
@@ -393,7 +436,13 @@ impl Watches {
         let db =
             Database::open(&home.join("watches.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         let adapters = adapters.iter().map(|a| (a.source().to_owned(), Arc::clone(a))).collect();
-        Ok(Self { db, adapters, caps: CapabilityRegistry::builtin(), polling: Mutex::new(()) })
+        Ok(Self {
+            db,
+            adapters,
+            caps: CapabilityRegistry::builtin(),
+            polling: Mutex::new(()),
+            busy: Mutex::new(BTreeMap::new()),
+        })
     }
 
     /// Replaces the capabilities grants may name (default: [`CapabilityRegistry::builtin`]).
@@ -636,26 +685,61 @@ impl Watches {
         })
     }
 
-    /// One poll cycle (single flight: a poll that finds another running does nothing).
+    /// One poll cycle (single flight: a poll that finds another running does nothing), on
+    /// the calling thread, without a time budget. See [`Watches::poll_within`].
     pub fn poll(&self, now: i64) -> Result<PollReport, WatchError> {
+        self.poll_within(now, &PollBudget::default())
+    }
+
+    /// One poll cycle within `budget`: each source's watches are snapshot by up to
+    /// `budget.per_source` worker threads of its own, so a source that hangs stalls neither
+    /// the other sources nor the cycle. Watches not answered by the deadline are `deferred`
+    /// (their last snapshot stays, the failure is recorded, the next cycle asks again); a
+    /// source whose workers from an earlier cycle are still stuck gets only the workers it has
+    /// left, and none when all are stuck. Observations are applied in watch order.
+    pub fn poll_within(&self, now: i64, budget: &PollBudget) -> Result<PollReport, WatchError> {
         let Ok(_guard) = self.polling.try_lock() else {
             return Ok(PollReport { skipped: true, ..PollReport::default() });
         };
         let mut report = PollReport { expired: self.expire_due(now)?, ..PollReport::default() };
         let mut next = DEFAULT_POLL_SECS.max(MIN_POLL_SECS);
+        let active = self.active()?;
+        let snapshots = if budget.deadline.is_none() && budget.per_source <= 1 {
+            let mut out = BTreeMap::new();
+            for w in &active {
+                if let Some(adapter) = self.adapters.get(&w.source) {
+                    out.insert(w.id, adapter.snapshot(&w.resource_ref, now));
+                }
+            }
+            out
+        } else {
+            self.snapshot_concurrently(&active, now, budget)
+        };
         let mut batch: Vec<Observation> = Vec::new();
-        for w in self.active()? {
+        for w in active {
             let id = w.id;
             let Some(adapter) = self.adapters.get(&w.source) else {
                 self.record_failure(id, &format!("no adapter for source {:?}", w.source), now)?;
                 report.failed += 1;
                 continue;
             };
-            let current = match adapter.snapshot(&w.resource_ref, now) {
-                Ok(s) => s,
-                Err(e) => {
+            let current = match snapshots.get(&id) {
+                Some(Ok(s)) => s.clone(),
+                Some(Err(e)) => {
                     self.record_failure(id, &e.0, now)?;
                     report.failed += 1;
+                    continue;
+                }
+                None => {
+                    self.record_failure(
+                        id,
+                        &format!(
+                            "not checked: the {} source did not answer within the poll cycle's time budget",
+                            w.source
+                        ),
+                        now,
+                    )?;
+                    report.deferred += 1;
                     continue;
                 }
             };
@@ -674,6 +758,86 @@ impl Watches {
         self.apply(&mut batch, now, &mut report)?;
         report.next_poll_secs = next;
         Ok(report)
+    }
+
+    /// Snapshots `active` with worker threads per source until `budget.deadline`; what did not
+    /// answer in time is absent from the result.
+    fn snapshot_concurrently(
+        &self,
+        active: &[WatchSummary],
+        now: i64,
+        budget: &PollBudget,
+    ) -> BTreeMap<i64, Result<Value, super::SourceError>> {
+        type Answer = (i64, Result<Value, super::SourceError>);
+        let mut by_source: BTreeMap<&str, Vec<(i64, String)>> = BTreeMap::new();
+        for w in active {
+            by_source.entry(w.source.as_str()).or_default().push((w.id, w.resource_ref.clone()));
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<Answer>();
+        let mut expected = 0usize;
+        for (source, items) in by_source {
+            let Some(adapter) = self.adapters.get(source) else { continue };
+            let busy = self.busy_workers(source);
+            let free = budget.per_source.max(1).saturating_sub(busy.load(Ordering::SeqCst));
+            if free == 0 {
+                tracing::warn!(source, "every poll worker of this source is still stuck; skipped");
+                continue;
+            }
+            let workers = free.min(items.len());
+            expected += items.len();
+            let queue = Arc::new(Mutex::new(std::collections::VecDeque::from(items)));
+            for _ in 0..workers {
+                let (adapter, queue, tx, mine) =
+                    (Arc::clone(adapter), Arc::clone(&queue), tx.clone(), Arc::clone(&busy));
+                let deadline = budget.deadline;
+                busy.fetch_add(1, Ordering::SeqCst);
+                let spawned =
+                    std::thread::Builder::new().name(format!("poll-{source}")).spawn(move || {
+                        let _busy = BusyGuard(mine);
+                        loop {
+                            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                                return;
+                            }
+                            let item =
+                                queue.lock().unwrap_or_else(PoisonError::into_inner).pop_front();
+                            let Some((id, resource)) = item else { return };
+                            let answer = adapter.snapshot(&resource, now);
+                            if tx.send((id, answer)).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                if let Err(e) = spawned {
+                    busy.fetch_sub(1, Ordering::SeqCst);
+                    tracing::warn!(source, error = %e, "cannot start a poll worker");
+                }
+            }
+        }
+        drop(tx);
+        let mut out = BTreeMap::new();
+        while out.len() < expected {
+            let answer = match budget.deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(a) => a,
+                        Err(_) => break,
+                    }
+                }
+                None => match rx.recv() {
+                    Ok(a) => a,
+                    Err(_) => break,
+                },
+            };
+            out.insert(answer.0, answer.1);
+        }
+        out
+    }
+
+    /// Poll workers of `source` still running (stuck in a snapshot from an earlier cycle).
+    fn busy_workers(&self, source: &str) -> Arc<AtomicUsize> {
+        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(busy.entry(source.to_owned()).or_default())
     }
 
     fn record_failure(&self, id: i64, error: &str, now: i64) -> Result<(), WatchError> {
@@ -1231,7 +1395,7 @@ impl Watches {
                 }
                 Err(e) => return Err(e),
             };
-            let result = executor.execute(&a.tool, &claim.arguments);
+            let result = executor.execute_claimed(&claim.action_key, &a.tool, &claim.arguments);
             report.ran.push(self.finish_action(claim.run_id, &result, now)?);
         }
         Ok(report)
@@ -1270,8 +1434,9 @@ impl Watches {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.db.read(|c| {
             c.prepare_cached(
-                "SELECT seq, event_id, watch_id, outcome, at FROM watch_deliveries
-                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                "SELECT d.seq, d.event_id, d.watch_id, d.outcome, d.at, e.notification
+                 FROM watch_deliveries d JOIN watch_events e ON e.id = d.event_id
+                 WHERE d.seq > ?1 ORDER BY d.seq LIMIT ?2",
             )
             .and_then(|mut s| {
                 s.query_map(params![after, limit], |r| {
@@ -1281,6 +1446,7 @@ impl Watches {
                         watch_id: r.get(2)?,
                         outcome: r.get(3)?,
                         at: r.get(4)?,
+                        text: r.get(5)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()

@@ -573,3 +573,112 @@ fn a_continuation_inherits_grants_and_context_exactly_and_stops_at_max_attempts(
     let run = w2.run_granted(ev.id, &exec, 1_020).unwrap().ran.remove(0);
     assert_eq!((run.status.as_str(), run.child_watch_id), ("succeeded", None));
 }
+
+/// A source whose snapshots block until the test opens its gate; counts calls.
+struct Gated {
+    name: &'static str,
+    open: Mutex<bool>,
+    wake: std::sync::Condvar,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl Gated {
+    fn new(name: &'static str, open: bool) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            open: Mutex::new(open),
+            wake: std::sync::Condvar::new(),
+            calls: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn release(&self) {
+        *self.open.lock().unwrap() = true;
+        self.wake.notify_all();
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl WatchAdapter for Gated {
+    fn source(&self) -> &str {
+        self.name
+    }
+    fn snapshot(&self, r: &str, _now: i64) -> Result<Value, SourceError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.wake.wait(open).unwrap();
+        }
+        Ok(json!({"resource": r}))
+    }
+    fn events(&self, _prev: &Value, _cur: &Value, _now: i64) -> Vec<DomainEvent> {
+        Vec::new()
+    }
+    fn default_expiry(&self, _s: &Value, created: i64) -> i64 {
+        created + 8 * 3600
+    }
+    fn is_terminal(&self, _s: &Value) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_hanging_source_stalls_neither_the_other_sources_nor_the_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stuck, quick) = (Gated::new("stuck", true), Gated::new("quick", true));
+    let adapters: Vec<Arc<dyn WatchAdapter>> = vec![stuck.clone(), quick.clone()];
+    let w = Watches::open(dir.path(), &Limits::default(), &adapters).unwrap();
+    let mk = |source: &str, r: &str| -> WatchDefinition {
+        serde_json::from_value(json!({
+            "source": source, "resource_ref": r, "instruction": "tell me",
+            "rules": [{"id": "any", "event": "never"}]
+        }))
+        .unwrap()
+    };
+    for r in ["s1", "s2", "s3"] {
+        w.create(&mk("stuck", r), 1_000).unwrap();
+    }
+    for r in ["q1", "q2"] {
+        w.create(&mk("quick", r), 1_000).unwrap();
+    }
+    // Creation took one snapshot each; from here the stuck source hangs.
+    *stuck.open.lock().unwrap() = false;
+    let (stuck_before, quick_before) = (stuck.calls(), quick.calls());
+    let budget = |ms: u64| PollBudget {
+        deadline: Some(std::time::Instant::now() + std::time::Duration::from_millis(ms)),
+        per_source: 2,
+    };
+    let r = w.poll_within(1_060, &budget(300)).unwrap();
+    assert_eq!((r.checked, r.deferred, r.failed), (2, 3, 0), "{r:?}");
+    assert_eq!(quick.calls() - quick_before, 2);
+    // Two workers (the per-source bound) are stuck in a snapshot each; nobody took the third.
+    assert_eq!(stuck.calls() - stuck_before, 2);
+    let health = w.list(&WatchQuery::default()).unwrap();
+    let deferred: Vec<_> = health.iter().filter(|s| s.last_error.is_some()).collect();
+    assert_eq!(deferred.len(), 3, "each deferred watch says why: {health:?}");
+    assert!(deferred[0].last_error.as_deref().unwrap().contains("time budget"));
+
+    // Next cycle: both stuck workers still hang, so the source gets none and is not asked
+    // again (no thread pile-up); the quick source is polled as usual.
+    let r = w.poll_within(1_120, &budget(300)).unwrap();
+    assert_eq!((r.checked, r.deferred), (2, 3), "{r:?}");
+    assert_eq!(stuck.calls() - stuck_before, 2, "a source with every worker stuck is skipped");
+
+    // The source recovers: the stuck calls return, their workers end, the next cycle asks it.
+    stuck.release();
+    let mut cycles = 0;
+    let r = loop {
+        cycles += 1;
+        let r = w.poll_within(1_180, &budget(2_000)).unwrap();
+        if r.checked == 5 || cycles == 200 {
+            break r;
+        }
+        // Let the released workers end before the next cycle counts them.
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!((r.checked, r.deferred, r.failed), (5, 0, 0), "{r:?}");
+    assert!(w.list(&WatchQuery::default()).unwrap().iter().all(|s| s.last_error.is_none()));
+}

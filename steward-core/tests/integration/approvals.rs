@@ -4,7 +4,7 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{Value, json};
 use steward_core::{
-    Steward, StewardError,
+    ErrorKind, Steward, StewardError,
     approval::{ApprovalStatus, NewApproval, Resolution, input_sha256},
     audit::AuditQuery,
     policy::Level,
@@ -71,6 +71,77 @@ fn approve_binds_the_exact_input_and_nothing_else_runs() {
     assert_eq!(rows[0].actor, "Ada");
     assert_eq!(rows[1].actor, "agent:assistant");
     assert_eq!(rows[1].payload["input"]["to"], json!(["bob@example.org"]));
+}
+
+#[test]
+fn no_decision_proceeds_unaudited_and_the_audit_trail_is_opened_again() {
+    let (_d, s) = home();
+    // audit.db cannot be opened: a directory stands where the file goes.
+    let audit_db = s.home().join("audit.db");
+    std::fs::create_dir(&audit_db).unwrap();
+    let err = s.approvals().unwrap_err();
+    assert_eq!((err.code(), err.kind()), ("AUDIT_UNAVAILABLE", ErrorKind::Unavailable), "{err}");
+    assert!(!s.home().join("steward.db").exists(), "approvals were not opened unaudited");
+    let err = s.journal().unwrap_err();
+    assert_eq!((err.code(), err.kind()), ("AUDIT_UNAVAILABLE", ErrorKind::Unavailable), "{err}");
+    assert!(!s.home().join("ops.db").exists(), "the journal was not opened unaudited");
+    // Once the trail can be opened, the same handle opens both, audited.
+    std::fs::remove_dir(&audit_db).unwrap();
+    let a = s.approvals().unwrap();
+    let card = a.request(&send("bob@example.org"), None, NOW).unwrap();
+    let rows = s.audit().unwrap().query(&AuditQuery::default()).unwrap();
+    let types: Vec<&str> = rows.iter().map(|r| r.event_type.as_str()).collect();
+    assert_eq!(types, ["approval.requested"]);
+    assert_eq!(rows[0].correlation_id, Some(format!("approval:{}", card.id)));
+    let op = s
+        .journal()
+        .unwrap()
+        .record(
+            &steward_core::journal::NewOperation {
+                kind: "mail.send".into(),
+                idempotency_key: "k".into(),
+                input: json!({"to": ["bob@example.org"], "subject": "Hi", "body": "text"}),
+                expected: json!({"message_id": "k@steward.local"}),
+                approval_id: Some(card.id),
+                scheduled_for: None,
+            },
+            NOW + 1,
+        )
+        .unwrap();
+    let rows = s
+        .audit()
+        .unwrap()
+        .query(&AuditQuery { event_type: Some("journal.started".into()), ..Default::default() })
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].correlation_id, Some(format!("operation:{}", op.id)));
+}
+
+#[test]
+fn a_damaged_json_column_is_approval_corrupt_naming_the_row_and_column() {
+    let (_d, s) = home();
+    let a = s.approvals().unwrap();
+    let card = a.request(&send("bob@example.org"), None, NOW).unwrap();
+    let raw = rusqlite::Connection::open(s.home().join("steward.db")).unwrap();
+    raw.execute("UPDATE approvals SET normalized_input = '{not json' WHERE id = ?1", [card.id])
+        .unwrap();
+    for err in [a.get(card.id).unwrap_err(), a.list(false, None, 0, 10).unwrap_err()] {
+        assert_eq!((err.code(), err.kind()), ("APPROVAL_CORRUPT", ErrorKind::Corrupt), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("approvals row {}, column normalized_input", card.id)),
+            "{text}"
+        );
+    }
+    // A nullable JSON column too.
+    raw.execute(
+        "UPDATE approvals SET normalized_input = '{}', effective_input = '[' WHERE id = ?1",
+        [card.id],
+    )
+    .unwrap();
+    let err = a.get(card.id).unwrap_err();
+    assert_eq!(err.code(), "APPROVAL_CORRUPT", "{err}");
+    assert!(err.to_string().contains("column effective_input"), "{err}");
 }
 
 #[test]
@@ -326,6 +397,8 @@ fn a_spoken_exchange_reads_the_exact_request_and_resolves_once() {
 #[test]
 fn subscribers_get_the_state_first_then_every_update_from_any_handle() {
     use std::time::{Duration, Instant};
+
+    use steward_core::approval::MAX_WAIT_SECS;
     let (_d, s) = home();
     let s = Arc::new(s);
     let a = s.approvals().unwrap();
@@ -336,18 +409,36 @@ fn subscribers_get_the_state_first_then_every_update_from_any_handle() {
     let t = Instant::now();
     assert!(a.wait_events(snap.cursor, 10, Duration::from_millis(300)).unwrap().is_empty());
     assert!(t.elapsed() >= Duration::from_millis(300));
-    // A transition in this process wakes the waiter.
+    // A transition in this process wakes the waiter, through the in-process notify: on a
+    // handle whose poll is longer than any wait, nothing else can wake it before its deadline,
+    // so the result must arrive while the deadline is still far (without the notify, the
+    // waiter would return only at its deadline, after this test gave up on it).
+    let quiet = {
+        let mut limits = steward_core::Limits::default();
+        limits.approval_poll_ms = 2 * MAX_WAIT_SECS * 1_000;
+        Arc::new(Steward::builder().home(s.home()).limits(limits).open().unwrap())
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
     let waiter = {
-        let s = Arc::clone(&s);
+        let quiet = Arc::clone(&quiet);
         let cursor = snap.cursor;
         std::thread::spawn(move || {
-            s.approvals().unwrap().wait_events(cursor, 10, Duration::from_secs(20)).unwrap()
+            let a = quiet.approvals().unwrap();
+            tx.send(a.wait_events(cursor, 10, Duration::from_secs(MAX_WAIT_SECS)).unwrap())
+                .unwrap();
         })
     };
     std::thread::sleep(Duration::from_millis(100));
-    let me = s.human("emma").unwrap();
-    a.resolve(first.id, &Resolution::Deny, None, &me, None, None, NOW + 1).unwrap();
-    let got = waiter.join().unwrap();
+    let me = quiet.human("emma").unwrap();
+    quiet
+        .approvals()
+        .unwrap()
+        .resolve(first.id, &Resolution::Deny, None, &me, None, None, NOW + 1)
+        .unwrap();
+    let got = rx
+        .recv_timeout(Duration::from_secs(MAX_WAIT_SECS / 2))
+        .expect("the notify woke the waiter long before its deadline");
+    waiter.join().unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!((got[0].approval_id, got[0].event.as_str()), (first.id, "denied"));
     // Another handle (another process, as far as the store knows) is seen by polling.

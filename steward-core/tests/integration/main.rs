@@ -5,5 +5,6 @@ mod audit;
 mod journal;
 mod policy;
 mod replay;
+mod runner;
 mod store;
 mod watches;

@@ -100,6 +100,31 @@ fn a_person_changes_the_policy_in_versions_and_stale_changes_are_refused() {
 }
 
 #[test]
+fn the_overview_returns_as_many_earlier_versions_as_asked_up_to_the_cap() {
+    let (_d, s) = home();
+    let me = s.human("emma").unwrap();
+    let max = steward_core::policy::MAX_POLICY_HISTORY;
+    // One more change than the cap: version max + 1 is in force, max versions precede it.
+    for i in 0..=max {
+        let level = if i % 2 == 0 { Level::Secure } else { Level::Confirm };
+        s.set_policy(&me, &PolicyChange::SetLevel { tool: "mail.send".into(), level }, None)
+            .unwrap();
+    }
+    let top = u64::try_from(max).unwrap() + 1;
+    let o = s.policy_overview(max).unwrap();
+    assert_eq!(o.current.version, top);
+    let versions: Vec<u64> = o.history.iter().map(|v| v.version).collect();
+    assert_eq!(versions, (1..top).rev().collect::<Vec<_>>(), "every earlier version, none lost");
+    let o = s.policy_overview(3).unwrap();
+    assert_eq!(
+        o.history.iter().map(|v| v.version).collect::<Vec<_>>(),
+        [top - 1, top - 2, top - 3]
+    );
+    assert!(s.policy_overview(0).unwrap().history.is_empty());
+    assert_eq!(s.policy_overview(max + 1).unwrap_err().code(), "POLICY_OUT_OF_RANGE");
+}
+
+#[test]
 fn an_agents_policy_change_needs_an_approval_and_applies_exactly_what_was_approved() {
     let (_d, s) = home();
     let change = PolicyChange::SetRule { tool: "mail.send".into(), rule: Rule::Allow };

@@ -4,6 +4,7 @@ Everything here is implemented in Rust (``steward._steward``); this package only
 """
 
 from steward._steward import (
+    Background,
     CaseResult,
     Conflict,
     ConflictError,
@@ -32,6 +33,7 @@ from steward._steward import (
 )
 
 __all__ = [
+    "Background",
     "CaseResult",
     "Conflict",
     "ConflictError",

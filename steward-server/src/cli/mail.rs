@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::{Args as ClapArgs, Subcommand};
 use steward_connectors::mail::smtp::{SmtpConfig, SmtpSender};
 use steward_core::{
-    Steward,
+    ErrorKind, Steward,
+    journal::OpState,
     outbox::{InlineApproval, SendRequestOutcome},
     policy::catalog::MailSendInput,
     time::now_secs,
@@ -108,6 +109,25 @@ fn print_outcome(outcome: &SendRequestOutcome, json: bool) {
     }
 }
 
+/// A send whose operation ended `failed` (refused before anything could have been delivered)
+/// fails the command too, after the operation was printed: exit status 1, `MAIL_SEND_FAILED`.
+fn failed_send(outcome: &SendRequestOutcome) -> Result<(), Failure> {
+    match outcome {
+        SendRequestOutcome::Journaled { operation: op } if op.state == OpState::Failed => {
+            Err(Failure {
+                code: "MAIL_SEND_FAILED".to_owned(),
+                kind: ErrorKind::Unavailable,
+                message: format!(
+                    "operation #{} failed{}",
+                    op.id,
+                    op.error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn mail(home: Option<PathBuf>, cmd: MailCmd) -> Result<(), Failure> {
     let steward = open(home)?;
     match cmd {
@@ -142,12 +162,14 @@ pub(super) fn mail(home: Option<PathBuf>, cmd: MailCmd) -> Result<(), Failure> {
                 now_secs(),
             )?;
             print_outcome(&outcome, a.json);
+            failed_send(&outcome)
         }
         MailCmd::SendApproved { id, json } => {
             let smtp = sender_for(&steward)?;
             let op = steward.send_approved_mail(id, smtp.sender(), &smtp, now_secs())?;
-            print_outcome(&SendRequestOutcome::Journaled { operation: Box::new(op) }, json);
+            let outcome = SendRequestOutcome::Journaled { operation: Box::new(op) };
+            print_outcome(&outcome, json);
+            failed_send(&outcome)
         }
     }
-    Ok(())
 }

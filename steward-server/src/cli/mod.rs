@@ -33,6 +33,7 @@ macro_rules! out {
 
 mod authority;
 mod embed;
+mod jobs;
 mod mail;
 mod ops;
 mod serve;
@@ -128,6 +129,12 @@ enum Command {
     Trains {
         #[command(subcommand)]
         cmd: trains::TrainsCmd,
+    },
+    /// The background jobs (reconcile, embed, watches, scheduled sends, confirmation,
+    /// approval expiry): run them once (cron) or until Ctrl-C, and see their last runs.
+    Jobs {
+        #[command(subcommand)]
+        cmd: jobs::JobsCmd,
     },
     /// Durable watches: create, list, stop, poll, events, actions.
     Watch {
@@ -298,6 +305,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
             demo(args.home, messages, json, (!no_serve).then_some(&serve))
         }
         Command::Serve(a) => open(args.home).and_then(|s| serve::serve(s, &a)),
+        Command::Jobs { cmd } => jobs::jobs(args.home, cmd),
         Command::Search(a) => search(args.home, &a),
         Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
         Command::Thread { id, offset, limit, json } => thread(args.home, id, offset, limit, json),
@@ -331,13 +339,7 @@ fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {
 }
 
 fn open_with(home: Option<PathBuf>, limits: Limits) -> Result<Steward, Failure> {
-    let mut b = steward_connectors::watches::register(
-        Steward::builder().limits(limits).embedder_from_config(),
-    );
-    if let Some(h) = home {
-        b = b.home(h);
-    }
-    Ok(b.open()?)
+    Ok(steward_connectors::home::builder(home).limits(limits).open()?)
 }
 
 fn source_of(m: &MailArgs) -> Result<Box<dyn MailSource>, Failure> {

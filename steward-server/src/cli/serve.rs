@@ -60,7 +60,11 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
     // A pairing code is a convenience: when none can be made (too many unused ones from recent
     // starts), the server still starts and says why.
     let code = steward.access().and_then(|a| a.new_pairing_code(steward_core::time::now_secs()));
-    let state = AppState::new(Arc::new(steward), token, origins, a.person.name());
+    let steward = Arc::new(steward);
+    // The home's background runner, configured like every frontend's (`[jobs]`, the mail
+    // sources, SMTP): a configuration it cannot use stops the start here.
+    let runner = steward_connectors::home::runner(Arc::clone(&steward))?;
+    let state = AppState::new(steward, token, origins, a.person.name()).with_runner(runner);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -76,11 +76,6 @@ impl Default for Live {
 }
 
 impl Live {
-    /// A receiver of the stop signal.
-    pub(crate) fn subscribe_stop(&self) -> watch::Receiver<bool> {
-        self.stop.subscribe()
-    }
-
     /// Stops the pump and closes every session (part of a graceful shutdown).
     pub(crate) fn stop(&self) {
         self.stop.send_replace(true);

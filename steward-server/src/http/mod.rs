@@ -55,6 +55,8 @@ pub struct App {
     calls: tokio::sync::Semaphore,
     /// Set when served over TLS: cookies are then marked `Secure`.
     tls: std::sync::atomic::AtomicBool,
+    /// The background runner the server runs while it serves, when one is attached.
+    runner: std::sync::OnceLock<Arc<steward_core::runner::Runner>>,
 }
 
 /// Core calls allowed to run at once: twice the available cores. SQLite and tantivy work is
@@ -93,7 +95,22 @@ impl AppState {
             live: live::Live::default(),
             calls: tokio::sync::Semaphore::new(core_concurrency()),
             tls: std::sync::atomic::AtomicBool::new(false),
+            runner: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Runs `runner` while the server serves (started when it listens, stopped when it
+    /// stops); `steward serve` attaches the home's configured runner. Without one the server
+    /// schedules nothing.
+    #[must_use]
+    pub fn with_runner(self, runner: steward_core::runner::Runner) -> Self {
+        let _ = self.runner.set(Arc::new(runner));
+        self
+    }
+
+    /// The attached runner.
+    pub fn runner(&self) -> Option<&Arc<steward_core::runner::Runner>> {
+        self.runner.get()
     }
 
     /// The core handle.
@@ -104,11 +121,6 @@ impl AppState {
     /// Whether this state is served over TLS (its cookies are `Secure`).
     pub fn served_over_tls(&self) -> bool {
         self.tls.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// A receiver that turns `true` when the server stops.
-    pub(crate) fn live_stop(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.live.subscribe_stop()
     }
 
     /// Stops the background work and closes live sessions; [`serve`] calls it when its

@@ -50,6 +50,9 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The background runner could not be started.
+    #[error(transparent)]
+    Runner(#[from] steward_core::runner::RunnerError),
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -71,6 +74,7 @@ impl StewardError for ServeError {
             Self::Tls { .. } => "SERVE_TLS_CONFIG",
             Self::Bind { .. } => "SERVE_BIND_FAILED",
             Self::Io(_) => "SERVE_IO",
+            Self::Runner(e) => e.code(),
         }
     }
 
@@ -79,6 +83,7 @@ impl StewardError for ServeError {
             Self::TlsRequired(_) => ErrorKind::Denied,
             Self::Tls { .. } => ErrorKind::InvalidInput,
             Self::Bind { .. } | Self::Io(_) => ErrorKind::Unavailable,
+            Self::Runner(e) => e.kind(),
         }
     }
 }
@@ -102,8 +107,7 @@ pub async fn serve(
         .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
     let addr = listener.local_addr().map_err(ServeError::Io)?;
     ready(addr);
-    let poller = tokio::spawn(super::background::watch_poller(state.clone()));
-    let embedder = tokio::spawn(super::background::embed_loop(state.clone()));
+    let runner = super::background::start(&state)?;
     let router = app(state.clone());
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
@@ -113,8 +117,7 @@ pub async fn serve(
         })
         .await
         .map_err(ServeError::Io)?;
-    let _ = poller.await;
-    let _ = embedder.await;
+    super::background::stop(runner).await;
     Ok(())
 }
 
@@ -144,12 +147,10 @@ async fn serve_tls(
         return Err(ServeError::Bind { addr: listen, source });
     };
     ready(addr);
-    let poller = tokio::spawn(super::background::watch_poller(state.clone()));
-    let embedder = tokio::spawn(super::background::embed_loop(state.clone()));
+    let runner = super::background::start(&state)?;
     shutdown.await;
     state.stop();
-    let _ = poller.await;
-    let _ = embedder.await;
+    super::background::stop(runner).await;
     handle.graceful_shutdown(Some(std::time::Duration::from_secs(TLS_DRAIN_SECS)));
     match serving.await {
         Ok(r) => r.map_err(ServeError::Io),

@@ -5,6 +5,7 @@ use serde::Serialize;
 use steward_core::{
     audit::{AuditQuery, AuditRecord},
     mirror::MirrorStats,
+    runner::JobStatus,
     status::SystemStatus,
 };
 
@@ -25,6 +26,13 @@ pub(super) fn routes() -> Vec<Route> {
             "Stores, disk, index, embedder, ingest, watches, audit and journal: ok, warning, error or unknown (observational)",
             schema::<SystemStatus>,
             get(status),
+        ),
+        Route::new(
+            Method::GET,
+            "/system/jobs",
+            "The background jobs this server runs: configured or not, interval and budget, the last run (outcome, summary, error) and the next",
+            schema::<Vec<JobStatus>>,
+            get(jobs),
         ),
         Route::new(
             Method::GET,
@@ -56,6 +64,17 @@ async fn stats(State(state): State<AppState>) -> Result<Json<MirrorStats>, ApiEr
 
 async fn status(State(state): State<AppState>) -> Result<Json<SystemStatus>, ApiError> {
     state.run(|s| s.system_status()).await.map(Json)
+}
+
+async fn jobs(State(state): State<AppState>) -> Result<Json<Vec<JobStatus>>, ApiError> {
+    let Some(runner) = state.runner().map(std::sync::Arc::clone) else {
+        return Err(ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "JOBS_NO_RUNNER",
+            "this server runs no background jobs (steward serve runs the home's)",
+        ));
+    };
+    state.call(move |_| runner.status()).await.map(Json)
 }
 
 /// A page of the audit trail.

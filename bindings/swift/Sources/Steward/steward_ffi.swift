@@ -606,6 +606,155 @@ fileprivate struct FfiConverterString: FfiConverter {
 
 
 /**
+ * The runner working in the background; `stop` (or releasing it) stops it.
+ */
+public protocol BackgroundRunnerProtocol: AnyObject, Sendable {
+    
+    /**
+     * Stops it: runs in flight stop at their next safe point. Blocks for at most the
+     * configured grace (`[jobs] stop_grace_secs`); a second call does nothing.
+     */
+    func stop() 
+    
+    /**
+     * Runs `job` as soon as it is not running (the launcher knows there is work: the person
+     * pressed "Check mail").
+     */
+    func wake(job: String) throws 
+    
+}
+/**
+ * The runner working in the background; `stop` (or releasing it) stops it.
+ */
+open class BackgroundRunner: BackgroundRunnerProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_steward_ffi_fn_clone_backgroundrunner(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_steward_ffi_fn_free_backgroundrunner(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Stops it: runs in flight stop at their next safe point. Blocks for at most the
+     * configured grace (`[jobs] stop_grace_secs`); a second call does nothing.
+     */
+open func stop()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_backgroundrunner_stop(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Runs `job` as soon as it is not running (the launcher knows there is work: the person
+     * pressed "Check mail").
+     */
+open func wake(job: String)throws   {try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_backgroundrunner_wake(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(job),uniffiCallStatus
+    )
+}
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBackgroundRunner: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = BackgroundRunner
+
+    public static func lift(_ handle: UInt64) throws -> BackgroundRunner {
+        return BackgroundRunner(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: BackgroundRunner) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BackgroundRunner {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: BackgroundRunner, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackgroundRunner_lift(_ handle: UInt64) throws -> BackgroundRunner {
+    return try FfiConverterTypeBackgroundRunner.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackgroundRunner_lower(_ value: BackgroundRunner) -> UInt64 {
+    return FfiConverterTypeBackgroundRunner.lower(value)
+}
+
+
+
+
+
+
+/**
  * A person's authority: resolves approval requests.
  */
 public protocol HumanProtocol: AnyObject, Sendable {
@@ -793,6 +942,23 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * Journaled operations, newest first (at most 100 per page), optionally in one state.
      */
     func writeOperations(state: String?, offset: UInt32, limit: UInt32) throws  -> [OperationSummary]
+    
+    /**
+     * Each job: configured or not, its schedule, its last run and the next.
+     */
+    func jobsStatus() throws  -> [JobState]
+    
+    /**
+     * Runs every job that can run here once (or only `job`), in order, and returns the runs.
+     */
+    func runJobsOnce(job: String?) throws  -> [JobRun]
+    
+    /**
+     * Starts the home's background runner (its `[jobs]`, mail sources and SMTP from
+     * `config.toml`): every available job runs now and then on its schedule until the
+     * returned runner is stopped.
+     */
+    func startBackground() throws  -> BackgroundRunner
     
     /**
      * Streams the protocol to `listener`: without `after`, the current state first, then every
@@ -1067,6 +1233,45 @@ open func writeOperations(state: String?, offset: UInt32, limit: UInt32)throws  
         FfiConverterOptionString.lower(state),
         FfiConverterUInt32.lower(offset),
         FfiConverterUInt32.lower(limit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Each job: configured or not, its schedule, its last run and the next.
+     */
+open func jobsStatus()throws  -> [JobState]  {
+    return try  FfiConverterSequenceTypeJobState.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_jobs_status(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Runs every job that can run here once (or only `job`), in order, and returns the runs.
+     */
+open func runJobsOnce(job: String?)throws  -> [JobRun]  {
+    return try  FfiConverterSequenceTypeJobRun.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_run_jobs_once(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(job),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Starts the home's background runner (its `[jobs]`, mail sources and SMTP from
+     * `config.toml`): every available job runs now and then on its schedule until the
+     * returned runner is stopped.
+     */
+open func startBackground()throws  -> BackgroundRunner  {
+    return try  FfiConverterTypeBackgroundRunner_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_start_background(
+            self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
 }
@@ -2253,6 +2458,314 @@ public func FfiConverterTypeEmbedReport_lift(_ buf: RustBuffer) throws -> EmbedR
 #endif
 public func FfiConverterTypeEmbedReport_lower(_ value: EmbedReport) -> RustBuffer {
     return FfiConverterTypeEmbedReport.lower(value)
+}
+
+
+/**
+ * One run of a job.
+ */
+public struct JobRun: Equatable, Hashable {
+    /**
+     * The job (`mail-reconcile`, `watch-poll`, …).
+     */
+    public var job: String
+    /**
+     * How it ended.
+     */
+    public var outcome: JobOutcome
+    /**
+     * What it did, for a person (empty when there was nothing to do).
+     */
+    public var summary: String
+    /**
+     * The error's stable code, when it failed.
+     */
+    public var errorCode: String?
+    /**
+     * The error, when it failed.
+     */
+    public var error: String?
+    /**
+     * Unix seconds.
+     */
+    public var startedAt: Int64
+    /**
+     * Unix seconds.
+     */
+    public var finishedAt: Int64
+    /**
+     * Wall-clock seconds.
+     */
+    public var seconds: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The job (`mail-reconcile`, `watch-poll`, …).
+         */job: String, 
+        /**
+         * How it ended.
+         */outcome: JobOutcome, 
+        /**
+         * What it did, for a person (empty when there was nothing to do).
+         */summary: String, 
+        /**
+         * The error's stable code, when it failed.
+         */errorCode: String?, 
+        /**
+         * The error, when it failed.
+         */error: String?, 
+        /**
+         * Unix seconds.
+         */startedAt: Int64, 
+        /**
+         * Unix seconds.
+         */finishedAt: Int64, 
+        /**
+         * Wall-clock seconds.
+         */seconds: Double) {
+        self.job = job
+        self.outcome = outcome
+        self.summary = summary
+        self.errorCode = errorCode
+        self.error = error
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.seconds = seconds
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension JobRun: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeJobRun: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> JobRun {
+        return
+            try JobRun(
+                job: FfiConverterString.read(from: &buf), 
+                outcome: FfiConverterTypeJobOutcome.read(from: &buf), 
+                summary: FfiConverterString.read(from: &buf), 
+                errorCode: FfiConverterOptionString.read(from: &buf), 
+                error: FfiConverterOptionString.read(from: &buf), 
+                startedAt: FfiConverterInt64.read(from: &buf), 
+                finishedAt: FfiConverterInt64.read(from: &buf), 
+                seconds: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: JobRun, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.job, into: &buf)
+        FfiConverterTypeJobOutcome.write(value.outcome, into: &buf)
+        FfiConverterString.write(value.summary, into: &buf)
+        FfiConverterOptionString.write(value.errorCode, into: &buf)
+        FfiConverterOptionString.write(value.error, into: &buf)
+        FfiConverterInt64.write(value.startedAt, into: &buf)
+        FfiConverterInt64.write(value.finishedAt, into: &buf)
+        FfiConverterDouble.write(value.seconds, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJobRun_lift(_ buf: RustBuffer) throws -> JobRun {
+    return try FfiConverterTypeJobRun.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJobRun_lower(_ value: JobRun) -> RustBuffer {
+    return FfiConverterTypeJobRun.lower(value)
+}
+
+
+/**
+ * A job as the status menu shows it.
+ */
+public struct JobState: Equatable, Hashable {
+    /**
+     * The job.
+     */
+    public var name: String
+    /**
+     * Scheduled at all.
+     */
+    public var enabled: Bool
+    /**
+     * Seconds between runs.
+     */
+    public var intervalSecs: Int64
+    /**
+     * Seconds a run may take.
+     */
+    public var budgetSecs: Int64
+    /**
+     * Why it cannot run here (nothing configured for it), when it cannot.
+     */
+    public var unavailable: String?
+    /**
+     * Running now.
+     */
+    public var running: Bool
+    /**
+     * Unix seconds.
+     */
+    public var lastFinishedAt: Int64?
+    /**
+     * How the last run ended.
+     */
+    public var lastOutcome: JobOutcome?
+    /**
+     * What the last run did.
+     */
+    public var lastSummary: String?
+    /**
+     * Why the last run failed.
+     */
+    public var lastError: String?
+    /**
+     * Unix seconds of the next run.
+     */
+    public var nextRunAt: Int64?
+    /**
+     * Failed runs in a row.
+     */
+    public var failures: UInt32
+    /**
+     * Runs recorded.
+     */
+    public var runs: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The job.
+         */name: String, 
+        /**
+         * Scheduled at all.
+         */enabled: Bool, 
+        /**
+         * Seconds between runs.
+         */intervalSecs: Int64, 
+        /**
+         * Seconds a run may take.
+         */budgetSecs: Int64, 
+        /**
+         * Why it cannot run here (nothing configured for it), when it cannot.
+         */unavailable: String?, 
+        /**
+         * Running now.
+         */running: Bool, 
+        /**
+         * Unix seconds.
+         */lastFinishedAt: Int64?, 
+        /**
+         * How the last run ended.
+         */lastOutcome: JobOutcome?, 
+        /**
+         * What the last run did.
+         */lastSummary: String?, 
+        /**
+         * Why the last run failed.
+         */lastError: String?, 
+        /**
+         * Unix seconds of the next run.
+         */nextRunAt: Int64?, 
+        /**
+         * Failed runs in a row.
+         */failures: UInt32, 
+        /**
+         * Runs recorded.
+         */runs: Int64) {
+        self.name = name
+        self.enabled = enabled
+        self.intervalSecs = intervalSecs
+        self.budgetSecs = budgetSecs
+        self.unavailable = unavailable
+        self.running = running
+        self.lastFinishedAt = lastFinishedAt
+        self.lastOutcome = lastOutcome
+        self.lastSummary = lastSummary
+        self.lastError = lastError
+        self.nextRunAt = nextRunAt
+        self.failures = failures
+        self.runs = runs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension JobState: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeJobState: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> JobState {
+        return
+            try JobState(
+                name: FfiConverterString.read(from: &buf), 
+                enabled: FfiConverterBool.read(from: &buf), 
+                intervalSecs: FfiConverterInt64.read(from: &buf), 
+                budgetSecs: FfiConverterInt64.read(from: &buf), 
+                unavailable: FfiConverterOptionString.read(from: &buf), 
+                running: FfiConverterBool.read(from: &buf), 
+                lastFinishedAt: FfiConverterOptionInt64.read(from: &buf), 
+                lastOutcome: FfiConverterOptionTypeJobOutcome.read(from: &buf), 
+                lastSummary: FfiConverterOptionString.read(from: &buf), 
+                lastError: FfiConverterOptionString.read(from: &buf), 
+                nextRunAt: FfiConverterOptionInt64.read(from: &buf), 
+                failures: FfiConverterUInt32.read(from: &buf), 
+                runs: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: JobState, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterBool.write(value.enabled, into: &buf)
+        FfiConverterInt64.write(value.intervalSecs, into: &buf)
+        FfiConverterInt64.write(value.budgetSecs, into: &buf)
+        FfiConverterOptionString.write(value.unavailable, into: &buf)
+        FfiConverterBool.write(value.running, into: &buf)
+        FfiConverterOptionInt64.write(value.lastFinishedAt, into: &buf)
+        FfiConverterOptionTypeJobOutcome.write(value.lastOutcome, into: &buf)
+        FfiConverterOptionString.write(value.lastSummary, into: &buf)
+        FfiConverterOptionString.write(value.lastError, into: &buf)
+        FfiConverterOptionInt64.write(value.nextRunAt, into: &buf)
+        FfiConverterUInt32.write(value.failures, into: &buf)
+        FfiConverterInt64.write(value.runs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJobState_lift(_ buf: RustBuffer) throws -> JobState {
+    return try FfiConverterTypeJobState.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJobState_lower(_ value: JobState) -> RustBuffer {
+    return FfiConverterTypeJobState.lower(value)
 }
 
 
@@ -4169,6 +4682,91 @@ public func FfiConverterTypeFfiError_lower(_ value: FfiError) -> RustBuffer {
 
 
 /**
+ * How a job's run ended.
+ */
+
+public enum JobOutcome: Equatable, Hashable {
+    
+    /**
+     * It did its work.
+     */
+    case ok
+    /**
+     * It failed (tried again after a backoff).
+     */
+    case failed
+    /**
+     * It overran its time budget and stopped at a safe point.
+     */
+    case overBudget
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension JobOutcome: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeJobOutcome: FfiConverterRustBuffer {
+    typealias SwiftType = JobOutcome
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> JobOutcome {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .ok
+        
+        case 2: return .failed
+        
+        case 3: return .overBudget
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: JobOutcome, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .ok:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .failed:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .overBudget:
+            writeInt(&buf, Int32(3))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJobOutcome_lift(_ buf: RustBuffer) throws -> JobOutcome {
+    return try FfiConverterTypeJobOutcome.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeJobOutcome_lower(_ value: JobOutcome) -> RustBuffer {
+    return FfiConverterTypeJobOutcome.lower(value)
+}
+
+
+
+/**
  * One protocol event; `cursor` is where to resume after applying it.
  */
 
@@ -4923,6 +5521,30 @@ fileprivate struct FfiConverterOptionTypeWatchInfo: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeJobOutcome: FfiConverterRustBuffer {
+    typealias SwiftType = JobOutcome?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeJobOutcome.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeJobOutcome.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionCallbackInterfaceSyncListener: FfiConverterRustBuffer {
     typealias SwiftType = SyncListener?
 
@@ -5014,6 +5636,56 @@ fileprivate struct FfiConverterSequenceTypeAuditEntry: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeAuditEntry.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeJobRun: FfiConverterRustBuffer {
+    typealias SwiftType = [JobRun]
+
+    public static func write(_ value: [JobRun], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeJobRun.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [JobRun] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [JobRun]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeJobRun.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeJobState: FfiConverterRustBuffer {
+    typealias SwiftType = [JobState]
+
+    public static func write(_ value: [JobState], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeJobState.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [JobState] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [JobState]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeJobState.read(from: &buf))
         }
         return seq
     }
@@ -5251,6 +5923,12 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_human_deny() != 40156) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_backgroundrunner_stop() != 9583) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_backgroundrunner_wake() != 46223) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_taskhandle_cancel() != 27527) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -5273,6 +5951,15 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_write_operations() != 4719) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_jobs_status() != 9323) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_run_jobs_once() != 26688) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_start_background() != 39153) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {

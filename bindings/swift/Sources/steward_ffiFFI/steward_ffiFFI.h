@@ -311,6 +311,26 @@ RustBuffer uniffi_steward_ffi_fn_method_human_approve(uint64_t ptr, int64_t id, 
 RustBuffer uniffi_steward_ffi_fn_method_human_deny(uint64_t ptr, int64_t id, RustBuffer note, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_BACKGROUNDRUNNER
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_BACKGROUNDRUNNER
+uint64_t uniffi_steward_ffi_fn_clone_backgroundrunner(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_BACKGROUNDRUNNER
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_BACKGROUNDRUNNER
+void uniffi_steward_ffi_fn_free_backgroundrunner(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_BACKGROUNDRUNNER_STOP
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_BACKGROUNDRUNNER_STOP
+void uniffi_steward_ffi_fn_method_backgroundrunner_stop(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_BACKGROUNDRUNNER_WAKE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_BACKGROUNDRUNNER_WAKE
+void uniffi_steward_ffi_fn_method_backgroundrunner_wake(uint64_t ptr, RustBuffer job, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TASKHANDLE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TASKHANDLE
 uint64_t uniffi_steward_ffi_fn_clone_taskhandle(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -374,6 +394,21 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_write_operation(uint64_t ptr, in
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WRITE_OPERATIONS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_WRITE_OPERATIONS
 RustBuffer uniffi_steward_ffi_fn_method_steward_write_operations(uint64_t ptr, RustBuffer state, uint32_t offset, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_JOBS_STATUS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_JOBS_STATUS
+RustBuffer uniffi_steward_ffi_fn_method_steward_jobs_status(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_RUN_JOBS_ONCE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_RUN_JOBS_ONCE
+RustBuffer uniffi_steward_ffi_fn_method_steward_run_jobs_once(uint64_t ptr, RustBuffer job, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_START_BACKGROUND
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_START_BACKGROUND
+uint64_t uniffi_steward_ffi_fn_method_steward_start_background(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
@@ -821,6 +856,18 @@ uint16_t uniffi_steward_ffi_checksum_method_human_deny(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_BACKGROUNDRUNNER_STOP
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_BACKGROUNDRUNNER_STOP
+uint16_t uniffi_steward_ffi_checksum_method_backgroundrunner_stop(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_BACKGROUNDRUNNER_WAKE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_BACKGROUNDRUNNER_WAKE
+uint16_t uniffi_steward_ffi_checksum_method_backgroundrunner_wake(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_CANCEL
 uint16_t uniffi_steward_ffi_checksum_method_taskhandle_cancel(void
@@ -866,6 +913,24 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_write_operation(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WRITE_OPERATIONS
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_WRITE_OPERATIONS
 uint16_t uniffi_steward_ffi_checksum_method_steward_write_operations(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_JOBS_STATUS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_JOBS_STATUS
+uint16_t uniffi_steward_ffi_checksum_method_steward_jobs_status(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_RUN_JOBS_ONCE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_RUN_JOBS_ONCE
+uint16_t uniffi_steward_ffi_checksum_method_steward_run_jobs_once(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_START_BACKGROUND
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_START_BACKGROUND
+uint16_t uniffi_steward_ffi_checksum_method_steward_start_background(void
     
 );
 #endif

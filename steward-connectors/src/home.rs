@@ -1,0 +1,188 @@
+//! Opening a configured home: the one path the command, the server, the FFI and Python take,
+//! so each frontend opens the same Steward (every watch source, the configured embedder and
+//! chat models) and runs the same background runner over the same configured services.
+//!
+//! Mail sources for the runner's reconcile job are `[[mail.sources]]` in `config.toml`:
+//!
+//! ```toml
+//! [[mail.sources]]
+//! kind = "maildir"          # maildir, mbox or emlx
+//! path = "~/Maildir"
+//! account = "me@example.org" # optional: the source's default name otherwise
+//! # name = "work"            # optional: how status and logs call it (default: the path)
+//! # mbox_flavor = "mboxo"    # mbox only: mboxrd (default) or mboxo
+//! ```
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use serde::Deserialize;
+use steward_core::{
+    ErrorKind, OpenError, Steward, StewardBuilder, StewardError,
+    mirror::MailSource,
+    outbox::MailTransport,
+    runner::{ConfiguredSource, FeedDelivery, Runner, RunnerConfig, RunnerError, Services},
+};
+
+use crate::mail::{
+    EmlxSource, MaildirSource, MboxFlavor, MboxSource,
+    smtp::{ConfigError, SmtpConfig, SmtpSender},
+};
+
+/// The most mail sources one home may configure.
+pub const MAX_MAIL_SOURCES: usize = 32;
+
+/// A builder for the home `home` (else the default) with everything configured: every watch
+/// source, the embedder (`[embed]`) and the chat models (`[llm]`).
+pub fn builder(home: Option<PathBuf>) -> StewardBuilder {
+    let mut b =
+        crate::watches::register(Steward::builder().embedder_from_config().llm_from_config());
+    if let Some(h) = home {
+        b = b.home(h);
+    }
+    b
+}
+
+/// Opens the home `home` (else the default) with everything configured.
+pub fn open(home: Option<PathBuf>) -> Result<Steward, OpenError> {
+    builder(home).open()
+}
+
+/// Why a configured runner cannot be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HomeError {
+    /// `[mail]` or `[[mail.sources]]` cannot be used.
+    #[error(transparent)]
+    Mail(#[from] ConfigError),
+    /// `[jobs]` cannot be used.
+    #[error(transparent)]
+    Jobs(#[from] RunnerError),
+}
+
+impl StewardError for HomeError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Mail(e) => e.code(),
+            Self::Jobs(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Mail(e) => e.kind(),
+            Self::Jobs(e) => e.kind(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceSection {
+    kind: String,
+    path: PathBuf,
+    account: Option<String>,
+    name: Option<String>,
+    mbox_flavor: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct MailSection {
+    #[serde(default)]
+    sources: Vec<SourceSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    mail: Option<toml::Value>,
+}
+
+fn expand(path: &Path) -> PathBuf {
+    match path.strip_prefix("~") {
+        Ok(rest) => std::env::var_os("HOME")
+            .map_or_else(|| path.to_path_buf(), |h| PathBuf::from(h).join(rest)),
+        Err(_) => path.to_path_buf(),
+    }
+}
+
+/// The mail sources `<home>/config.toml` configures (`[[mail.sources]]`), in order. A source
+/// whose path does not exist is kept: the reconcile job reports it each run.
+pub fn mail_sources(home: &Path) -> Result<Vec<ConfiguredSource>, ConfigError> {
+    let path = home.join(crate::mail::smtp::CONFIG_FILE);
+    let bad = |what: String| ConfigError(format!("{}: {what}", path.display()));
+    let file: ConfigFile = match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).map_err(|e| bad(e.to_string()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    let Some(mail) = file.mail else { return Ok(Vec::new()) };
+    // Only the sources are read here; the rest of [mail] is the SMTP configuration's.
+    let sources = match mail.get("sources") {
+        None => return Ok(Vec::new()),
+        Some(v) => MailSection {
+            sources: v.clone().try_into().map_err(|e| bad(format!("[[mail.sources]]: {e}")))?,
+        },
+    };
+    if sources.sources.len() > MAX_MAIL_SOURCES {
+        return Err(bad(format!("at most {MAX_MAIL_SOURCES} [[mail.sources]]")));
+    }
+    sources
+        .sources
+        .into_iter()
+        .map(|s| {
+            let root = expand(&s.path);
+            let source: Arc<dyn MailSource> = match s.kind.as_str() {
+                "maildir" => Arc::new(MaildirSource::new(&root)),
+                "emlx" => Arc::new(EmlxSource::new(&root)),
+                "mbox" => {
+                    let flavor = match s.mbox_flavor.as_deref().unwrap_or("mboxrd") {
+                        "mboxrd" => MboxFlavor::Mboxrd,
+                        "mboxo" => MboxFlavor::Mboxo,
+                        other => {
+                            return Err(bad(format!("mbox_flavor {other:?}: use mboxrd or mboxo")));
+                        }
+                    };
+                    Arc::new(MboxSource::new(&root).flavor(flavor))
+                }
+                other => {
+                    return Err(bad(format!(
+                        "[[mail.sources]] kind {other:?}: use maildir, mbox or emlx"
+                    )));
+                }
+            };
+            if s.mbox_flavor.is_some() && s.kind != "mbox" {
+                return Err(bad("mbox_flavor is for kind = \"mbox\" only".to_owned()));
+            }
+            Ok(ConfiguredSource {
+                name: s.name.unwrap_or_else(|| root.display().to_string()),
+                account: s.account,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The services the runner acts on, from `<home>/config.toml` and the environment: the mail
+/// sources, the SMTP transport (absent, with the reason, when `[mail]` configures none) and
+/// delivery into the protocol feed.
+pub fn services(home: &Path) -> Result<Services, HomeError> {
+    let mail_sources = mail_sources(home)?;
+    let (transport, sender) = match SmtpConfig::load(home).and_then(SmtpSender::new) {
+        Ok(smtp) => {
+            let sender = smtp.sender().clone();
+            (Ok(Arc::new(smtp) as Arc<dyn MailTransport>), Some(sender))
+        }
+        Err(e) => (Err(e.to_string()), None),
+    };
+    Ok(Services { mail_sources, transport, sender, delivery: Arc::new(FeedDelivery) })
+}
+
+/// The runner of `steward`'s home with its configured jobs and services.
+pub fn runner(steward: Arc<Steward>) -> Result<Runner, HomeError> {
+    let config = RunnerConfig::load(steward.home())?;
+    let services = services(steward.home())?;
+    Ok(Runner::new(steward, config, services))
+}
