@@ -15,6 +15,7 @@ pub mod approval;
 pub mod attachments;
 pub mod audit;
 mod authority;
+pub mod backup;
 pub mod embed;
 pub mod error;
 pub mod eval;
@@ -35,6 +36,8 @@ pub mod search;
 pub mod status;
 mod steward;
 pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 pub mod watch;
 

@@ -9,6 +9,7 @@ uniffi::setup_scaffolding!();
 
 mod authority;
 mod background;
+mod backup;
 mod error;
 mod live;
 mod mirror;
@@ -20,6 +21,9 @@ mod watches;
 
 pub use authority::{ApprovalCard, AuditEntry, Human, OperationDetail, OperationSummary};
 pub use background::{BackgroundRunner, JobOutcome, JobRun, JobState};
+pub use backup::{
+    BackupOmitted, BackupStore, BackupSummary, RestoreSummary, backup_restore, backup_verify,
+};
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};

@@ -79,12 +79,9 @@ impl Steward {
     /// .open()` does.
     #[uniffi::constructor]
     pub fn open(home: String) -> Result<Arc<Self>, FfiError> {
-        StewardBuilder::new()
-            .home(home)
-            .watch_sources()
-            .embedder_from_config()
-            .llm_from_config()
-            .open()
+        // The one "open a configured home" path the command and the server use too.
+        let s = steward_connectors::home::open(Some(home.into()))?;
+        Ok(Arc::new(Self { inner: Arc::new(s) }))
     }
 
     /// Mirrors a Maildir.

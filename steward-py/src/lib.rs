@@ -575,20 +575,13 @@ impl PySteward {
 
 #[pymethods]
 impl PySteward {
-    /// Opens (creating if needed) the home directory `home`.
+    /// Opens (creating if needed) the home directory `home` with everything configured: every
+    /// watch source and the embedder and chat models its `config.toml` names (what the
+    /// `steward` command and the server open).
     #[new]
     fn new(py: Python<'_>, home: PathBuf) -> PyResult<Self> {
-        let inner = py
-            .detach(|| {
-                steward_connectors::watches::register(
-                    steward_core::Steward::builder()
-                        .home(home)
-                        .embedder_from_config()
-                        .llm_from_config(),
-                )
-                .open()
-            })
-            .map_err(|e| to_py(&e))?;
+        let inner =
+            py.detach(|| steward_connectors::home::open(Some(home))).map_err(|e| to_py(&e))?;
         Ok(Self { inner: std::sync::Arc::new(inner) })
     }
 
@@ -1035,6 +1028,52 @@ impl PySteward {
         to_python(py, &status)
     }
 
+    /// Backs this home up into `dir` (new or empty): every store as of one commit (also
+    /// while a sync or the server writes), the attachments, `config.toml` without its secrets
+    /// and a SHA-256 manifest; with `include_secrets`, `config.toml` as it is, the access token
+    /// and the SMTP password file too. Returns the manifest as a dict: `format`, `created_at`,
+    /// `steward_version`, `secrets_included`, `files` (`path`, `kind`, `size`, `sha256`,
+    /// `user_version`), `absent`, `omitted`, `stripped_keys`.
+    #[pyo3(signature = (dir, include_secrets=false))]
+    fn backup_create<'py>(
+        &self,
+        py: Python<'py>,
+        dir: PathBuf,
+        include_secrets: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = steward_core::backup::BackupOptions { include_secrets };
+        let m = py
+            .detach(|| self.inner.backup_create(&dir, &opts, &mut |_| {}))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &m)
+    }
+
+    /// Checks the backup in `dir` against its manifest and returns the manifest; a file that
+    /// differs, is missing or should not be there raises `CorruptError` (`BACKUP_MISMATCH`)
+    /// naming every one.
+    #[staticmethod]
+    fn backup_verify<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+        let m =
+            py.detach(|| steward_core::backup::verify(&dir, &mut |_| {})).map_err(|e| to_py(&e))?;
+        to_python(py, &m)
+    }
+
+    /// Restores the backup in `dir` into `home`, which must not exist or be empty
+    /// (`ConflictError`, `BACKUP_TARGET_NOT_EMPTY`); the backup is verified first. Returns a
+    /// dict: `home`, `files`, `bytes`, `stores`, `secrets_restored`, `rebuilt_on_first_use`, ….
+    /// Open the home afterwards with `Steward(home)`; its indexes are rebuilt on first use.
+    #[staticmethod]
+    fn backup_restore<'py>(
+        py: Python<'py>,
+        dir: PathBuf,
+        home: PathBuf,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let r = py
+            .detach(|| steward_core::backup::restore(&dir, &home, &mut |_| {}))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &r)
+    }
+
     /// The status of this home, item by item (stores, disk, index, embedder, ingest,
     /// watches, audit, journal), as a dict: `status` (the worst), `checked_at`, `items`.
     fn status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -1072,14 +1111,9 @@ fn demo_maildir<'py>(
     path: PathBuf,
     messages: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let report =
-        py.detach(|| generate_maildir(&path, &DemoOptions::new(messages))).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::InvalidInput {
-                coded(ErrorKind::InvalidInput, "DEMO_INVALID", &e.to_string())
-            } else {
-                coded(ErrorKind::Unavailable, "DEMO_WRITE_FAILED", &e.to_string())
-            }
-        })?;
+    let report = py
+        .detach(|| generate_maildir(&path, &DemoOptions::new(messages)))
+        .map_err(|e| to_py(&e))?;
     to_python(py, &report)
 }
 

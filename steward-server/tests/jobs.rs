@@ -201,7 +201,8 @@ fn the_server_notices_a_platform_change_and_delivers_it_once() {
     shift_ms(&mut run, (now + 3_600) * 1_000 - departs);
     run["fermate"][0]["binarioEffettivoPartenzaDescrizione"] = serde_json::Value::Null;
     let stops = run["fermate"].as_array().unwrap().clone();
-    let (from, to) = (stops[0]["id"].as_str().unwrap(), stops[stops.len() - 1]["id"].as_str().unwrap());
+    let (from, to) =
+        (stops[0]["id"].as_str().unwrap(), stops[stops.len() - 1]["id"].as_str().unwrap());
     let day = run["dataPartenzaTreno"].as_i64().unwrap();
     let wanted = format!("/v1/andamentoTreno/{from}/136/{day}");
     let served = Arc::new(Mutex::new(run.clone()));

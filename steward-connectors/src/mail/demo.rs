@@ -364,15 +364,54 @@ fn quote(body: &str, who: &str, italian: bool) -> String {
 /// Most messages a demo mailbox may have.
 pub const MAX_DEMO_MESSAGES: usize = 1_000_000;
 
-/// Writes a demo Maildir (with Maildir++ folders) under `root`. A message count of 0 or above
-/// [`MAX_DEMO_MESSAGES`] is an `InvalidInput` error and writes nothing.
-pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<DemoReport> {
-    if opts.messages == 0 || opts.messages > MAX_DEMO_MESSAGES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("{} messages is out of range (1..={MAX_DEMO_MESSAGES})", opts.messages),
-        ));
+/// Why a demo mailbox was not written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DemoError {
+    /// The options ask for something out of range; nothing was written.
+    #[error("{0}")]
+    Invalid(String),
+    /// Writing under the root failed (what was written stays).
+    #[error("cannot write the demo mailbox at {}: {source}", root.display())]
+    Write {
+        /// The mailbox's root.
+        root: std::path::PathBuf,
+        /// What the file system said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl steward_core::StewardError for DemoError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) => "DEMO_INVALID",
+            Self::Write { .. } => "DEMO_WRITE_FAILED",
+        }
     }
+
+    fn kind(&self) -> steward_core::ErrorKind {
+        match self {
+            Self::Invalid(_) => steward_core::ErrorKind::InvalidInput,
+            Self::Write { .. } => steward_core::ErrorKind::Unavailable,
+        }
+    }
+}
+
+/// Writes a demo Maildir (with Maildir++ folders) under `root`. A message count of 0 or above
+/// [`MAX_DEMO_MESSAGES`] is [`DemoError::Invalid`] and writes nothing.
+pub fn generate_maildir(root: &Path, opts: &DemoOptions) -> Result<DemoReport, DemoError> {
+    if opts.messages == 0 || opts.messages > MAX_DEMO_MESSAGES {
+        return Err(DemoError::Invalid(format!(
+            "{} messages is out of range (1..={MAX_DEMO_MESSAGES})",
+            opts.messages
+        )));
+    }
+    write_maildir(root, opts)
+        .map_err(|source| DemoError::Write { root: root.to_path_buf(), source })
+}
+
+fn write_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<DemoReport> {
     let mut rng = Rng(opts.seed | 1);
     let folders = ["", ".Sent", ".Drafts", ".Archive", ".Lavoro", ".[Gmail].All Mail", ".Cestino"];
     for f in folders {
@@ -646,5 +685,23 @@ mod tests {
         let rb = generate_maildir(b.path(), &DemoOptions::new(60)).expect("gen");
         assert_eq!((ra.files, ra.bytes, ra.messages), (rb.files, rb.bytes, rb.messages));
         assert_eq!(ra.malformed, 3);
+    }
+
+    #[test]
+    fn bad_options_and_unwritable_roots_are_typed_errors() {
+        use steward_core::{ErrorKind, StewardError};
+        let dir = tempfile::tempdir().expect("tmp");
+        let root = dir.path().join("md");
+        for n in [0, MAX_DEMO_MESSAGES + 1] {
+            let e = generate_maildir(&root, &DemoOptions::new(n)).expect_err("out of range");
+            assert_eq!((e.code(), e.kind()), ("DEMO_INVALID", ErrorKind::InvalidInput));
+            assert!(!root.exists(), "an invalid demo writes nothing");
+        }
+        // A root under a regular file cannot be created.
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").expect("write");
+        let e = generate_maildir(&file.join("md"), &DemoOptions::new(5)).expect_err("unwritable");
+        assert_eq!((e.code(), e.kind()), ("DEMO_WRITE_FAILED", ErrorKind::Unavailable));
+        assert!(e.to_string().contains("file/md"), "the error names the root: {e}");
     }
 }

@@ -16,6 +16,21 @@ use steward_core::{
     mirror::{MailSource, SyncOptions, SyncSummary},
 };
 
+/// Why watching a mail source stopped.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot watch the mail source: {0}")]
+pub struct MailWatchError(#[from] notify::Error);
+
+impl steward_core::StewardError for MailWatchError {
+    fn code(&self) -> &'static str {
+        "MAIL_WATCH_FAILED"
+    }
+
+    fn kind(&self) -> steward_core::ErrorKind {
+        steward_core::ErrorKind::Unavailable
+    }
+}
+
 /// How the watcher behaves.
 #[derive(Debug, Clone, Copy)]
 pub struct WatchOptions {
@@ -34,7 +49,7 @@ pub fn watch_and_sync(
     opts: WatchOptions,
     stop: &AtomicBool,
     on_sync: &mut dyn FnMut(Result<SyncSummary, SyncError>),
-) -> Result<(), notify::Error> {
+) -> Result<(), MailWatchError> {
     // One pending signal is all a reconcile needs: a burst of events while one is queued is
     // dropped, so the channel never grows.
     let (tx, rx) = mpsc::sync_channel(1);

@@ -111,12 +111,17 @@ fn a_drain_embeds_everything_once_then_only_what_changed() {
     assert_eq!(status.0, "ok", "{status:?}");
     assert!(status.1.contains(&format!("{n} of {n} messages embedded")), "{status:?}");
 
-    // Nothing changed: only the probe goes out.
+    // Nothing changed: no message is read or hashed, and nothing goes out (not even the probe).
     let again = drain(&s);
-    assert_eq!((again.embedded, again.up_to_date, again.remaining), (0, n, 0));
-    assert_eq!(server.requests().len(), reqs.len() + 1);
+    assert_eq!((again.checked, again.embedded, again.up_to_date, again.remaining), (0, 0, n, 0));
+    assert_eq!((again.dimension, again.unavailable.as_deref()), (Some(64), None));
+    assert_eq!(server.requests().len(), reqs.len(), "an idle drain asks the endpoint nothing");
 
-    // One new message, one deleted: exactly that is embedded, and the other's state goes.
+    // One new message, one deleted: exactly that is looked at and embedded, and the other's
+    // state goes. (The mirror dates what a sync writes by the run's start, in seconds: the next
+    // run starts in a later second than the first, or the first's messages would be looked at
+    // again — and found up to date.)
+    std::thread::sleep(Duration::from_millis(1_100));
     let mut added = Mail::new("new@x", "Canoe paddles", "Tue, 4 Mar 2025 10:00:00 +0000");
     added.body = "Two spare paddles for the canoe.";
     write(&md.join("cur/added:2,S"), &added.bytes(), 1_700_100_000);
@@ -124,9 +129,36 @@ fn a_drain_embeds_everything_once_then_only_what_changed() {
     mirror_maildir(&s, &md);
     let before = server.requests().len();
     let third = drain(&s);
-    assert_eq!((third.embedded, third.removed, third.up_to_date), (1, 1, n - 1), "{third:?}");
+    assert_eq!(
+        (third.checked, third.embedded, third.removed, third.up_to_date),
+        (1, 1, 1, n - 1),
+        "{third:?}"
+    );
     assert!(has(&server.requests()[before..], "Canoe paddles"));
     assert!(!has(&server.requests()[before..], "Kayak rental"));
+
+    // A message's text changes: it alone is looked at and embedded again.
+    std::thread::sleep(Duration::from_millis(1_100));
+    added.body = "Two spare paddles and a life jacket for the canoe.";
+    write(&md.join("cur/added:2,S"), &added.bytes(), 1_700_200_000);
+    mirror_maildir(&s, &md);
+    let before = server.requests().len();
+    let fourth = drain(&s);
+    assert_eq!(
+        (fourth.checked, fourth.embedded, fourth.removed, fourth.up_to_date),
+        (1, 1, 0, n - 1),
+        "{fourth:?}"
+    );
+    assert!(has(&server.requests()[before..], "life jacket"));
+    let before = server.requests().len();
+    let idle = drain(&s);
+    assert_eq!((idle.checked, idle.embedded, idle.up_to_date), (0, 0, n), "{idle:?}");
+    assert_eq!(server.requests().len(), before);
+
+    // An explicit rescan looks at every message again, and finds them up to date.
+    s.vectors().unwrap().forget_embed_watermark().unwrap();
+    let rescan = drain(&s);
+    assert_eq!((rescan.checked, rescan.up_to_date, rescan.embedded), (n, n, 0), "{rescan:?}");
 
     // Search embeds the query as a query, and the vectors take part.
     let page = s.search(&SearchRequest::text("kayak lake booked")).unwrap();
@@ -166,6 +198,7 @@ fn one_poisoned_input_never_blocks_the_others() {
         for attempt in 2..=MAX_ITEM_ATTEMPTS {
             let r = drain(&s);
             assert_eq!((r.embedded, r.failed, r.up_to_date), (0, 2, n - 2), "attempt {attempt}");
+            assert_eq!(r.checked, 2, "attempt {attempt}: only the failures are looked at again");
         }
         // Given up: the next drain sends neither again.
         let before = server.requests().len();
@@ -315,8 +348,18 @@ fn a_new_dimension_or_model_resets_instead_of_mixing() {
     let n = live(&s);
     assert_eq!(drain(&s).embedded, n);
     dim.store(32, Ordering::SeqCst);
+    // A drain with nothing to look at asks the endpoint nothing; the next one with something
+    // to embed probes, finds 32-d vectors and starts over.
+    let before = server.requests().len();
+    let idle = drain(&s);
+    assert_eq!((idle.checked, idle.reset, idle.embedded, idle.dimension), (0, 0, 0, Some(64)));
+    assert_eq!(server.requests().len(), before);
+    let later = Mail::new("later@x", "Later", "Tue, 4 Mar 2025 10:00:00 +0000");
+    write(&md.join("cur/later:2,S"), &later.bytes(), 1_700_100_000);
+    mirror_maildir(&s, &md);
     let r = drain(&s);
-    assert_eq!((r.reset, r.embedded, r.dimension), (n, n, Some(32)), "{r:?}");
+    assert_eq!((r.reset, r.embedded, r.dimension), (n, n + 1, Some(32)), "{r:?}");
+    let n = live(&s);
     let v = s.vectors().unwrap();
     assert_eq!(v.dimensions("a").unwrap(), vec![32]);
     assert_eq!(v.count("a", 64).unwrap(), 0);

@@ -3,6 +3,8 @@
 //! (`fixtures::corpora`) and say so when they skip — or fail, under `CI` or
 //! `STEWARD_REQUIRE_CORPORA=1`.
 
+mod calibration;
+mod conformance;
 mod differential;
 mod embed;
 mod eval;

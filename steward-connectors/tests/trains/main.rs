@@ -2,6 +2,7 @@
 //! (`viaggiatreno/sabas-trenitalia/stazioni.tsv`, 2,927 stations), searched by prefix the way
 //! ViaggiaTreno's autocomplete is.
 
+mod conformance;
 
 use std::path::PathBuf;
 

@@ -5,10 +5,32 @@
 //! The source of a message is its subject, a blank line and its body, cut at
 //! [`MAX_SOURCE_CHARS`] characters before any request. Its SHA-256 is kept per message in
 //! `vectors.db` (`embed_state`: model, dimension, hash, time, attempts, last error); a drain
-//! walks the live messages in id order, [`SCAN_PAGE`] at a time, and embeds those whose state
-//! is missing, of another model, or of another hash, in batches of [`EmbedConfig::batch_size`]
+//! looks at messages in id order, [`SCAN_PAGE`] at a time, and embeds those whose state is
+//! missing, of another model, or of another hash, in batches of [`EmbedConfig::batch_size`]
 //! (default [`EMBED_BATCH`]). Vectors and state are written in one transaction per batch, so a
 //! crash loses at most the batch in flight and never leaves a vector without its state.
+//!
+//! # What a drain looks at
+//! Work is proportional to what changed. A drain that completes (nothing left, the endpoint
+//! answering) records a watermark in `vectors.db`: its model and dimension, and how far the
+//! mirror's sync runs were when it started — the last run up to which every run had finished,
+//! and the newest run with its start time (to recognize the mirror). Every message a sync run
+//! writes (new, changed, soft-deleted, restored) gets `updated_at` = that run's start, and only
+//! sync runs write messages; so the next drain reads the runs after the watermark (by primary
+//! key) and looks only at the messages written at or after the earliest of their starts, plus
+//! the failures still to retry (an index of failed states). A soft-deleted message among them
+//! loses its state and vectors. When there is nothing to look at, a drain reads no message,
+//! hashes nothing, asks the endpoint nothing — unless its last probe is older than
+//! [`REPROBE_AFTER`], which is how a new dimension under the same model name is noticed — and
+//! reports up-to-date and given-up messages from counts kept in `vectors.db`.
+//!
+//! A drain reads and hashes every live message instead (and drops the state of messages gone
+//! from the mirror) when there is no watermark, when the model or the configured dimension is
+//! not the watermark's, when the probe answers in another dimension, when the mirror is not
+//! the one the watermark was taken on (its newest run missing or another), and after
+//! [`VectorStore::forget_embed_watermark`](crate::index::VectorStore::forget_embed_watermark).
+//! A drain stopped early (cancelled, bounded, the endpoint failing) leaves the watermark where
+//! it was, so the next one looks at the same messages again.
 //!
 //! Failures never lose work and never block healthy items:
 //! - a drain starts with a probe (one short text): it learns the dimension the endpoint
@@ -44,6 +66,7 @@ use std::{path::Path, time::Duration};
 use serde::Deserialize;
 
 pub use client::{DEFAULT_RETRY_AFTER_SECS, MAX_RETRY_AFTER_SECS, OpenAiEmbedder, USAGE_SERVICE};
+pub(crate) use queue::EmbedWatermark;
 pub use queue::{
     EmbedOptions, EmbedProgress, EmbedReport, EmbedRunError, EmbedSchedule, drain,
     drain_until_done, source_text,
@@ -79,6 +102,9 @@ pub const PROBE_TEXT: &str = "steward embedding probe";
 pub const BACKLOG_DELAY: Duration = Duration::from_secs(1);
 /// Delay between drains when nothing was pending.
 pub const IDLE_DELAY: Duration = Duration::from_secs(60);
+/// A drain with nothing to look at asks the endpoint nothing unless its last answer is older
+/// than this (then one probe: a changed dimension starts a full pass).
+pub const REPROBE_AFTER: Duration = Duration::from_secs(3_600);
 /// First delay after the endpoint was unavailable; it doubles with each failed drain.
 pub const UNAVAILABLE_FIRST_DELAY: Duration = Duration::from_secs(15);
 /// Longest delay after the endpoint was unavailable.

@@ -7,11 +7,12 @@ use std::{
     time::Duration,
 };
 
+use rusqlite::OptionalExtension;
 use sha2::{Digest as _, Sha256};
 
 use super::{
-    BACKLOG_DELAY, IDLE_DELAY, MAX_ITEM_ATTEMPTS, MAX_SOURCE_CHARS, PROBE_TEXT, SCAN_PAGE,
-    UNAVAILABLE_FIRST_DELAY, UNAVAILABLE_MAX_DELAY,
+    BACKLOG_DELAY, IDLE_DELAY, MAX_ITEM_ATTEMPTS, MAX_SOURCE_CHARS, PROBE_TEXT, REPROBE_AFTER,
+    SCAN_PAGE, UNAVAILABLE_FIRST_DELAY, UNAVAILABLE_MAX_DELAY,
 };
 use crate::{
     error::{ErrorKind, StewardError},
@@ -42,7 +43,8 @@ impl Default for EmbedOptions<'_> {
 /// How far a drain is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EmbedProgress {
-    /// Live messages in the mirror when the drain started.
+    /// Messages the drain will look at: every live message on a full pass, else those the
+    /// mirror wrote since the last complete drain plus failures to retry.
     pub messages: u64,
     /// Messages looked at so far.
     pub checked: u64,
@@ -59,15 +61,19 @@ pub struct EmbedReport {
     pub model: String,
     /// The dimension the endpoint answered in (`None` when it could not be reached).
     pub dimension: Option<usize>,
-    /// Live messages looked at.
+    /// Live messages looked at (their source read and hashed): every live message on a full
+    /// pass, else only those written since the last complete drain and failures to retry — 0
+    /// when nothing changed.
     pub checked: u64,
-    /// Already embedded from the same source with the same model.
+    /// Already embedded from the same source with the same model (those not looked at
+    /// included: unchanged since the last complete drain).
     pub up_to_date: u64,
     /// Embedded now.
     pub embedded: u64,
     /// Charged a failure now (retried by later drains up to the attempt limit).
     pub failed: u64,
-    /// Given up: failed the attempt limit on this source and model.
+    /// Given up: failed the attempt limit on this source and model (those not looked at
+    /// included).
     pub given_up: u64,
     /// Still to embed when the drain stopped (0 after a complete drain).
     pub remaining: u64,
@@ -197,6 +203,19 @@ struct Pending {
 enum Halt {
     Unavailable(String),
     Throttled(u64),
+}
+
+impl Halt {
+    /// Says in the report why the drain stopped.
+    fn report(self, report: &mut EmbedReport) {
+        match self {
+            Self::Unavailable(why) => report.unavailable = Some(why),
+            Self::Throttled(secs) => {
+                report.unavailable = Some(format!("rate limited; retry in {secs} s"));
+                report.retry_after_secs = Some(secs);
+            }
+        }
+    }
 }
 
 impl From<EmbedError> for Halt {
@@ -355,9 +374,189 @@ fn covered(state: Option<&EmbedState>, model: &str, dim: usize, hash: &[u8; 32])
     }
 }
 
+/// Where the embedding queue's last complete drain left off, kept in `vectors.db`
+/// (`embed_watermark`, one row): the next drain examines only what the mirror wrote since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EmbedWatermark {
+    /// The model of that drain.
+    pub(crate) model: String,
+    /// The dimension the endpoint answered in.
+    pub(crate) dimension: usize,
+    /// Every sync run up to this id had finished before that drain read any message, so
+    /// everything they wrote was examined.
+    pub(crate) settled_run: i64,
+    /// The newest sync run then (0 for none): a mirror without this run (or with another run
+    /// of this id) is not the one the watermark was taken on.
+    pub(crate) seen_run: i64,
+    /// `started_at` of `seen_run` (0 for none).
+    pub(crate) seen_started: i64,
+    /// When the endpoint last answered a probe (Unix seconds).
+    pub(crate) probed_at: i64,
+}
+
+/// Where the mirror's sync runs stand, read before a drain reads any message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Runs {
+    /// Every run up to this id had finished.
+    settled: i64,
+    /// The newest run (0 for none).
+    seen: i64,
+    /// Its `started_at`.
+    seen_started: i64,
+}
+
+impl Runs {
+    fn of(w: &EmbedWatermark) -> Self {
+        Self { settled: w.settled_run, seen: w.seen_run, seen_started: w.seen_started }
+    }
+}
+
+/// The runs of the whole mirror (a full pass; reads `sync_runs`, not messages).
+fn runs_now(mirror: &Mirror) -> Result<Runs, StoreError> {
+    mirror.db().read(|c| {
+        c.query_row(
+            "SELECT coalesce((SELECT min(id) FROM sync_runs WHERE finished_at IS NULL) - 1,
+                             (SELECT max(id) FROM sync_runs), 0),
+                    coalesce((SELECT max(id) FROM sync_runs), 0),
+                    coalesce((SELECT started_at FROM sync_runs ORDER BY id DESC LIMIT 1), 0)",
+            [],
+            |r| Ok(Runs { settled: r.get(0)?, seen: r.get(1)?, seen_started: r.get(2)? }),
+        )
+        .map_err(|e| StoreError::query("sync runs", e))
+    })
+}
+
+/// The runs after the watermark `w` (read by primary key: none when nothing ran since): where
+/// they stand, and the earliest time any of them wrote at — every message a run writes gets
+/// `updated_at` = the run's `started_at`, so the messages with `updated_at` at or after it are
+/// all that changed. `None` when this is not the mirror the watermark was taken on.
+fn runs_since(
+    mirror: &Mirror,
+    w: &EmbedWatermark,
+) -> Result<Option<(Runs, Option<i64>)>, StoreError> {
+    mirror.db().read(|c| {
+        let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        if w.seen_run > 0 {
+            let started: Option<i64> = c
+                .prepare_cached("SELECT started_at FROM sync_runs WHERE id = ?1")
+                .and_then(|mut s| s.query_row([w.seen_run], |r| r.get(0)).optional())
+                .map_err(q("sync run"))?;
+            if started != Some(w.seen_started) {
+                return Ok(None);
+            }
+        }
+        let after: Vec<(i64, i64, bool)> = c
+            .prepare_cached(
+                "SELECT id, started_at, finished_at IS NOT NULL FROM sync_runs
+                 WHERE id > ?1 ORDER BY id",
+            )
+            .and_then(|mut s| {
+                s.query_map([w.settled_run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect()
+            })
+            .map_err(q("sync runs"))?;
+        let mut runs = Runs::of(w);
+        let (mut open, mut since) = (false, None::<i64>);
+        for (id, started, finished) in after {
+            // The settled prefix stops at the first run still going (or killed: the next run
+            // of its account closes it).
+            open |= !finished;
+            if !open {
+                runs.settled = id;
+            }
+            since = Some(since.map_or(started, |s| s.min(started)));
+            runs.seen = id;
+            runs.seen_started = started;
+        }
+        Ok(Some((runs, since)))
+    })
+}
+
+/// Messages (live or soft-deleted) the mirror wrote at or after `since`, in id order.
+fn changed_since(mirror: &Mirror, since: i64) -> Result<Vec<i64>, StoreError> {
+    mirror.db().read(|c| {
+        c.prepare_cached("SELECT id FROM messages WHERE updated_at >= ?1 ORDER BY id")
+            .and_then(|mut s| s.query_map([since], |r| r.get(0))?.collect())
+            .map_err(|e| StoreError::query("changed messages", e))
+    })
+}
+
+/// The source (subject, start of the body) of each of `ids`, `None` when it is not live: what
+/// [`Mirror::embed_sources`] reads, by id.
+fn sources_of(mirror: &Mirror, ids: &[i64]) -> Result<Vec<(i64, Option<Source>)>, StoreError> {
+    let chars = i64::try_from(MAX_SOURCE_CHARS).unwrap_or(i64::MAX);
+    mirror.db().read(|c| {
+        let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        let mut s = c
+            .prepare_cached(
+                "SELECT m.deleted_at IS NULL, m.subject, substr(coalesce(b.body_text, ''), 1, ?2)
+                 FROM messages m LEFT JOIN message_bodies b ON b.message_id = m.id
+                 WHERE m.id = ?1",
+            )
+            .map_err(q("prepare embed source"))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let row: Option<(bool, String, String)> = s
+                .query_row(rusqlite::params![id, chars], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+                .map_err(q("embed source"))?;
+            out.push((*id, row.and_then(|(live, subject, body)| live.then_some((subject, body)))));
+        }
+        Ok(out)
+    })
+}
+
+/// A message's subject and the start of its body.
+type Source = (String, String);
+
+/// What a drain reads: every live message in pages, or the listed ones.
+enum Scan {
+    Full { after: i64 },
+    Listed { ids: Vec<i64>, next: usize },
+}
+
+impl Scan {
+    fn page(&mut self, mirror: &Mirror) -> Result<Vec<(i64, Option<Source>)>, StoreError> {
+        match self {
+            Self::Full { after } => {
+                let page = mirror.embed_sources(*after, SCAN_PAGE, MAX_SOURCE_CHARS)?;
+                if let Some(last) = page.last() {
+                    *after = last.0;
+                }
+                Ok(page.into_iter().map(|(id, s, b)| (id, Some((s, b)))).collect())
+            }
+            Self::Listed { ids, next } => {
+                let end = (*next + SCAN_PAGE).min(ids.len());
+                let page = sources_of(mirror, &ids[*next..end])?;
+                *next = end;
+                Ok(page)
+            }
+        }
+    }
+}
+
+/// The sorted union of two id lists sorted ascending.
+fn union(a: Vec<i64>, b: &[i64]) -> Vec<i64> {
+    if b.is_empty() {
+        return a;
+    }
+    let mut out = a;
+    out.extend_from_slice(b);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// One drain of the mail embedding queue: embeds every live message whose source changed or
 /// was never embedded with `embedder`'s model, within `opts`, reporting progress after each
 /// batch.
+///
+/// A drain after a complete one (same model and dimension, same mirror) looks only at the
+/// messages the mirror wrote since (found through its sync runs) and at
+/// failures to retry; when there are none it reads no message, asks the endpoint nothing
+/// (unless its last probe is older than [`REPROBE_AFTER`]) and reports from stored counts.
+/// Otherwise — no watermark, another model or configured dimension, another mirror, the probe
+/// answering another dimension, or [`VectorStore::forget_embed_watermark`] — it reads and
+/// hashes every live message.
 pub fn drain(
     mirror: &Mirror,
     store: &VectorStore,
@@ -374,6 +573,7 @@ pub fn drain(
         });
     }
     let model = embedder.model().to_owned();
+    let now = crate::time::now_secs();
     let mut d = Drain {
         store,
         e: embedder,
@@ -381,40 +581,134 @@ pub fn drain(
         dim: 0,
         report: EmbedReport { model, ..EmbedReport::default() },
     };
+    // What to look at, decided before any message is read (and without the endpoint).
+    let mark = store.embed_watermark()?.filter(|w| {
+        w.model == d.model && embedder.dimension().is_none_or(|dim| dim == w.dimension)
+    });
+    let since = match &mark {
+        Some(w) => runs_since(mirror, w)?,
+        None => None,
+    };
+    let (mut runs, mut listed) = match (&mark, since) {
+        (Some(w), Some((runs, since))) => {
+            let changed = match since {
+                Some(t) => changed_since(mirror, t)?,
+                None => Vec::new(),
+            };
+            let retry = store.retryable_failures(&d.model, MAX_ITEM_ATTEMPTS)?;
+            (runs, Some((w, union(changed, &retry))))
+        }
+        _ => (runs_now(mirror)?, None),
+    };
+    // Nothing changed and the endpoint answered lately: nothing to do, nothing to ask.
+    if let Some((w, ids)) = &listed
+        && ids.is_empty()
+        && now.saturating_sub(w.probed_at) < i64::try_from(REPROBE_AFTER.as_secs()).unwrap_or(0)
+    {
+        return idle(store, &mut d, w, runs, w.probed_at);
+    }
     let mut halted = match d.probe() {
         Ok(dim) => {
             d.dim = dim;
             d.report.dimension = Some(dim);
-            d.report.reset = store.reset_incompatible(&d.model, dim)?;
+            if let Some((w, ids)) = &listed
+                && w.dimension == dim
+            {
+                if ids.is_empty() {
+                    return idle(store, &mut d, w, runs, now);
+                }
+            } else {
+                // A full pass (the endpoint may answer in another dimension than the
+                // watermark's): from where the whole mirror stands now.
+                if listed.take().is_some() {
+                    runs = runs_now(mirror)?;
+                }
+                d.report.reset = store.reset_incompatible(&d.model, dim)?;
+            }
             None
         }
-        Err(h) => Some(h),
+        Err(h) => {
+            if let Some((w, ids)) = &listed {
+                if ids.is_empty() {
+                    // Only the periodic probe was due, and it failed: nothing is pending.
+                    h.report(&mut d.report);
+                    return Ok(d.report);
+                }
+                d.dim = w.dimension;
+            }
+            Some(h)
+        }
     };
-    let states: HashMap<i64, EmbedState> = store.embed_states()?;
-    if halted.is_some() {
+    let (all_states, totals) = match &listed {
+        // A full pass reads every state; a listed one those of its page, and counts.
+        None => (Some(store.embed_states()?), None),
+        Some(_) => (None, Some(store.embed_totals(&d.model, MAX_ITEM_ATTEMPTS)?)),
+    };
+    if halted.is_some() && listed.is_none() {
         // The endpoint is down: count what is up to date against the dimension stored.
-        d.dim = states
-            .values()
+        d.dim = all_states
+            .iter()
+            .flat_map(HashMap::values)
             .filter(|s| s.model == d.model && s.embedded_at.is_some())
             .find_map(|s| s.dimension)
             .unwrap_or(0);
     }
-    let mut seen: HashSet<i64> = HashSet::with_capacity(states.len());
-    let mut p =
-        EmbedProgress { messages: mirror.live_message_count()?, ..EmbedProgress::default() };
+    let mut p = EmbedProgress::default();
+    let mut scan = match listed.take() {
+        Some((_, ids)) => {
+            p.messages = ids.len() as u64;
+            Scan::Listed { ids, next: 0 }
+        }
+        None => {
+            p.messages = mirror.live_message_count()?;
+            Scan::Full { after: 0 }
+        }
+    };
+    let full = matches!(scan, Scan::Full { .. });
+    let mut seen: HashSet<i64> =
+        HashSet::with_capacity(all_states.as_ref().map_or(0, HashMap::len));
+    let mut orphans: Vec<i64> = Vec::new();
+    // A listed pass: what the states of the messages it looks at counted before.
+    let (mut was_up_to_date, mut was_given_up) = (0u64, 0u64);
     let mut sent = 0usize;
-    let mut after = 0i64;
     loop {
-        let page = mirror.embed_sources(after, SCAN_PAGE, MAX_SOURCE_CHARS)?;
-        let Some(last) = page.last() else { break };
-        after = last.0;
+        let page = scan.page(mirror)?;
+        if page.is_empty() {
+            break;
+        }
+        let page_states;
+        let states = match &all_states {
+            Some(all) => all,
+            None => {
+                let ids: Vec<i64> = page.iter().map(|(id, _)| *id).collect();
+                page_states = store.embed_states_of(&ids)?;
+                &page_states
+            }
+        };
         let mut pending = Vec::new();
-        for (id, subject, body) in page {
-            seen.insert(id);
+        for (id, source) in page {
+            let state = states.get(&id);
+            if !full && let Some(s) = state.filter(|s| s.model == d.model) {
+                match (s.embedded_at, s.dimension) {
+                    (Some(_), Some(dim)) if dim == d.dim => was_up_to_date += 1,
+                    (None, _) if s.attempts >= MAX_ITEM_ATTEMPTS => was_given_up += 1,
+                    _ => {}
+                }
+            }
+            let Some((subject, body)) = source else {
+                // Soft-deleted (or gone) since: its state and vectors go.
+                if state.is_some() {
+                    orphans.push(id);
+                }
+                continue;
+            };
+            if full {
+                seen.insert(id);
+            }
             d.report.checked += 1;
             let text = source_text(&subject, &body, MAX_SOURCE_CHARS);
             let h = hash(&text);
-            match covered(states.get(&id), &d.model, d.dim, &h) {
+            match covered(state, &d.model, d.dim, &h) {
                 Some(true) => d.report.up_to_date += 1,
                 Some(false) => d.report.given_up += 1,
                 None => pending.push(Pending { id, hash: h, text }),
@@ -442,21 +736,58 @@ pub fn drain(
         p.checked = d.report.checked;
         progress(p);
     }
-    // State of messages deleted from the mirror (or never in it) goes with their vectors.
-    let orphans: Vec<i64> = states.keys().filter(|id| !seen.contains(id)).copied().collect();
+    if let Some(all) = &all_states {
+        // State of messages deleted from the mirror (or never in it) goes with their vectors.
+        orphans = all.keys().filter(|id| !seen.contains(id)).copied().collect();
+    }
     for chunk in orphans.chunks(crate::index::MAX_VECTOR_BATCH) {
         store.remove(chunk)?;
     }
     d.report.removed = orphans.len() as u64;
+    if let Some((embedded, given_up)) = totals {
+        // The messages not looked at are as the last complete drain left them.
+        d.report.up_to_date += embedded.saturating_sub(was_up_to_date);
+        d.report.given_up += given_up.saturating_sub(was_given_up);
+    }
+    let complete = halted.is_none() && !d.report.stopped && d.report.remaining == 0;
     match halted {
-        Some(Halt::Unavailable(why)) => d.report.unavailable = Some(why),
-        Some(Halt::Throttled(secs)) => {
-            d.report.unavailable = Some(format!("rate limited; retry in {secs} s"));
-            d.report.retry_after_secs = Some(secs);
-        }
+        Some(h) => h.report(&mut d.report),
+        None if complete => store.set_embed_watermark(&EmbedWatermark {
+            model: d.model.clone(),
+            dimension: d.dim,
+            settled_run: runs.settled,
+            seen_run: runs.seen,
+            seen_started: runs.seen_started,
+            probed_at: now,
+        })?,
         None => {}
     }
     Ok(d.report)
+}
+
+/// The report of a drain with nothing to look at: the stored counts; the watermark moves past
+/// the runs that wrote nothing (and records the probe, if one was made).
+fn idle(
+    store: &VectorStore,
+    d: &mut Drain<'_>,
+    w: &EmbedWatermark,
+    runs: Runs,
+    probed_at: i64,
+) -> Result<EmbedReport, EmbedRunError> {
+    let (embedded, given_up) = store.embed_totals(&d.model, MAX_ITEM_ATTEMPTS)?;
+    if runs != Runs::of(w) || probed_at != w.probed_at {
+        store.set_embed_watermark(&EmbedWatermark {
+            settled_run: runs.settled,
+            seen_run: runs.seen,
+            seen_started: runs.seen_started,
+            probed_at,
+            ..w.clone()
+        })?;
+    }
+    d.report.dimension = Some(w.dimension);
+    d.report.up_to_date = embedded;
+    d.report.given_up = given_up;
+    Ok(std::mem::take(&mut d.report))
 }
 
 /// Drains on the [`EmbedSchedule`] until nothing is left, or until the next wait would end

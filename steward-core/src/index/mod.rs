@@ -10,6 +10,7 @@
 //! ([`MAX_SUBSTRING_CANDIDATES`]), neighbours ([`MAX_KNN`]) and the code cache
 //! ([`MAX_CODE_CACHE_BYTES`]).
 
+pub mod calibration;
 pub mod fold;
 mod lexical;
 mod vectors;

@@ -18,9 +18,15 @@
 //!    (at least [`MIN_RERANK_EXTRA`] more).
 //! 3. Exact cosine on the stored floats for those, nearest first.
 //!
-//! The in-memory codes are loaded once per space and reloaded when the space's generation
-//! changes; a space larger than [`MAX_CODE_CACHE_BYTES`] is searched by sqlite-vec's exact scan
-//! instead. Spaces written before int8 codes existed are converted when the store opens.
+//! The in-memory codes are loaded once per space and then kept in step by this store's own
+//! writes: each write transaction bumps the space's generation and hands the cache the rows it
+//! put or removed, which are applied in place (O(rows changed), plus O(rows) per component whose
+//! floor(center) moved — see `Codes::apply`), so the cache stays exactly what a fresh load
+//! would build. Only a space written by another handle or process (its generation is not the
+//! one the cache was kept at) is loaded again, one load at a time and never while a search of an
+//! up-to-date space waits. A space larger than [`MAX_CODE_CACHE_BYTES`] is searched by
+//! sqlite-vec's exact scan instead. Spaces written before int8 codes existed are converted when
+//! the store opens.
 //!
 //! Vectors of different models or dimensions never meet: a query vector whose length is not the
 //! space's dimension is an error, and a model with no space has no semantic candidates.
@@ -28,13 +34,17 @@
 use std::{
     collections::HashMap,
     path::Path,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use rusqlite::{OptionalExtension, params};
 
 use crate::{
     Limits,
+    embed::EmbedWatermark,
     error::{ErrorKind, StewardError},
     store::{Database, Migration, OpenOptions, Schema, StoreError},
 };
@@ -107,6 +117,58 @@ pub(super) const SCHEMA: Schema = Schema {
             // The int8 scale of a space; NULL for a space whose codes are still sign bits in
             // `vec_b_<space>` (converted by `VectorStore::open`).
             sql: "ALTER TABLE vector_spaces ADD COLUMN q_scale REAL;",
+        },
+        Migration {
+            version: 4,
+            name: "embed_watermark",
+            // The embedding queue's watermark (one row): the model and dimension of its last
+            // complete drain and how far into the mirror's sync runs that drain had looked, so
+            // the next drain examines only what changed since. Embedded messages per model,
+            // counted by triggers (an idle drain reports them without counting), and an index
+            // of failures (the only state rows a drain with nothing new to embed retries).
+            sql: "CREATE TABLE embed_watermark (
+                  id            INTEGER PRIMARY KEY CHECK (id = 1),
+                  model         TEXT NOT NULL,
+                  dimension     INTEGER NOT NULL,
+                  settled_run   INTEGER NOT NULL,
+                  seen_run      INTEGER NOT NULL,
+                  seen_started  INTEGER NOT NULL,
+                  probed_at     INTEGER NOT NULL,
+                  updated_at    INTEGER NOT NULL
+              );
+              CREATE TABLE embed_counts (
+                  model     TEXT PRIMARY KEY,
+                  embedded  INTEGER NOT NULL
+              ) WITHOUT ROWID;
+              INSERT INTO embed_counts (model, embedded)
+                  SELECT model, count(*) FROM embed_state WHERE embedded_at IS NOT NULL
+                  GROUP BY model;
+              CREATE TRIGGER embed_counts_insert AFTER INSERT ON embed_state
+              WHEN new.embedded_at IS NOT NULL
+              BEGIN
+                  INSERT INTO embed_counts (model, embedded) SELECT new.model, 0
+                      WHERE NOT EXISTS (SELECT 1 FROM embed_counts WHERE model = new.model);
+                  UPDATE embed_counts SET embedded = embedded + 1 WHERE model = new.model;
+              END;
+              CREATE TRIGGER embed_counts_delete AFTER DELETE ON embed_state
+              WHEN old.embedded_at IS NOT NULL
+              BEGIN
+                  UPDATE embed_counts SET embedded = embedded - 1 WHERE model = old.model;
+              END;
+              CREATE TRIGGER embed_counts_update AFTER UPDATE OF model, embedded_at ON embed_state
+              WHEN (old.embedded_at IS NOT NULL) <> (new.embedded_at IS NOT NULL)
+                   OR old.model <> new.model
+              BEGIN
+                  UPDATE embed_counts SET embedded = embedded - 1
+                      WHERE model = old.model AND old.embedded_at IS NOT NULL;
+                  INSERT INTO embed_counts (model, embedded) SELECT new.model, 0
+                      WHERE new.embedded_at IS NOT NULL
+                        AND NOT EXISTS (SELECT 1 FROM embed_counts WHERE model = new.model);
+                  UPDATE embed_counts SET embedded = embedded + 1
+                      WHERE model = new.model AND new.embedded_at IS NOT NULL;
+              END;
+              CREATE INDEX embed_state_failed ON embed_state (model, attempts)
+                  WHERE embedded_at IS NULL;",
         },
     ],
 };
@@ -277,58 +339,217 @@ struct Space {
     generation: i64,
 }
 
-/// The codes of one space, in memory.
+/// The codes of one space, in memory: what a load of `vec_q_<space>` builds, and what
+/// [`Codes::apply`] keeps it equal to as this store writes.
+///
+/// Rows are in no particular order (appended, swap-removed): nothing a query computes depends
+/// on it, since every tie is broken by message id.
 #[derive(Debug)]
 struct Codes {
+    /// The space's generation these codes reflect.
     generation: i64,
     dim: usize,
     words: usize,
     ids: Vec<i64>,
+    /// The row of each id.
+    rows: HashMap<i64, usize>,
     /// int8 codes, `dim` per vector.
     q: Vec<i8>,
     /// Centered sign bits, `words` per vector.
     bits: Vec<u64>,
+    /// The sum of the int8 codes, per component (exact: the center follows every write).
+    sums: Vec<i64>,
     /// The mean of the int8 codes, per component.
     center: Vec<f32>,
+    /// `floor(center)` as a code: an integer code is above the center exactly when it is above
+    /// this, so the bits of a row depend on the center only through these.
+    floors: Vec<i8>,
     /// Float → int8 factor.
     scale: f32,
+}
+
+/// One change to a space's codes, in the order its transaction made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CodeOp {
+    /// The message's code is (now) this one.
+    Put(i64, Vec<u8>),
+    /// The message has no vector in the space any more.
+    Remove(i64),
+}
+
+/// What one write transaction did to one space: its generation before and after, and the
+/// changes in order.
+#[derive(Debug, Default)]
+struct SpaceDelta {
+    before: i64,
+    after: i64,
+    ops: Vec<CodeOp>,
+}
+
+/// The deltas of one transaction, by space id.
+type Deltas = HashMap<i64, SpaceDelta>;
+
+/// The centered sign bits of one code: bit j set when `v[j] > floors[j]` (the comparison of
+/// bytes vectorizes, and equals what [`push_bits`] computes against the float center).
+fn code_bits(v: &[i8], floors: &[i8], out: &mut [u64]) {
+    for ((xs, ts), w) in v.chunks(64).zip(floors.chunks(64)).zip(out) {
+        let mut word = 0u64;
+        for (k, (x, t)) in xs.iter().zip(ts).enumerate() {
+            word |= u64::from(x > t) << k;
+        }
+        *w = word;
+    }
 }
 
 impl Codes {
     fn new(generation: i64, dim: usize, ids: Vec<i64>, q: Vec<i8>, scale: f32) -> Self {
         let words = dim.div_ceil(64);
-        let n = ids.len();
-        // The mean code, summed in integers (exact, and the loop vectorizes).
+        // The code sums, in integers (exact, and the loop vectorizes).
         let mut sums = vec![0i64; dim];
         for v in q.chunks_exact(dim) {
             for (s, x) in sums.iter_mut().zip(v) {
                 *s += i64::from(*x);
             }
         }
-        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
-        let center: Vec<f32> =
-            sums.iter().map(|s| if n == 0 { 0.0 } else { (*s as f64 / n as f64) as f32 }).collect();
-        // For an integer code x, `x > c` exactly when `x > floor(c)`: the bits come from
-        // comparing bytes with bytes, which vectorizes, and equal what `push_bits` computes.
-        #[allow(clippy::cast_possible_truncation)]
-        let floors: Vec<i8> = center.iter().map(|c| c.floor().clamp(-128.0, 127.0) as i8).collect();
-        let mut bits = Vec::with_capacity(n * words);
-        for v in q.chunks_exact(dim) {
-            for (xs, ts) in v.chunks(64).zip(floors.chunks(64)) {
-                let mut w = 0u64;
-                for (k, (x, t)) in xs.iter().zip(ts).enumerate() {
-                    w |= u64::from(x > t) << k;
-                }
-                bits.push(w);
-            }
-        }
-        Self { generation, dim, words, ids, q, bits, center, scale }
+        let rows = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        let mut codes = Self {
+            generation,
+            dim,
+            words,
+            ids,
+            rows,
+            q,
+            bits: Vec::new(),
+            sums,
+            center: Vec::new(),
+            floors: Vec::new(),
+            scale,
+        };
+        codes.set_center();
+        codes.fill_bits();
+        codes
     }
 
-    /// Indexes of the k + [`RERANK_EXTRA_PERCENT`]% best candidates for the unit vector `unit`: Hamming
-    /// on centered bits (unless the int8 codes are at most `full_scan_bytes`), then int8 dot
-    /// products.
-    fn candidates(&self, unit: &[f32], k: usize, full_scan_bytes: usize) -> Vec<usize> {
+    /// The center and its floors, from the sums.
+    fn set_center(&mut self) {
+        let n = self.ids.len();
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+        let center: Vec<f32> = self
+            .sums
+            .iter()
+            .map(|s| if n == 0 { 0.0 } else { (*s as f64 / n as f64) as f32 })
+            .collect();
+        // For an integer code x, `x > c` exactly when `x > floor(c)`.
+        #[allow(clippy::cast_possible_truncation)]
+        let floors = center.iter().map(|c| c.floor().clamp(-128.0, 127.0) as i8).collect();
+        self.center = center;
+        self.floors = floors;
+    }
+
+    /// Every row's bits, from the floors.
+    fn fill_bits(&mut self) {
+        let n = self.ids.len();
+        self.bits.clear();
+        self.bits.resize(n * self.words, 0);
+        for (v, out) in self.q.chunks_exact(self.dim).zip(self.bits.chunks_exact_mut(self.words)) {
+            code_bits(v, &self.floors, out);
+        }
+    }
+
+    /// Bytes held for codes and bits (what [`MAX_CODE_CACHE_BYTES`] bounds).
+    fn bytes(&self) -> usize {
+        self.ids.len().saturating_mul(self.dim + self.words * 8)
+    }
+
+    fn add_row(&mut self, row: usize, sign: i64) {
+        let v = &self.q[row * self.dim..(row + 1) * self.dim];
+        for (s, x) in self.sums.iter_mut().zip(v) {
+            *s += sign * i64::from(*x);
+        }
+    }
+
+    /// Applies one transaction's changes, in order, leaving exactly the rows, center and bits a
+    /// fresh load of the space would build (up to row order).
+    ///
+    /// Cost: O(dim) per row put or removed, then, for each component whose `floor(center)`
+    /// moved, one pass over that component of every row (the bits of a row depend on the
+    /// center only through the floors). Appending n rows to N moves a mean by at most
+    /// 255·n/N, so on a large space few floors move per batch; when more than an eighth of
+    /// them move, every row's bits are recomputed from memory instead (the cost of a build
+    /// without the read, and never a reload).
+    fn apply(&mut self, ops: &[CodeOp]) {
+        let (dim, words) = (self.dim, self.words);
+        let mut dirty: Vec<i64> = Vec::new();
+        for op in ops {
+            match op {
+                CodeOp::Remove(id) => {
+                    let Some(row) = self.rows.remove(id) else { continue };
+                    self.add_row(row, -1);
+                    let last = self.ids.len() - 1;
+                    if row != last {
+                        let moved = self.ids[last];
+                        self.ids[row] = moved;
+                        self.q.copy_within(last * dim..(last + 1) * dim, row * dim);
+                        self.bits.copy_within(last * words..(last + 1) * words, row * words);
+                        self.rows.insert(moved, row);
+                    }
+                    self.ids.truncate(last);
+                    self.q.truncate(last * dim);
+                    self.bits.truncate(last * words);
+                }
+                CodeOp::Put(id, code) => {
+                    let row = if let Some(&row) = self.rows.get(id) {
+                        self.add_row(row, -1);
+                        row
+                    } else {
+                        let row = self.ids.len();
+                        self.ids.push(*id);
+                        self.q.resize(self.q.len() + dim, 0);
+                        self.bits.resize(self.bits.len() + words, 0);
+                        self.rows.insert(*id, row);
+                        row
+                    };
+                    // As a load reads a stored code: cut or padded to the dimension.
+                    let dst = &mut self.q[row * dim..(row + 1) * dim];
+                    dst.fill(0);
+                    for (d, b) in dst.iter_mut().zip(code) {
+                        *d = i8::from_ne_bytes([*b]);
+                    }
+                    self.add_row(row, 1);
+                    dirty.push(*id);
+                }
+            }
+        }
+        let old = std::mem::take(&mut self.floors);
+        self.set_center();
+        let moved: Vec<usize> = (0..dim).filter(|j| old.get(*j) != self.floors.get(*j)).collect();
+        if moved.len() * 8 > dim {
+            self.fill_bits();
+            return;
+        }
+        for j in moved {
+            let (w, mask, t) = (j / 64, 1u64 << (j % 64), self.floors[j]);
+            for (v, b) in self.q.chunks_exact(dim).zip(self.bits.chunks_exact_mut(words)) {
+                if v[j] > t {
+                    b[w] |= mask;
+                } else {
+                    b[w] &= !mask;
+                }
+            }
+        }
+        for id in dirty {
+            if let Some(&row) = self.rows.get(&id) {
+                let v = &self.q[row * dim..(row + 1) * dim];
+                code_bits(v, &self.floors, &mut self.bits[row * words..(row + 1) * words]);
+            }
+        }
+    }
+
+    /// Ids of the k + [`RERANK_EXTRA_PERCENT`]% best candidates for the unit vector `unit`:
+    /// Hamming on centered bits (unless the int8 codes are at most `full_scan_bytes`), then
+    /// int8 dot products. Ties are broken by message id at both cuts, so the answer depends on
+    /// the rows, not on their order.
+    fn candidates(&self, unit: &[f32], k: usize, full_scan_bytes: usize) -> Vec<i64> {
         let n = self.ids.len();
         let coarse = (k * COARSE_FACTOR).max(MIN_COARSE);
         let mut pool: Vec<usize> = if n <= coarse || self.q.len() <= full_scan_bytes {
@@ -355,18 +576,24 @@ impl Codes {
                 below += histogram[cut];
                 cut += 1;
             }
-            // Everything nearer than `cut`, then ties at `cut` until `coarse`.
-            let mut ties = coarse - below;
+            // Everything nearer than `cut`, then the ties at `cut` with the smallest ids until
+            // `coarse`.
             let mut pool = Vec::with_capacity(coarse);
+            let mut tied = Vec::new();
             for (i, d) in dist.iter().enumerate() {
                 let d = usize::from(*d);
                 if d < cut {
                     pool.push(i);
-                } else if d == cut && ties > 0 {
-                    pool.push(i);
-                    ties -= 1;
+                } else if d == cut {
+                    tied.push(i);
                 }
             }
+            let ties = coarse.saturating_sub(below);
+            if tied.len() > ties {
+                tied.select_nth_unstable_by_key(ties, |i| self.ids[*i]);
+                tied.truncate(ties);
+            }
+            pool.extend(tied);
             pool
         };
         let fine = (k + (k * RERANK_EXTRA_PERCENT / 100).max(MIN_RERANK_EXTRA)).min(pool.len());
@@ -375,15 +602,15 @@ impl Codes {
         }
         // The query in the space's int8 scale: integer dot products vectorize.
         let qq: Vec<i8> = quantize(unit, self.scale).into_iter().map(|b| b as i8).collect();
-        let mut scored: Vec<(i32, usize)> = pool
+        let mut scored: Vec<(i32, i64)> = pool
             .drain(..)
-            .map(|i| (dot_i8(&self.q[i * self.dim..(i + 1) * self.dim], &qq), i))
+            .map(|i| (dot_i8(&self.q[i * self.dim..(i + 1) * self.dim], &qq), self.ids[i]))
             .collect();
         if fine < scored.len() {
-            scored.select_nth_unstable_by(fine - 1, |a, b| b.0.cmp(&a.0));
+            scored.select_nth_unstable_by(fine - 1, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             scored.truncate(fine);
         }
-        scored.into_iter().map(|(_, i)| i).collect()
+        scored.into_iter().map(|(_, id)| id).collect()
     }
 }
 
@@ -416,7 +643,77 @@ pub struct Neighbour {
 #[derive(Debug)]
 pub struct VectorStore {
     db: Database,
-    codes: Mutex<HashMap<i64, Arc<Codes>>>,
+    cache: CodeCache,
+}
+
+/// The in-memory codes of the spaces searched so far.
+#[derive(Debug, Default)]
+struct CodeCache {
+    /// By space id. The map's lock is held only to look up, insert or remove; each space's
+    /// codes have their own lock, taken for reading by searches and for writing by a delta.
+    spaces: Mutex<HashMap<i64, Arc<RwLock<Codes>>>>,
+    /// Held by a write of this store from before its transaction until its delta is applied,
+    /// and by a load: so a search that finds its space's generation ahead of the cache waits
+    /// for that write's delta instead of loading the space again, and a space is loaded once.
+    maintain: Mutex<()>,
+    /// Loads from the database (see [`VectorStore::cache_rebuilds`]).
+    loads: AtomicU64,
+}
+
+/// What a load of a space's codes found.
+enum Load {
+    /// The cache is at the space's current generation already.
+    Current(Arc<RwLock<Codes>>),
+    /// The codes, read in one snapshot.
+    Loaded(Box<Codes>),
+    /// More than [`MAX_CODE_CACHE_BYTES`].
+    TooLarge,
+    /// The space is gone.
+    Gone,
+}
+
+/// The codes a search uses, if any.
+enum Cached {
+    /// Up to date with the space's generation.
+    Codes(Arc<RwLock<Codes>>),
+    /// The space is larger than [`MAX_CODE_CACHE_BYTES`]: sqlite-vec's exact scan.
+    TooLarge,
+    /// The space is gone (dropped meanwhile).
+    Gone,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read_codes(c: &RwLock<Codes>) -> RwLockReadGuard<'_, Codes> {
+    c.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bumps the generation of `space` in this transaction and returns its delta (created with the
+/// generation before on the first bump). `None` when the space is gone.
+fn bump<'d>(
+    tx: &rusqlite::Transaction<'_>,
+    space: i64,
+    deltas: &'d mut Deltas,
+) -> Result<Option<&'d mut SpaceDelta>, StoreError> {
+    let generation: Option<i64> = tx
+        .query_row(
+            "UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1
+             RETURNING generation",
+            [space],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| StoreError::query("bump vector generation", e))?;
+    let Some(generation) = generation else { return Ok(None) };
+    let d = deltas.entry(space).or_insert_with(|| SpaceDelta {
+        before: generation - 1,
+        after: generation,
+        ops: Vec::new(),
+    });
+    d.after = generation;
+    Ok(Some(d))
 }
 
 fn normalized(id: i64, v: &[f32]) -> Result<Vec<f32>, VectorError> {
@@ -478,6 +775,7 @@ fn write_vectors(
     model: &str,
     dimension: usize,
     rows: &[(i64, Vec<u8>, Vec<f32>)],
+    deltas: &mut Deltas,
 ) -> Result<(), VectorError> {
     let dim = i64::try_from(dimension).unwrap_or(i64::MAX);
     let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
@@ -498,6 +796,7 @@ fn write_vectors(
     #[allow(clippy::cast_possible_truncation)]
     let scale = scale.map_or(127.0, |s| s as f32);
     create_tables(tx, id, dimension)?;
+    let mut ops = Vec::with_capacity(rows.len());
     for (mid, floats, unit) in rows {
         tx.execute(&format!("DELETE FROM vec_f_{id} WHERE rowid = ?1"), [mid])
             .map_err(q("replace vector"))?;
@@ -506,14 +805,17 @@ fn write_vectors(
             params![mid, floats],
         )
         .map_err(q("insert vector"))?;
+        let code = quantize(unit, scale);
         tx.execute(
             &format!("INSERT OR REPLACE INTO vec_q_{id} (id, q) VALUES (?1, ?2)"),
-            params![mid, quantize(unit, scale)],
+            params![mid, code],
         )
         .map_err(q("insert code"))?;
+        ops.push(CodeOp::Put(*mid, code));
     }
-    tx.execute("UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1", [id])
-        .map_err(q("bump vector generation"))?;
+    if let Some(d) = bump(tx, id, deltas)? {
+        d.ops.extend(ops);
+    }
     Ok(())
 }
 
@@ -579,6 +881,7 @@ fn delete_vectors(
     tx: &rusqlite::Transaction<'_>,
     spaces: &[i64],
     ids: &[i64],
+    deltas: &mut Deltas,
 ) -> Result<(), StoreError> {
     let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
     for space in spaces {
@@ -588,10 +891,29 @@ fn delete_vectors(
             tx.execute(&format!("DELETE FROM vec_q_{space} WHERE id = ?1"), [id])
                 .map_err(q("remove code"))?;
         }
-        tx.execute("UPDATE vector_spaces SET generation = generation + 1 WHERE id = ?1", [space])
-            .map_err(q("bump vector generation"))?;
+        if let Some(d) = bump(tx, *space, deltas)? {
+            d.ops.extend(ids.iter().map(|id| CodeOp::Remove(*id)));
+        }
     }
     Ok(())
+}
+
+/// The columns [`state_row`] reads.
+const STATE_COLUMNS: &str =
+    "message_id, model, dimension, source_hash, embedded_at, attempts, last_error";
+
+fn state_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, EmbedState)> {
+    Ok((
+        r.get(0)?,
+        EmbedState {
+            model: r.get(1)?,
+            dimension: r.get::<_, Option<i64>>(2)?.and_then(|d| usize::try_from(d).ok()),
+            source_hash: hash_of(&r.get::<_, Vec<u8>>(3)?),
+            embedded_at: r.get(4)?,
+            attempts: r.get(5)?,
+            last_error: r.get(6)?,
+        },
+    ))
 }
 
 fn hash_of(blob: &[u8]) -> [u8; 32] {
@@ -619,7 +941,46 @@ impl VectorStore {
             let dim = usize::try_from(dim).unwrap_or(0);
             db.write(|tx| convert_space(tx, id, dim))?;
         }
-        Ok(Self { db, codes: Mutex::new(HashMap::new()) })
+        Ok(Self { db, cache: CodeCache::default() })
+    }
+
+    /// Runs one write transaction that may change spaces, then applies what it changed to the
+    /// loaded codes (see [`Codes::apply`]): the caches of this store follow its writes without
+    /// being loaded again.
+    fn write_tracked<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>, &mut Deltas) -> Result<T, VectorError>,
+    ) -> Result<T, VectorError> {
+        let _maintain = lock(&self.cache.maintain);
+        let mut deltas = Deltas::new();
+        let out = self.db.write(|tx| f(tx, &mut deltas))?;
+        for (space, delta) in deltas {
+            let Some(c) = lock(&self.cache.spaces).get(&space).cloned() else { continue };
+            let Ok(mut codes) = c.write() else {
+                // A panic mid-apply: the codes cannot be trusted; the next search loads.
+                lock(&self.cache.spaces).remove(&space);
+                continue;
+            };
+            if codes.generation != delta.before {
+                // Behind another writer (another handle or process): the next search loads.
+                continue;
+            }
+            codes.apply(&delta.ops);
+            codes.generation = delta.after;
+            if codes.bytes() > MAX_CODE_CACHE_BYTES {
+                drop(codes);
+                lock(&self.cache.spaces).remove(&space);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Code caches loaded whole from the database since this store was opened: the first
+    /// search of each space, and a space written since by another handle or process. This
+    /// store's own writes update a loaded cache in place and never cause one (for tests and
+    /// benchmarks).
+    pub fn cache_rebuilds(&self) -> u64 {
+        self.cache.loads.load(Ordering::Relaxed)
     }
 
     fn space(&self, model: &str, dimension: usize) -> Result<Option<Space>, VectorError> {
@@ -674,14 +1035,14 @@ impl VectorStore {
             .iter()
             .map(|(id, v)| vector_row(model, dimension, *id, v))
             .collect::<Result<Vec<_>, _>>()?;
-        self.db.write(|tx| write_vectors(tx, model, dimension, &rows))
+        self.write_tracked(|tx, deltas| write_vectors(tx, model, dimension, &rows, deltas))
     }
 
     /// Drops the vectors of `ids` from every space (messages soft-deleted or re-embedded).
     pub fn remove(&self, ids: &[i64]) -> Result<(), VectorError> {
         let spaces = self.space_ids()?;
-        self.db.write(|tx| {
-            delete_vectors(tx, &spaces, ids)?;
+        self.write_tracked(|tx, deltas| {
+            delete_vectors(tx, &spaces, ids, deltas)?;
             for id in ids {
                 tx.execute("DELETE FROM embed_state WHERE message_id = ?1", [id])
                     .map_err(|e| StoreError::query("remove embed state", e))?;
@@ -702,31 +1063,143 @@ impl VectorStore {
     pub fn embed_states(&self) -> Result<HashMap<i64, EmbedState>, VectorError> {
         Ok(self.db.read(|c| {
             let mut s = c
-                .prepare(
-                    "SELECT message_id, model, dimension, source_hash, embedded_at, attempts,
-                            last_error
-                     FROM embed_state",
-                )
+                .prepare(&format!("SELECT {STATE_COLUMNS} FROM embed_state"))
                 .map_err(|e| StoreError::query("embed state", e))?;
             let rows = s
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        EmbedState {
-                            model: r.get(1)?,
-                            dimension: r
-                                .get::<_, Option<i64>>(2)?
-                                .and_then(|d| usize::try_from(d).ok()),
-                            source_hash: hash_of(&r.get::<_, Vec<u8>>(3)?),
-                            embedded_at: r.get(4)?,
-                            attempts: r.get(5)?,
-                            last_error: r.get(6)?,
-                        },
-                    ))
-                })
+                .query_map([], state_row)
                 .and_then(Iterator::collect::<Result<HashMap<_, _>, _>>)
                 .map_err(|e| StoreError::query("embed state", e))?;
             Ok::<_, StoreError>(rows)
+        })?)
+    }
+
+    /// What the embedding queue recorded for `ids` (one primary-key read each).
+    pub(crate) fn embed_states_of(
+        &self,
+        ids: &[i64],
+    ) -> Result<HashMap<i64, EmbedState>, VectorError> {
+        Ok(self.db.read(|c| {
+            let mut s = c
+                .prepare_cached(&format!(
+                    "SELECT {STATE_COLUMNS} FROM embed_state WHERE message_id = ?1"
+                ))
+                .map_err(|e| StoreError::query("embed state", e))?;
+            let mut out = HashMap::with_capacity(ids.len());
+            for id in ids {
+                if let Some((id, state)) = s
+                    .query_row([id], state_row)
+                    .optional()
+                    .map_err(|e| StoreError::query("embed state", e))?
+                {
+                    out.insert(id, state);
+                }
+            }
+            Ok::<_, StoreError>(out)
+        })?)
+    }
+
+    /// Messages whose last attempt with `model` failed and was charged fewer than
+    /// `max_attempts` times, in id order: what a drain retries though they did not change
+    /// (read through the index of failures, so a drain with none reads nothing).
+    pub(crate) fn retryable_failures(
+        &self,
+        model: &str,
+        max_attempts: u32,
+    ) -> Result<Vec<i64>, VectorError> {
+        Ok(self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT message_id FROM embed_state
+                 WHERE embedded_at IS NULL AND model = ?1 AND attempts < ?2
+                 ORDER BY message_id",
+            )
+            .and_then(|mut s| s.query_map(params![model, max_attempts], |r| r.get(0))?.collect())
+            .map_err(|e| StoreError::query("failed embeddings", e))
+        })?)
+    }
+
+    /// For `model`: messages embedded (a count kept by triggers) and messages given up (failed
+    /// `max_attempts` times; read through the index of failures). No pass over the state.
+    pub(crate) fn embed_totals(
+        &self,
+        model: &str,
+        max_attempts: u32,
+    ) -> Result<(u64, u64), VectorError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT coalesce((SELECT embedded FROM embed_counts WHERE model = ?1), 0),
+                        (SELECT count(*) FROM embed_state
+                         WHERE embedded_at IS NULL AND model = ?1 AND attempts >= ?2)",
+                params![model, max_attempts],
+                |r| {
+                    Ok((
+                        u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                        u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    ))
+                },
+            )
+            .map_err(|e| StoreError::query("embed totals", e))
+        })?)
+    }
+
+    /// Where the embedding queue's last complete drain left off, if it recorded it.
+    pub(crate) fn embed_watermark(&self) -> Result<Option<EmbedWatermark>, VectorError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT model, dimension, settled_run, seen_run, seen_started, probed_at
+                 FROM embed_watermark WHERE id = 1",
+                [],
+                |r| {
+                    Ok(EmbedWatermark {
+                        model: r.get(0)?,
+                        dimension: usize::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                        settled_run: r.get(2)?,
+                        seen_run: r.get(3)?,
+                        seen_started: r.get(4)?,
+                        probed_at: r.get(5)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| StoreError::query("embed watermark", e))
+        })?)
+    }
+
+    /// Records where a complete drain left off.
+    pub(crate) fn set_embed_watermark(&self, w: &EmbedWatermark) -> Result<(), VectorError> {
+        let dim = i64::try_from(w.dimension).unwrap_or(i64::MAX);
+        Ok(self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO embed_watermark
+                     (id, model, dimension, settled_run, seen_run, seen_started, probed_at,
+                      updated_at)
+                 VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET
+                     model = excluded.model, dimension = excluded.dimension,
+                     settled_run = excluded.settled_run, seen_run = excluded.seen_run,
+                     seen_started = excluded.seen_started, probed_at = excluded.probed_at,
+                     updated_at = excluded.updated_at",
+                params![
+                    w.model,
+                    dim,
+                    w.settled_run,
+                    w.seen_run,
+                    w.seen_started,
+                    w.probed_at,
+                    crate::time::now_secs()
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| StoreError::query("record embed watermark", e))
+        })?)
+    }
+
+    /// Forgets where the embedding queue left off: its next drain examines every message again
+    /// (an explicit rescan; also what a changed model or dimension does by itself).
+    pub fn forget_embed_watermark(&self) -> Result<(), VectorError> {
+        Ok(self.db.write(|tx| {
+            tx.execute("DELETE FROM embed_watermark", [])
+                .map(|_| ())
+                .map_err(|e| StoreError::query("forget embed watermark", e))
         })?)
     }
 
@@ -779,15 +1252,21 @@ impl VectorStore {
         let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
         let now = crate::time::now_secs();
         let dim = i64::try_from(dimension).unwrap_or(i64::MAX);
-        self.db.write(|tx| {
-            delete_vectors(tx, &spaces, &ids)?;
-            write_vectors(tx, model, dimension, &rows)?;
+        self.write_tracked(|tx, deltas| {
+            delete_vectors(tx, &spaces, &ids, deltas)?;
+            write_vectors(tx, model, dimension, &rows, deltas)?;
             for i in items {
                 tx.execute(
-                    "INSERT OR REPLACE INTO embed_state
+                    // An upsert, not INSERT OR REPLACE: a replace's delete would not fire the
+                    // trigger that counts embedded messages.
+                    "INSERT INTO embed_state
                          (message_id, model, dimension, source_hash, embedded_at, attempts,
                           last_error, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL, ?5)",
+                     VALUES (?1, ?2, ?3, ?4, ?5, 0, NULL, ?5)
+                     ON CONFLICT (message_id) DO UPDATE SET
+                         model = excluded.model, dimension = excluded.dimension,
+                         source_hash = excluded.source_hash, embedded_at = excluded.embedded_at,
+                         attempts = 0, last_error = NULL, updated_at = excluded.updated_at",
                     params![i.id, model, dim, &i.source_hash[..], now],
                 )
                 .map_err(|e| StoreError::query("record embedding", e))?;
@@ -806,8 +1285,8 @@ impl VectorStore {
         let spaces = self.space_ids()?;
         let ids: Vec<i64> = items.iter().map(|i| i.id).collect();
         let now = crate::time::now_secs();
-        self.db.write(|tx| {
-            delete_vectors(tx, &spaces, &ids)?;
+        self.write_tracked(|tx, deltas| {
+            delete_vectors(tx, &spaces, &ids, deltas)?;
             for i in items {
                 tx.execute(
                     "INSERT INTO embed_state
@@ -841,6 +1320,7 @@ impl VectorStore {
             .and_then(|mut s| s.query_map(params![model, dim], |r| r.get(0))?.collect())
             .map_err(|e| StoreError::query("vector spaces", e))
         })?;
+        let _maintain = lock(&self.cache.maintain);
         let reset = self.db.write(|tx| {
             let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
             for space in &dropped {
@@ -858,9 +1338,15 @@ impl VectorStore {
                     params![model, dim],
                 )
                 .map_err(q("reset embed state"))?;
+            // A watermark of another model or dimension covers nothing that is left.
+            tx.execute(
+                "DELETE FROM embed_watermark WHERE NOT (model = ?1 AND dimension = ?2)",
+                params![model, dim],
+            )
+            .map_err(q("reset embed watermark"))?;
             Ok::<_, VectorError>(u64::try_from(n).unwrap_or(0))
         })?;
-        let mut cache = self.codes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cache = lock(&self.cache.spaces);
         for space in &dropped {
             cache.remove(space);
         }
@@ -879,33 +1365,73 @@ impl VectorStore {
         })?)
     }
 
-    fn codes(&self, space: Space) -> Result<Option<Arc<Codes>>, VectorError> {
-        let mut cache = self.codes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(c) = cache.get(&space.id)
-            && c.generation == space.generation
-        {
-            return Ok(Some(Arc::clone(c)));
+    /// The cached codes of `space` if they are at its generation.
+    fn cached(&self, space: Space) -> Option<Arc<RwLock<Codes>>> {
+        let c = lock(&self.cache.spaces).get(&space.id).cloned()?;
+        // A poisoned lock (a panic mid-apply) is never trusted: the caller loads again.
+        let current = c.read().is_ok_and(|codes| codes.generation == space.generation);
+        current.then_some(c)
+    }
+
+    /// The codes to search `space` with: the cached ones when they are at its generation, else
+    /// loaded (one load at a time, and after any write of this store in flight has applied
+    /// its delta — which usually makes the load unnecessary).
+    fn codes(&self, space: Space) -> Result<Cached, VectorError> {
+        if let Some(c) = self.cached(space) {
+            return Ok(Cached::Codes(c));
         }
+        let _maintain = lock(&self.cache.maintain);
+        match self.load_codes(space)? {
+            Load::Current(c) => Ok(Cached::Codes(c)),
+            Load::Loaded(codes) => {
+                self.cache.loads.fetch_add(1, Ordering::Relaxed);
+                let c = Arc::new(RwLock::new(*codes));
+                lock(&self.cache.spaces).insert(space.id, Arc::clone(&c));
+                Ok(Cached::Codes(c))
+            }
+            Load::TooLarge => {
+                lock(&self.cache.spaces).remove(&space.id);
+                Ok(Cached::TooLarge)
+            }
+            Load::Gone => {
+                lock(&self.cache.spaces).remove(&space.id);
+                Ok(Cached::Gone)
+            }
+        }
+    }
+
+    /// Reads the codes of `space` in one read transaction, tagged with the generation they
+    /// reflect (unless the cache is already at it).
+    fn load_codes(&self, space: Space) -> Result<Load, VectorError> {
         let (dim, words) = (space.dimension, space.dimension.div_ceil(64));
-        let loaded = self.db.read(|c| {
+        Ok(self.db.read(|c| {
             let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
-            let (n, scale): (usize, f64) = c
+            // One snapshot: the generation and the rows it tags.
+            let tx = c.unchecked_transaction().map_err(q("begin code load"))?;
+            let head: Option<(i64, f64)> = tx
                 .query_row(
-                    &format!(
-                        "SELECT (SELECT count(*) FROM vec_q_{0}),
-                                (SELECT coalesce(q_scale, 127.0) FROM vector_spaces WHERE id = {0})",
-                        space.id
-                    ),
-                    [],
-                    |r| Ok((usize::try_from(r.get::<_, i64>(0)?).unwrap_or(usize::MAX), r.get(1)?)),
+                    "SELECT generation, coalesce(q_scale, 127.0) FROM vector_spaces WHERE id = ?1",
+                    [space.id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
+                .optional()
+                .map_err(q("vector space"))?;
+            let Some((generation, scale)) = head else { return Ok(Load::Gone) };
+            if let Some(c) = self.cached(Space { generation, ..space }) {
+                return Ok(Load::Current(c));
+            }
+            let n: usize = tx
+                .query_row(&format!("SELECT count(*) FROM vec_q_{}", space.id), [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
                 .map_err(q("count codes"))?;
             if n.saturating_mul(dim + words * 8) > MAX_CODE_CACHE_BYTES {
-                return Ok::<_, StoreError>(None);
+                return Ok::<_, StoreError>(Load::TooLarge);
             }
             let mut ids = Vec::with_capacity(n);
             let mut codes = Vec::with_capacity(n * dim);
-            let mut s = c
+            let mut s = tx
                 .prepare(&format!("SELECT id, q FROM vec_q_{}", space.id))
                 .map_err(q("load codes"))?;
             let mut rows = s.query([]).map_err(q("load codes"))?;
@@ -917,19 +1443,8 @@ impl VectorStore {
                 codes.resize(codes.len() + (dim - take), 0);
             }
             #[allow(clippy::cast_possible_truncation)]
-            Ok(Some(Codes::new(space.generation, dim, ids, codes, scale as f32)))
-        })?;
-        match loaded {
-            Some(codes) => {
-                let codes = Arc::new(codes);
-                cache.insert(space.id, Arc::clone(&codes));
-                Ok(Some(codes))
-            }
-            None => {
-                cache.remove(&space.id);
-                Ok(None)
-            }
-        }
+            Ok(Load::Loaded(Box::new(Codes::new(generation, dim, ids, codes, scale as f32))))
+        })?)
     }
 
     /// The `k` messages nearest to `query` in the space of (`model`, `query.len()`), nearest
@@ -943,8 +1458,14 @@ impl VectorStore {
         }
         let Some(space) = self.space(model, query.len())? else { return Ok(Vec::new()) };
         let unit = normalized(0, query)?;
-        let Some(codes) = self.codes(space)? else { return self.exact_knn(space, &unit, k) };
-        let candidates = codes.candidates(&unit, k, INT8_FULL_SCAN_BYTES);
+        let codes = match self.codes(space)? {
+            Cached::Codes(c) => c,
+            Cached::TooLarge => return self.exact_knn(space, &unit, k),
+            Cached::Gone => return Ok(Vec::new()),
+        };
+        // The read lock is held for the scan only (a delta being applied waits for it, and it
+        // for a delta: both are short), not for the re-rank below.
+        let candidates = read_codes(&codes).candidates(&unit, k, INT8_FULL_SCAN_BYTES);
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
@@ -958,8 +1479,7 @@ impl VectorStore {
                 .map_err(|e| StoreError::query("rerank", e))?;
             let qb = float_blob(&unit);
             let mut out = Vec::with_capacity(candidates.len());
-            for i in &candidates {
-                let id = codes.ids[*i];
+            for &id in &candidates {
                 let d: Option<f64> = s
                     .query_row(params![id, qb], |r| r.get(0))
                     .optional()
@@ -974,6 +1494,48 @@ impl VectorStore {
         out.sort_by(|a, b| a.distance.total_cmp(&b.distance).then(a.id.cmp(&b.id)));
         out.truncate(k);
         Ok(out)
+    }
+
+    /// The stored (unit-normalized) vectors of `ids` in the space of (`model`, `dimension`), in
+    /// the order of `ids`; an id without a vector in that space is left out. At most
+    /// [`MAX_KNN`] ids per call.
+    pub fn stored_vectors(
+        &self,
+        model: &str,
+        dimension: usize,
+        ids: &[i64],
+    ) -> Result<Vec<(i64, Vec<f32>)>, VectorError> {
+        if ids.len() > MAX_KNN {
+            return Err(VectorError::OutOfRange {
+                what: "vectors",
+                value: ids.len(),
+                max: MAX_KNN,
+            });
+        }
+        let Some(space) = self.space(model, dimension)? else { return Ok(Vec::new()) };
+        Ok(self.db.read(|c| {
+            let mut s = c
+                .prepare_cached(&format!(
+                    "SELECT embedding FROM vec_f_{} WHERE rowid = ?1",
+                    space.id
+                ))
+                .map_err(|e| StoreError::query("stored vector", e))?;
+            let mut out = Vec::with_capacity(ids.len());
+            for &id in ids {
+                let blob: Option<Vec<u8>> = s
+                    .query_row([id], |r| r.get(0))
+                    .optional()
+                    .map_err(|e| StoreError::query("stored vector", e))?;
+                if let Some(blob) = blob {
+                    let v = blob
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect();
+                    out.push((id, v));
+                }
+            }
+            Ok::<_, StoreError>(out)
+        })?)
     }
 
     /// The exact `k` nearest by sqlite-vec's full float scan (what [`VectorStore::knn`] is
@@ -1107,13 +1669,13 @@ mod tests {
         full: usize,
     ) -> f64 {
         let space = s.space("m", dim).unwrap().unwrap();
-        let codes = s.codes(space).unwrap().unwrap();
+        let Cached::Codes(codes) = s.codes(space).unwrap() else { panic!("no codes") };
+        let codes = read_codes(&codes);
         let (mut hit, mut total) = (0, 0);
         for seed in 0..20u64 {
             let unit = normalized(0, &vector_of(100_000 + seed)).unwrap();
             let exact = s.exact_knn(space, &unit, 50).unwrap();
-            let found: Vec<i64> =
-                codes.candidates(&unit, 50, full).iter().map(|i| codes.ids[*i]).collect();
+            let found: Vec<i64> = codes.candidates(&unit, 50, full);
             hit += exact.iter().filter(|e| found.contains(&e.id)).count();
             total += exact.len();
         }
@@ -1210,5 +1772,238 @@ mod tests {
         let n = s.knn("m", &[1.0; 8], 5).unwrap();
         assert_eq!(n.len(), 1);
         assert_eq!(n[0].id, 1);
+    }
+
+    /// (id, code, bits) of every row, by id.
+    fn rows_of(c: &Codes) -> Vec<(i64, Vec<i8>, Vec<u64>)> {
+        let mut rows: Vec<_> = (0..c.ids.len())
+            .map(|i| {
+                (
+                    c.ids[i],
+                    c.q[i * c.dim..(i + 1) * c.dim].to_vec(),
+                    c.bits[i * c.words..(i + 1) * c.words].to_vec(),
+                )
+            })
+            .collect();
+        rows.sort_by_key(|r| r.0);
+        rows
+    }
+
+    /// Same rows, same bits, same center as a fresh build (row order aside).
+    fn assert_same(kept: &Codes, fresh: &Codes) {
+        assert_eq!(rows_of(kept), rows_of(fresh));
+        assert_eq!(kept.sums, fresh.sums);
+        assert_eq!(kept.center, fresh.center);
+        assert_eq!(kept.floors, fresh.floors);
+        assert_eq!(kept.rows.len(), kept.ids.len());
+        assert!(kept.rows.iter().all(|(id, row)| kept.ids[*row] == *id));
+    }
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn code(rng: &mut Rng, dim: usize, bias: i64) -> Vec<i8> {
+        (0..dim)
+            .map(|_| {
+                let x = bias + i64::try_from(rng.below(121)).unwrap() - 60;
+                i8::try_from(x.clamp(-127, 127)).unwrap()
+            })
+            .collect()
+    }
+
+    fn stored(code: &[i8]) -> Vec<u8> {
+        code.iter().map(|x| x.to_ne_bytes()[0]).collect()
+    }
+
+    /// What a load of these codes builds (ids in order, as `vec_q_` returns them).
+    fn fresh(set: &std::collections::BTreeMap<i64, Vec<i8>>, dim: usize) -> Codes {
+        let ids = set.keys().copied().collect();
+        let q = set.values().flatten().copied().collect();
+        Codes::new(0, dim, ids, q, 127.0)
+    }
+
+    #[test]
+    fn applied_writes_leave_exactly_the_codes_a_fresh_load_builds() {
+        // A dimension that is not a multiple of 64; small batches that barely move the mean (a
+        // few floors move: only those components are redone) and batches of skewed codes that
+        // drag it (most floors move: every row's bits are recomputed); puts, replacements,
+        // removals, removals of absent ids, down to empty and back.
+        let dim = 200;
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut set: std::collections::BTreeMap<i64, Vec<i8>> =
+            (1..=2_000).map(|id| (id, code(&mut rng, dim, 0))).collect();
+        let mut kept = fresh(&set, dim);
+        let (mut next_id, mut few_moved, mut many_moved) = (2_001i64, 0, 0);
+        for round in 0..60i64 {
+            let skewed = round % 4 == 3;
+            let bias = match (skewed, round % 8 == 3) {
+                (false, _) => 0,
+                (true, true) => 50,
+                (true, false) => -50,
+            };
+            let count = if skewed { 400 } else { 1 + rng.below(8) };
+            let mut ops = Vec::new();
+            for _ in 0..count {
+                let pick = |rng: &mut Rng, set: &std::collections::BTreeMap<i64, Vec<i8>>| {
+                    let n = u64::try_from(set.len()).unwrap();
+                    *set.keys().nth(usize::try_from(rng.below(n)).unwrap()).unwrap()
+                };
+                match if skewed { 4 } else { rng.below(5) } {
+                    0 => {
+                        let id = pick(&mut rng, &set);
+                        set.remove(&id);
+                        ops.push(CodeOp::Remove(id));
+                    }
+                    1 => {
+                        let id = pick(&mut rng, &set);
+                        let c = code(&mut rng, dim, bias);
+                        ops.push(CodeOp::Put(id, stored(&c)));
+                        set.insert(id, c);
+                    }
+                    2 => ops.push(CodeOp::Remove(1_000_000 + round)),
+                    _ => {
+                        let c = code(&mut rng, dim, bias);
+                        ops.push(CodeOp::Put(next_id, stored(&c)));
+                        set.insert(next_id, c);
+                        next_id += 1;
+                    }
+                }
+            }
+            let before = kept.floors.clone();
+            kept.apply(&ops);
+            let moved = before.iter().zip(&kept.floors).filter(|(a, b)| a != b).count();
+            if moved * 8 > dim {
+                many_moved += 1;
+            } else if moved > 0 {
+                few_moved += 1;
+            }
+            assert_same(&kept, &fresh(&set, dim));
+        }
+        assert!(few_moved > 0 && many_moved > 0, "both paths: {few_moved} / {many_moved}");
+        let all: Vec<CodeOp> = set.keys().map(|id| CodeOp::Remove(*id)).collect();
+        set.clear();
+        kept.apply(&all);
+        assert_same(&kept, &fresh(&set, dim));
+        let c = code(&mut rng, dim, 30);
+        kept.apply(&[CodeOp::Put(7, stored(&c))]);
+        set.insert(7, c);
+        assert_same(&kept, &fresh(&set, dim));
+    }
+
+    #[test]
+    fn writes_update_the_code_cache_in_place_and_searches_match_a_fresh_load() {
+        let (dir, s) = store();
+        let dim = 64;
+        let batch = |ids: std::ops::Range<i64>, salt: u64| -> Vec<(i64, Vec<f32>)> {
+            ids.map(|i| (i, anisotropic(i as u64 * 7 + salt, dim))).collect()
+        };
+        s.upsert("m", dim, &batch(1..601, 0)).unwrap();
+        s.upsert("m", dim, &batch(601..1_201, 0)).unwrap();
+        let queries: Vec<Vec<f32>> = (0..8).map(|i| anisotropic(424_242 + i, dim)).collect();
+        s.knn("m", &queries[0], 10).unwrap();
+        assert_eq!(s.cache_rebuilds(), 1, "the first search loads the codes");
+        // Ten rounds of every kind of write: new vectors, re-embedded ones, removals, failures.
+        for round in 0..10i64 {
+            s.upsert("m", dim, &batch(1_201 + round * 40..1_241 + round * 40, 0)).unwrap();
+            let again: Vec<EmbeddedItem> = batch(1 + round * 13..11 + round * 13, 99)
+                .into_iter()
+                .map(|(id, vector)| EmbeddedItem { id, source_hash: [0; 32], vector })
+                .collect();
+            s.store_embedded("m", dim, &again).unwrap();
+            s.remove(&[500 + round, 900 + round * 3]).unwrap();
+            let failed = FailedItem { id: 600 + round, source_hash: [1; 32], error: "no".into() };
+            s.record_embed_failures("m", &[failed]).unwrap();
+            assert_eq!(s.knn("m", &queries[0], 10).unwrap().len(), 10);
+        }
+        assert_eq!(s.cache_rebuilds(), 1, "no write of this store reloaded the codes");
+
+        // The codes kept equal what a fresh load builds, and so do the answers.
+        let space = s.space("m", dim).unwrap().unwrap();
+        let other = VectorStore::open(dir.path(), &Limits::default()).unwrap();
+        let compare = |s: &VectorStore, other: &VectorStore| {
+            let space = s.space("m", dim).unwrap().unwrap();
+            let Cached::Codes(kept) = s.codes(space).unwrap() else { panic!("no codes") };
+            let Cached::Codes(fresh) = other.codes(space).unwrap() else { panic!("no codes") };
+            {
+                let (kept, fresh) = (read_codes(&kept), read_codes(&fresh));
+                assert_eq!(kept.generation, space.generation);
+                assert_same(&kept, &fresh);
+                for q in &queries {
+                    // The Hamming pass too (this space is small enough to skip it in `knn`).
+                    let unit = normalized(0, q).unwrap();
+                    let mut a = kept.candidates(&unit, 10, 0);
+                    let mut b = fresh.candidates(&unit, 10, 0);
+                    a.sort_unstable();
+                    b.sort_unstable();
+                    assert_eq!(a, b);
+                }
+            }
+            for q in &queries {
+                assert_eq!(s.knn("m", q, 10).unwrap(), other.knn("m", q, 10).unwrap());
+            }
+        };
+        compare(&s, &other);
+        assert_eq!(other.cache_rebuilds(), 1);
+        assert!(space.generation > 40);
+
+        // A write by another handle (or process) is seen: the next search loads the codes.
+        other.upsert("m", dim, &batch(5_000..5_010, 3)).unwrap();
+        assert_eq!(other.cache_rebuilds(), 1, "the writer kept its own codes");
+        compare(&s, &other);
+        assert_eq!(s.cache_rebuilds(), 2);
+    }
+
+    #[test]
+    fn embed_totals_and_the_watermark_follow_every_write() {
+        let (_d, s) = store();
+        let item = |id: i64| EmbeddedItem {
+            id,
+            source_hash: [u8::try_from(id).unwrap(); 32],
+            vector: pseudo(id as u64, 8),
+        };
+        s.store_embedded("m", 8, &[item(1), item(2), item(3)]).unwrap();
+        assert_eq!(s.embed_totals("m", 3).unwrap(), (3, 0));
+        s.store_embedded("m", 8, &[item(2)]).unwrap();
+        assert_eq!(s.embed_totals("m", 3).unwrap(), (3, 0), "re-embedded, counted once");
+        let fail = FailedItem { id: 3, source_hash: [9; 32], error: "no".into() };
+        for attempts in 1..=3usize {
+            s.record_embed_failures("m", std::slice::from_ref(&fail)).unwrap();
+            let retry = s.retryable_failures("m", 3).unwrap();
+            assert_eq!(retry, if attempts < 3 { vec![3] } else { vec![] });
+        }
+        assert_eq!(s.embed_totals("m", 3).unwrap(), (2, 1));
+        s.remove(&[1]).unwrap();
+        assert_eq!(s.embed_totals("m", 3).unwrap(), (1, 1));
+        let embedded =
+            s.embed_states().unwrap().values().filter(|e| e.embedded_at.is_some()).count();
+        assert_eq!(embedded, 1, "the count is the truth");
+
+        assert_eq!(s.embed_watermark().unwrap(), None);
+        let w = EmbedWatermark {
+            model: "m".into(),
+            dimension: 8,
+            settled_run: 4,
+            seen_run: 5,
+            seen_started: 100,
+            probed_at: 7,
+        };
+        s.set_embed_watermark(&w).unwrap();
+        assert_eq!(s.embed_watermark().unwrap().as_ref(), Some(&w));
+        s.reset_incompatible("m", 8).unwrap();
+        assert_eq!(s.embed_watermark().unwrap().as_ref(), Some(&w), "same model and dimension");
+        s.reset_incompatible("m", 16).unwrap();
+        assert_eq!(s.embed_watermark().unwrap(), None, "another dimension: it covers nothing");
+        assert_eq!(s.embed_totals("m", 3).unwrap(), (0, 1));
+        s.set_embed_watermark(&w).unwrap();
+        s.forget_embed_watermark().unwrap();
+        assert_eq!(s.embed_watermark().unwrap(), None);
     }
 }

@@ -14,8 +14,8 @@ use super::{
 };
 use crate::{
     index::{
-        CandidateOrder, Embedder, LexicalIndex, SubstringField, VectorStore, fold::fold_into,
-        query_terms,
+        CandidateOrder, Embedder, LexicalIndex, SubstringField, VectorStore, calibration,
+        fold::fold_into, query_terms,
     },
     mirror::{Mirror, read::rfc3339},
     store::StoreError,
@@ -286,8 +286,8 @@ fn ranked_by_text(
     let lexical = filtered_in_order(c, filters, lexical, LEXICAL_CANDIDATES)?;
     let (vector, semantic) = match src.embedder {
         None => (Vec::new(), Semantic::Disabled),
-        Some(e) => match semantic_candidates(src, e, text, fetch(VECTOR_CANDIDATES)) {
-            Some(ids) => (filtered_in_order(c, filters, ids, VECTOR_CANDIDATES)?, Semantic::Used),
+        Some(e) => match semantic_candidates(src, c, filters, e, text, fetch(VECTOR_CANDIDATES))? {
+            Some(ids) => (ids, Semantic::Used),
             None => (Vec::new(), Semantic::Unavailable),
         },
     };
@@ -336,45 +336,71 @@ fn ranked_by_text(
     Ok((ranked, semantic))
 }
 
-/// KNN candidates for `text`, or `None` when the embedder fails, answers with the wrong
-/// dimension, or has no vectors in the store.
+/// The KNN candidates for `text` that are matches, nearest first: at most
+/// [`VECTOR_CANDIDATES`] neighbours within the embedder's `max_distance` that pass the filters,
+/// of which only those that stand out from the space's probe queries are kept
+/// ([`calibration`]). `None` when the embedder fails (on the query or a probe), answers with the
+/// wrong dimension, or has no vectors in the store.
 fn semantic_candidates(
     src: &Sources<'_>,
+    c: &Connection,
+    filters: &Filters,
     e: &dyn Embedder,
     text: &str,
     k: usize,
-) -> Option<Vec<i64>> {
-    let vectors = src.vectors?;
+) -> Result<Option<Vec<i64>>, SearchError> {
+    let Some(vectors) = src.vectors else { return Ok(None) };
     // No embedding call when this model has no vectors yet.
     let stored = match vectors.dimensions(e.model()) {
         Ok(d) if !d.is_empty() => d,
-        Ok(_) => return None,
+        Ok(_) => return Ok(None),
         Err(err) => {
             tracing::warn!(error = %err, "vector store unreadable; semantic search skipped");
-            return None;
+            return Ok(None);
         }
     };
     let v = match e.embed_query(text) {
         Ok(v) => v,
         Err(err) => {
             tracing::warn!(error = %err, "embedder failed; semantic search skipped");
-            return None;
+            return Ok(None);
         }
     };
     if !stored.contains(&v.len()) || e.dimension().is_some_and(|d| d != v.len()) {
         tracing::warn!(?stored, found = v.len(), "no vectors of the query's dimension");
-        return None;
+        return Ok(None);
     }
-    match vectors.knn(e.model(), &v, k) {
-        Ok(n) => {
-            let cutoff = e.max_distance();
-            Some(n.into_iter().filter(|n| n.distance <= cutoff).map(|n| n.id).collect())
-        }
+    let neighbours = match vectors.knn(e.model(), &v, k) {
+        Ok(n) => n,
         Err(err) => {
             tracing::warn!(error = %err, "knn failed; semantic search skipped");
-            None
+            return Ok(None);
         }
+    };
+    // A neighbour beyond the embedder's `max_distance` is never a match (a ceiling; for models
+    // whose unrelated texts sit well inside it, the calibration below is what decides).
+    let cutoff = e.max_distance();
+    let near: Vec<i64> =
+        neighbours.into_iter().filter(|n| n.distance <= cutoff).map(|n| n.id).collect();
+    let ids = filtered_in_order(c, filters, near, VECTOR_CANDIDATES)?;
+    if ids.is_empty() {
+        // Nothing to judge: no probe is embedded.
+        return Ok(Some(ids));
     }
+    let Some(probes) = calibration::probes_for(e, v.len()) else {
+        tracing::warn!("probe queries could not be embedded; semantic search skipped");
+        return Ok(None);
+    };
+    let found = match vectors.stored_vectors(e.model(), v.len(), &ids) {
+        Ok(f) => f,
+        Err(err) => {
+            tracing::warn!(error = %err, "stored vectors unreadable; semantic search skipped");
+            return Ok(None);
+        }
+    };
+    // In KNN order (`stored_vectors` keeps the order of the ids it is given).
+    let candidates: Vec<(i64, &[f32])> = found.iter().map(|(id, f)| (*id, f.as_slice())).collect();
+    Ok(Some(calibration::standing_out(&v, &probes, &candidates)))
 }
 
 fn browse(

@@ -12,7 +12,12 @@
 //! 2. ≤ [`LEXICAL_CANDIDATES`] BM25 candidates (over-fetching up to [`FILTERED_CANDIDATES`]
 //!    when filters apply, which are then applied in rank order);
 //! 3. if an embedder is configured: embed the query, check its dimension, ≤
-//!    [`VECTOR_CANDIDATES`] KNN candidates, filtered the same way, KNN order kept;
+//!    [`VECTOR_CANDIDATES`] KNN candidates within the embedder's `max_distance`, filtered the
+//!    same way, KNN order kept — and of those only the ones that stand out from the space's
+//!    probe queries ([`crate::index::calibration`]): a neighbour is a match when the query is
+//!    much nearer to it than queries about something else are, so an absent topic or a
+//!    nonsense word has no semantic candidates and a rare word's lexical hits are not diluted
+//!    by the least unrelated messages;
 //! 4. RRF with `k` = [`RRF_K`];
 //! 5. keep the fused results that satisfy every substring constraint (trigram index, then the
 //!    text itself);

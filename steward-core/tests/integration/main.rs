@@ -2,9 +2,11 @@
 
 mod approvals;
 mod audit;
+mod backup;
 mod journal;
 mod policy;
 mod replay;
 mod runner;
 mod store;
+mod upgrades;
 mod watches;

@@ -32,6 +32,7 @@ macro_rules! out {
 }
 
 mod authority;
+mod backup;
 mod embed;
 mod jobs;
 mod mail;
@@ -135,6 +136,11 @@ enum Command {
     Jobs {
         #[command(subcommand)]
         cmd: jobs::JobsCmd,
+    },
+    /// Back the home up, check a backup, restore one into a new home.
+    Backup {
+        #[command(subcommand)]
+        cmd: backup::BackupCmd,
     },
     /// Durable watches: create, list, stop, poll, events, actions.
     Watch {
@@ -306,6 +312,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         }
         Command::Serve(a) => open(args.home).and_then(|s| serve::serve(s, &a)),
         Command::Jobs { cmd } => jobs::jobs(args.home, cmd),
+        Command::Backup { cmd } => backup::backup(args.home, cmd),
         Command::Search(a) => search(args.home, &a),
         Command::Read { id, offset, chars, json } => read(args.home, id, offset, chars, json),
         Command::Thread { id, offset, limit, json } => thread(args.home, id, offset, limit, json),
@@ -459,12 +466,7 @@ fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
                 }
                 Err(e) => tracing::error!(code = e.code(), "reconcile failed: {e}"),
             },
-        )
-        .map_err(|e| Failure {
-            code: "MAIL_WATCH_FAILED".to_owned(),
-            kind: ErrorKind::Unavailable,
-            message: e.to_string(),
-        })?;
+        )?;
         return Ok(());
     }
     let summary = sync_with_progress(&steward, source.as_ref(), m.account.clone())?;
@@ -534,11 +536,7 @@ fn demo(
             message: format!("cannot reset {}: {e}", maildir.display()),
         })?;
     }
-    let report = generate_maildir(&maildir, &DemoOptions::new(messages)).map_err(|e| Failure {
-        code: "DEMO_WRITE_FAILED".to_owned(),
-        kind: ErrorKind::Unavailable,
-        message: format!("cannot write the demo mailbox: {e}"),
-    })?;
+    let report = generate_maildir(&maildir, &DemoOptions::new(messages))?;
     let source = MaildirSource::new(&maildir);
     let summary = sync_with_progress(&steward, &source, Some("demo".to_owned()))?;
     print_summary(&summary, json);

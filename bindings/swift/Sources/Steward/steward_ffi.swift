@@ -961,6 +961,19 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func startBackground() throws  -> BackgroundRunner
     
     /**
+     * Backs this home up into `dir` (new or empty): every store as of one commit, the
+     * attachments and the configuration, and a SHA-256 manifest. Secrets (the access token,
+     * the SMTP password, API keys in config.toml) only with `include_secrets`. An existing
+     * non-empty `dir` is `BACKUP_TARGET_EXISTS`.
+     */
+    func backupCreate(dir: String, includeSecrets: Bool) throws  -> BackupSummary
+    
+    /**
+     * [`Steward::backup_create`] as an async call, on the library's runtime.
+     */
+    func backupCreateAsync(dir: String, includeSecrets: Bool) async throws  -> BackupSummary
+    
+    /**
      * Streams the protocol to `listener`: without `after`, the current state first, then every
      * event; with the cursor of the last event applied, what happened since and then every
      * event. A bad cursor is an error here; later failures go to `on_error`.
@@ -1274,6 +1287,42 @@ open func startBackground()throws  -> BackgroundRunner  {
             self.uniffiCloneHandle(),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * Backs this home up into `dir` (new or empty): every store as of one commit, the
+     * attachments and the configuration, and a SHA-256 manifest. Secrets (the access token,
+     * the SMTP password, API keys in config.toml) only with `include_secrets`. An existing
+     * non-empty `dir` is `BACKUP_TARGET_EXISTS`.
+     */
+open func backupCreate(dir: String, includeSecrets: Bool = false)throws  -> BackupSummary  {
+    return try  FfiConverterTypeBackupSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_backup_create(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(dir),
+        FfiConverterBool.lower(includeSecrets),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * [`Steward::backup_create`] as an async call, on the library's runtime.
+     */
+open func backupCreateAsync(dir: String, includeSecrets: Bool = false)async throws  -> BackupSummary  {
+    return
+        try  await uniffiRustCallAsync(
+            rustFutureFunc: {
+                uniffi_steward_ffi_fn_method_steward_backup_create_async(
+                        self.uniffiCloneHandle(),FfiConverterString.lower(dir),FfiConverterBool.lower(includeSecrets)
+                )
+            },
+            pollFunc: ffi_steward_ffi_rust_future_poll_rust_buffer,
+            completeFunc: ffi_steward_ffi_rust_future_complete_rust_buffer,
+            freeFunc: ffi_steward_ffi_rust_future_free_rust_buffer,
+            liftFunc: FfiConverterTypeBackupSummary_lift,
+            errorHandler: FfiConverterTypeFfiError_lift
+        )
 }
     
     /**
@@ -2303,6 +2352,313 @@ public func FfiConverterTypeAuditEntry_lower(_ value: AuditEntry) -> RustBuffer 
 
 
 /**
+ * Something a backup left out on purpose.
+ */
+public struct BackupOmitted: Equatable, Hashable {
+    /**
+     * The path.
+     */
+    public var path: String
+    /**
+     * Why.
+     */
+    public var reason: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The path.
+         */path: String, 
+        /**
+         * Why.
+         */reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BackupOmitted: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBackupOmitted: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BackupOmitted {
+        return
+            try BackupOmitted(
+                path: FfiConverterString.read(from: &buf), 
+                reason: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BackupOmitted, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.path, into: &buf)
+        FfiConverterString.write(value.reason, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackupOmitted_lift(_ buf: RustBuffer) throws -> BackupOmitted {
+    return try FfiConverterTypeBackupOmitted.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackupOmitted_lower(_ value: BackupOmitted) -> RustBuffer {
+    return FfiConverterTypeBackupOmitted.lower(value)
+}
+
+
+/**
+ * A store in a backup.
+ */
+public struct BackupStore: Equatable, Hashable {
+    /**
+     * The file (`mirror.db`, `ops.db`, …).
+     */
+    public var path: String
+    /**
+     * Its schema version.
+     */
+    public var userVersion: Int64?
+    /**
+     * Bytes.
+     */
+    public var size: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The file (`mirror.db`, `ops.db`, …).
+         */path: String, 
+        /**
+         * Its schema version.
+         */userVersion: Int64?, 
+        /**
+         * Bytes.
+         */size: UInt64) {
+        self.path = path
+        self.userVersion = userVersion
+        self.size = size
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BackupStore: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBackupStore: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BackupStore {
+        return
+            try BackupStore(
+                path: FfiConverterString.read(from: &buf), 
+                userVersion: FfiConverterOptionInt64.read(from: &buf), 
+                size: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BackupStore, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.path, into: &buf)
+        FfiConverterOptionInt64.write(value.userVersion, into: &buf)
+        FfiConverterUInt64.write(value.size, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackupStore_lift(_ buf: RustBuffer) throws -> BackupStore {
+    return try FfiConverterTypeBackupStore.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackupStore_lower(_ value: BackupStore) -> RustBuffer {
+    return FfiConverterTypeBackupStore.lower(value)
+}
+
+
+/**
+ * What a backup holds.
+ */
+public struct BackupSummary: Equatable, Hashable {
+    /**
+     * The backup directory.
+     */
+    public var dir: String
+    /**
+     * When it was taken, Unix seconds.
+     */
+    public var createdAt: Int64
+    /**
+     * The Steward version that took it.
+     */
+    public var stewardVersion: String
+    /**
+     * Whether the secrets (access token, SMTP password, config keys) are in it.
+     */
+    public var secretsIncluded: Bool
+    /**
+     * Files.
+     */
+    public var files: UInt64
+    /**
+     * Bytes.
+     */
+    public var bytes: UInt64
+    /**
+     * The stores, with their schema versions.
+     */
+    public var stores: [BackupStore]
+    /**
+     * Attachment blobs.
+     */
+    public var blobs: UInt64
+    /**
+     * Optional sources that did not exist.
+     */
+    public var absent: [String]
+    /**
+     * What was left out on purpose, and why.
+     */
+    public var omitted: [BackupOmitted]
+    /**
+     * `config.toml` keys removed as secrets.
+     */
+    public var strippedKeys: [String]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The backup directory.
+         */dir: String, 
+        /**
+         * When it was taken, Unix seconds.
+         */createdAt: Int64, 
+        /**
+         * The Steward version that took it.
+         */stewardVersion: String, 
+        /**
+         * Whether the secrets (access token, SMTP password, config keys) are in it.
+         */secretsIncluded: Bool, 
+        /**
+         * Files.
+         */files: UInt64, 
+        /**
+         * Bytes.
+         */bytes: UInt64, 
+        /**
+         * The stores, with their schema versions.
+         */stores: [BackupStore], 
+        /**
+         * Attachment blobs.
+         */blobs: UInt64, 
+        /**
+         * Optional sources that did not exist.
+         */absent: [String], 
+        /**
+         * What was left out on purpose, and why.
+         */omitted: [BackupOmitted], 
+        /**
+         * `config.toml` keys removed as secrets.
+         */strippedKeys: [String]) {
+        self.dir = dir
+        self.createdAt = createdAt
+        self.stewardVersion = stewardVersion
+        self.secretsIncluded = secretsIncluded
+        self.files = files
+        self.bytes = bytes
+        self.stores = stores
+        self.blobs = blobs
+        self.absent = absent
+        self.omitted = omitted
+        self.strippedKeys = strippedKeys
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension BackupSummary: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeBackupSummary: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> BackupSummary {
+        return
+            try BackupSummary(
+                dir: FfiConverterString.read(from: &buf), 
+                createdAt: FfiConverterInt64.read(from: &buf), 
+                stewardVersion: FfiConverterString.read(from: &buf), 
+                secretsIncluded: FfiConverterBool.read(from: &buf), 
+                files: FfiConverterUInt64.read(from: &buf), 
+                bytes: FfiConverterUInt64.read(from: &buf), 
+                stores: FfiConverterSequenceTypeBackupStore.read(from: &buf), 
+                blobs: FfiConverterUInt64.read(from: &buf), 
+                absent: FfiConverterSequenceString.read(from: &buf), 
+                omitted: FfiConverterSequenceTypeBackupOmitted.read(from: &buf), 
+                strippedKeys: FfiConverterSequenceString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: BackupSummary, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.dir, into: &buf)
+        FfiConverterInt64.write(value.createdAt, into: &buf)
+        FfiConverterString.write(value.stewardVersion, into: &buf)
+        FfiConverterBool.write(value.secretsIncluded, into: &buf)
+        FfiConverterUInt64.write(value.files, into: &buf)
+        FfiConverterUInt64.write(value.bytes, into: &buf)
+        FfiConverterSequenceTypeBackupStore.write(value.stores, into: &buf)
+        FfiConverterUInt64.write(value.blobs, into: &buf)
+        FfiConverterSequenceString.write(value.absent, into: &buf)
+        FfiConverterSequenceTypeBackupOmitted.write(value.omitted, into: &buf)
+        FfiConverterSequenceString.write(value.strippedKeys, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackupSummary_lift(_ buf: RustBuffer) throws -> BackupSummary {
+    return try FfiConverterTypeBackupSummary.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeBackupSummary_lower(_ value: BackupSummary) -> RustBuffer {
+    return FfiConverterTypeBackupSummary.lower(value)
+}
+
+
+/**
  * What one drain of the embedding queue did (see `steward_core::embed::EmbedReport`).
  */
 public struct EmbedReport: Equatable, Hashable {
@@ -3251,6 +3607,135 @@ public func FfiConverterTypePollSummary_lift(_ buf: RustBuffer) throws -> PollSu
 #endif
 public func FfiConverterTypePollSummary_lower(_ value: PollSummary) -> RustBuffer {
     return FfiConverterTypePollSummary.lower(value)
+}
+
+
+/**
+ * What a restore did.
+ */
+public struct RestoreSummary: Equatable, Hashable {
+    /**
+     * The home restored into.
+     */
+    public var home: String
+    /**
+     * Files written.
+     */
+    public var files: UInt64
+    /**
+     * Bytes written.
+     */
+    public var bytes: UInt64
+    /**
+     * The stores restored.
+     */
+    public var stores: [String]
+    /**
+     * When the backup was taken, Unix seconds.
+     */
+    public var backupCreatedAt: Int64
+    /**
+     * Whether secrets were restored.
+     */
+    public var secretsRestored: Bool
+    /**
+     * Where the SMTP password was restored, when it was.
+     */
+    public var smtpPasswordFile: String?
+    /**
+     * What is rebuilt on first use rather than restored.
+     */
+    public var rebuiltOnFirstUse: [String]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The home restored into.
+         */home: String, 
+        /**
+         * Files written.
+         */files: UInt64, 
+        /**
+         * Bytes written.
+         */bytes: UInt64, 
+        /**
+         * The stores restored.
+         */stores: [String], 
+        /**
+         * When the backup was taken, Unix seconds.
+         */backupCreatedAt: Int64, 
+        /**
+         * Whether secrets were restored.
+         */secretsRestored: Bool, 
+        /**
+         * Where the SMTP password was restored, when it was.
+         */smtpPasswordFile: String?, 
+        /**
+         * What is rebuilt on first use rather than restored.
+         */rebuiltOnFirstUse: [String]) {
+        self.home = home
+        self.files = files
+        self.bytes = bytes
+        self.stores = stores
+        self.backupCreatedAt = backupCreatedAt
+        self.secretsRestored = secretsRestored
+        self.smtpPasswordFile = smtpPasswordFile
+        self.rebuiltOnFirstUse = rebuiltOnFirstUse
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension RestoreSummary: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRestoreSummary: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RestoreSummary {
+        return
+            try RestoreSummary(
+                home: FfiConverterString.read(from: &buf), 
+                files: FfiConverterUInt64.read(from: &buf), 
+                bytes: FfiConverterUInt64.read(from: &buf), 
+                stores: FfiConverterSequenceString.read(from: &buf), 
+                backupCreatedAt: FfiConverterInt64.read(from: &buf), 
+                secretsRestored: FfiConverterBool.read(from: &buf), 
+                smtpPasswordFile: FfiConverterOptionString.read(from: &buf), 
+                rebuiltOnFirstUse: FfiConverterSequenceString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: RestoreSummary, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.home, into: &buf)
+        FfiConverterUInt64.write(value.files, into: &buf)
+        FfiConverterUInt64.write(value.bytes, into: &buf)
+        FfiConverterSequenceString.write(value.stores, into: &buf)
+        FfiConverterInt64.write(value.backupCreatedAt, into: &buf)
+        FfiConverterBool.write(value.secretsRestored, into: &buf)
+        FfiConverterOptionString.write(value.smtpPasswordFile, into: &buf)
+        FfiConverterSequenceString.write(value.rebuiltOnFirstUse, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRestoreSummary_lift(_ buf: RustBuffer) throws -> RestoreSummary {
+    return try FfiConverterTypeRestoreSummary.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRestoreSummary_lower(_ value: RestoreSummary) -> RustBuffer {
+    return FfiConverterTypeRestoreSummary.lower(value)
 }
 
 
@@ -5644,6 +6129,56 @@ fileprivate struct FfiConverterSequenceTypeAuditEntry: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeBackupOmitted: FfiConverterRustBuffer {
+    typealias SwiftType = [BackupOmitted]
+
+    public static func write(_ value: [BackupOmitted], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeBackupOmitted.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [BackupOmitted] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [BackupOmitted]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeBackupOmitted.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeBackupStore: FfiConverterRustBuffer {
+    typealias SwiftType = [BackupStore]
+
+    public static func write(_ value: [BackupStore], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeBackupStore.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [BackupStore] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [BackupStore]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeBackupStore.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeJobRun: FfiConverterRustBuffer {
     typealias SwiftType = [JobRun]
 
@@ -5898,6 +6433,32 @@ public func stewardVersion() -> String  {
     )
 })
 }
+/**
+ * Restores the backup in `dir` into `home`, which must not exist or be empty
+ * (`BACKUP_TARGET_NOT_EMPTY`); the backup is verified first. Open the home afterwards: its
+ * derived indexes are rebuilt on first use.
+ */
+public func backupRestore(dir: String, home: String)throws  -> RestoreSummary  {
+    return try  FfiConverterTypeRestoreSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_func_backup_restore(
+        FfiConverterString.lower(dir),
+        FfiConverterString.lower(home),uniffiCallStatus
+    )
+})
+}
+/**
+ * Checks the backup in `dir` against its manifest. Any file that differs, is missing or
+ * should not be there fails with `BACKUP_MISMATCH`, whose message names them.
+ */
+public func backupVerify(dir: String)throws  -> BackupSummary  {
+    return try  FfiConverterTypeBackupSummary_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_func_backup_verify(
+        FfiConverterString.lower(dir),uniffiCallStatus
+    )
+})
+}
 
 private enum InitializationResult {
     case ok
@@ -5915,6 +6476,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.contractVersionMismatch
     }
     if (uniffi_steward_ffi_checksum_func_steward_version() != 45159) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_func_backup_restore() != 52410) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_func_backup_verify() != 32104) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_human_approve() != 40642) {
@@ -5960,6 +6527,12 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_start_background() != 39153) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_backup_create() != 8214) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_backup_create_async() != 2397) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {

@@ -411,6 +411,16 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_run_jobs_once(uint64_t ptr, Rust
 uint64_t uniffi_steward_ffi_fn_method_steward_start_background(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_BACKUP_CREATE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_BACKUP_CREATE
+RustBuffer uniffi_steward_ffi_fn_method_steward_backup_create(uint64_t ptr, RustBuffer dir, int8_t include_secrets, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_BACKUP_CREATE_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_BACKUP_CREATE_ASYNC
+uint64_t uniffi_steward_ffi_fn_method_steward_backup_create_async(uint64_t ptr, RustBuffer dir, int8_t include_secrets
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
 uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer after, uint64_t listener, RustCallStatus *_Nonnull out_status
@@ -576,6 +586,16 @@ void uniffi_steward_ffi_fn_init_callback_vtable_synclistener(const UniffiVTableC
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_STEWARD_VERSION
 RustBuffer uniffi_steward_ffi_fn_func_steward_version(RustCallStatus *_Nonnull out_status
     
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_BACKUP_RESTORE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_BACKUP_RESTORE
+RustBuffer uniffi_steward_ffi_fn_func_backup_restore(RustBuffer dir, RustBuffer home, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_BACKUP_VERIFY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FUNC_BACKUP_VERIFY
+RustBuffer uniffi_steward_ffi_fn_func_backup_verify(RustBuffer dir, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_FFI_STEWARD_FFI_RUSTBUFFER_ALLOC
@@ -844,6 +864,18 @@ uint16_t uniffi_steward_ffi_checksum_func_steward_version(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_FUNC_BACKUP_RESTORE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_FUNC_BACKUP_RESTORE
+uint16_t uniffi_steward_ffi_checksum_func_backup_restore(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_FUNC_BACKUP_VERIFY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_FUNC_BACKUP_VERIFY
+uint16_t uniffi_steward_ffi_checksum_func_backup_verify(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_APPROVE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_APPROVE
 uint16_t uniffi_steward_ffi_checksum_method_human_approve(void
@@ -931,6 +963,18 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_run_jobs_once(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_START_BACKGROUND
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_START_BACKGROUND
 uint16_t uniffi_steward_ffi_checksum_method_steward_start_background(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_BACKUP_CREATE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_BACKUP_CREATE
+uint16_t uniffi_steward_ffi_checksum_method_steward_backup_create(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_BACKUP_CREATE_ASYNC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_BACKUP_CREATE_ASYNC
+uint16_t uniffi_steward_ffi_checksum_method_steward_backup_create_async(void
     
 );
 #endif
