@@ -598,6 +598,53 @@ fn watch_commands_create_poll_list_stop() {
 }
 
 #[test]
+fn serve_keeps_serving_when_its_stdout_is_closed() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    // A free port, chosen here: the server's address line goes nowhere.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["serve", "--port", &port.to_string()])
+        .env_remove("STEWARD_AUTH_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the server prints anything: every status line meets a
+    // broken pipe.
+    drop(child.stdout.take());
+    let addr = format!("127.0.0.1:{port}");
+    let health = || {
+        let Ok(mut conn) = std::net::TcpStream::connect(&addr) else { return false };
+        let asked =
+            write!(conn, "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let mut reply = String::new();
+        asked.is_ok()
+            && conn.read_to_string(&mut reply).is_ok()
+            && reply.starts_with("HTTP/1.1 200")
+    };
+    let mut up = false;
+    for _ in 0..300 {
+        if health() {
+            up = true;
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the server exited on a closed stdout");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(up, "the server never answered");
+    // Answered, and it is still there to answer again.
+    assert!(health());
+    assert!(child.try_wait().unwrap().is_none(), "the server exited on a closed stdout");
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    child.wait().unwrap();
+}
+
+#[test]
 fn serve_listens_on_loopback_prints_a_pairing_link_and_stops_on_sigterm() {
     use std::io::{BufRead as _, BufReader, Read as _, Write as _};
     let dir = tempfile::tempdir().unwrap();

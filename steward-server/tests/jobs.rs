@@ -241,7 +241,7 @@ fn the_server_notices_a_platform_change_and_delivers_it_once() {
         &def,
         serde_json::json!({"source": "train", "resource_ref": train_ref,
             "instruction": "tell me the platform",
-            "rules": [{"id": "platform", "event": "train.platform_changed"}]})
+            "rules": [{"id": "platform", "event": "train.platform_announced"}]})
         .to_string(),
     )
     .unwrap();
@@ -260,14 +260,14 @@ fn the_server_notices_a_platform_change_and_delivers_it_once() {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("listening on"), "{line}");
-        child
+        Serving(child)
     };
     let asked = || server.requests().iter().filter(|r| r.path == wanted).count();
     // The server polls by itself; nothing changed yet, so nothing is queued.
     let seen = asked();
     assert!(eventually(300, || asked() >= seen + 2), "the server did not poll");
     assert_eq!(json(&run_cli(&["watch", "events", "--json"])), serde_json::json!([]));
-    // The platform is announced.
+    // The platform is announced (the recording has none, programmed or effective, before).
     served.lock().unwrap()["fermate"][0]["binarioEffettivoPartenzaDescrizione"] = "2".into();
     let delivered = || {
         let events = json(&run_cli(&["watch", "events", "--json"]));
@@ -280,8 +280,21 @@ fn the_server_notices_a_platform_change_and_delivers_it_once() {
     let events = json(&run_cli(&["watch", "events", "--json"]));
     let events = events.as_array().unwrap();
     assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["event"]["type"], "train.platform_changed", "{events:?}");
+    assert_eq!(events[0]["event"]["type"], "train.platform_announced", "{events:?}");
     assert!(events[0]["notification"].as_str().unwrap().contains('2'), "{events:?}");
-    let _ = Command::new("kill").arg("-TERM").arg(server_process.id().to_string()).status();
-    assert!(server_process.wait().unwrap().success());
+    let _ = Command::new("kill").arg("-TERM").arg(server_process.0.id().to_string()).status();
+    assert!(server_process.0.wait().unwrap().success());
+}
+
+/// A server that is killed when the test ends, also when an assertion fails (a server left
+/// running would hold the test's output pipes open).
+struct Serving(Child);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if self.0.try_wait().is_ok_and(|s| s.is_none()) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }

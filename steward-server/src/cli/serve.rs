@@ -73,18 +73,29 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
         state,
         &config,
         |addr| {
-            out!("listening on {scheme}://{addr}  (send Authorization: Bearer <the token in {token_source}>)");
+            status(format_args!("listening on {scheme}://{addr}  (send Authorization: Bearer <the token in {token_source}>)"));
             match &code {
-                Ok(c) => out!(
+                Ok(c) => status(format_args!(
                     "pair a browser or phone: {scheme}://{addr}/pair#{}  (one use, valid {} minutes)",
                     c.code,
                     steward_core::access::PAIRING_CODE_TTL_SECS / 60
-                ),
-                Err(e) => out!("no pairing link this time: {e} (POST /pairing-codes makes one)"),
+                )),
+                Err(e) => status(format_args!(
+                    "no pairing link this time: {e} (POST /pairing-codes makes one)"
+                )),
             }
         },
         shutdown_signal(),
     ))?;
-    out!("stopped");
+    status(format_args!("stopped"));
     Ok(())
+}
+
+/// A status line of the serving process. Unlike a command's output (`out!`, which ends the
+/// process quietly when its reader has gone, as `steward search | head` expects), a closed
+/// stdout must not stop a server: a supervisor or a script that read the address and went
+/// away leaves it serving, and the line is dropped.
+fn status(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
