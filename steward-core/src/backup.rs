@@ -440,7 +440,8 @@ struct Tally {
 impl Tally {
     fn step(&mut self, phase: BackupPhase, bytes: u64, progress: &mut dyn FnMut(&BackupProgress)) {
         self.done += 1;
-        self.bytes += bytes;
+        // Sizes come from a manifest, which may lie.
+        self.bytes = self.bytes.saturating_add(bytes);
         progress(&BackupProgress {
             phase,
             files_done: self.done,
@@ -848,7 +849,9 @@ fn read_config(path: &Path, include_secrets: bool) -> Result<PreparedConfig, Bac
     }
     let mut stripped = Vec::new();
     strip_secrets(&mut table, "", &mut stripped);
-    if stripped.is_empty() {
+    // Unchanged only when nothing was removed and there is no comment: a comment may hold a
+    // secret too (`# api_key = "sk-…"`, moved to the environment and left behind).
+    if stripped.is_empty() && !bytes.contains(&b'#') {
         return Ok(PreparedConfig { bytes, stripped, smtp_password_file });
     }
     let text = toml::to_string(&table).map_err(|e| bad(e.to_string()))?;
@@ -907,8 +910,11 @@ fn is_secret_key(key: &str) -> bool {
 fn read_manifest(dir: &Path) -> Result<BackupManifest, BackupError> {
     let path = dir.join(MANIFEST_FILE);
     let invalid = |detail: String| BackupError::ManifestInvalid { path: path.clone(), detail };
-    let size = match fs::metadata(&path) {
-        Ok(meta) => meta.len(),
+    // Not followed if it is a link: a manifest that is a link to a device or a pipe would be
+    // read without end.
+    let size = match fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => meta.len(),
+        Ok(_) => return Err(invalid("it is not a regular file".to_owned())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(BackupError::ManifestMissing(dir.to_path_buf()));
         }
@@ -917,17 +923,33 @@ fn read_manifest(dir: &Path) -> Result<BackupManifest, BackupError> {
     if size > MAX_MANIFEST_BYTES {
         return Err(invalid(format!("it is larger than {MAX_MANIFEST_BYTES} bytes")));
     }
-    let bytes = fs::read(&path).map_err(|e| io_err(&path, e))?;
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
-    let found = value
-        .get("format")
-        .and_then(serde_json::Value::as_u64)
+    // Read at most the bound, also if the file grew since it was looked at.
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(
+        &mut io::Read::take(
+            File::open(&path).map_err(|e| io_err(&path, e))?,
+            MAX_MANIFEST_BYTES + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(|e| io_err(&path, e))?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(invalid(format!("it is larger than {MAX_MANIFEST_BYTES} bytes")));
+    }
+    // The format first, skipping the rest without building it (a newer format may not parse
+    // as this one; a generic JSON value of a large manifest would take many times its size).
+    #[derive(Deserialize)]
+    struct Format {
+        format: Option<u64>,
+    }
+    let found = serde_json::from_slice::<Format>(&bytes)
+        .map_err(|e| invalid(e.to_string()))?
+        .format
         .ok_or_else(|| invalid("no format".to_owned()))?;
     if found > u64::from(MANIFEST_FORMAT) {
         return Err(BackupError::FormatUnknown { path: path.clone(), found });
     }
-    let m: BackupManifest = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+    let m: BackupManifest = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
     if m.files.len() > MAX_BACKUP_FILES {
         return Err(invalid(format!("more than {MAX_BACKUP_FILES} files")));
     }

@@ -49,7 +49,9 @@ def test_a_drain_embeds_and_search_finds_by_meaning(tmp_path, monkeypatch, nanoe
     usage = s.usage("all")
     actions = {g["key"]: g for g in usage["by_action"]}
     assert set(actions) == {"embed.mail", "search.query"}
-    assert actions["search.query"]["requests"] == 1
+    # The query; and, on the first semantic search of the process for this model, the 16
+    # calibration probe queries it is compared with (embedded once, then kept).
+    assert actions["search.query"]["requests"] in (1, 1 + 16)
     assert usage["total"]["failed"] == 0 and usage["total"]["input_tokens"] > 0
     assert usage["unattributed"] == 0 and usage["unpriced"] == usage["total"]["requests"]
     assert s.usage("1h")["total"]["requests"] == usage["total"]["requests"]

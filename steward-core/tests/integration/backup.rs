@@ -315,6 +315,38 @@ fn secrets_stay_out_of_a_backup_unless_included() {
     // The restored token is accepted as it is (a token file others can read is refused).
     let restored = steward_core::access::owner_token(&new_home, None).unwrap();
     assert!(restored.matches(token.trim()));
+
+    // A secret left in a comment of a configuration with no secret key stays out too.
+    std::fs::write(
+        home.join("config.toml"),
+        "[embed]\nendpoint = \"https://embed.example.com/v1\"\nmodel = \"e5\"\n\
+         # api_key = \"sk-old-Zq93\" (moved to STEWARD_EMBED_API_KEY)\n",
+    )
+    .unwrap();
+    let commented = dir.path().join("commented");
+    let m = s.backup_create(&commented, &BackupOptions::default(), &mut no_progress()).unwrap();
+    assert!(m.stripped_keys.is_empty(), "{:?}", m.stripped_keys);
+    let kept = std::fs::read_to_string(commented.join("config.toml")).unwrap();
+    assert!(!kept.contains("Zq93"), "a commented secret was copied: {kept}");
+    assert!(kept.contains("https://embed.example.com/v1"), "{kept}");
+}
+
+#[test]
+fn a_manifest_that_is_not_a_regular_file_is_refused_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = populated(dir.path());
+    let target = dir.path().join("backup");
+    s.backup_create(&target, &BackupOptions::default(), &mut no_progress()).unwrap();
+    // A link to a device that never ends: refused as it is, never read.
+    std::fs::remove_file(target.join("manifest.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", target.join("manifest.json")).unwrap();
+    let e = backup::verify(&target, &mut no_progress()).unwrap_err();
+    assert_eq!(e.code(), "BACKUP_MANIFEST_INVALID", "{e}");
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    let home = dir.path().join("restored");
+    let e = backup::restore(&target, &home, &mut no_progress()).unwrap_err();
+    assert_eq!(e.code(), "BACKUP_MANIFEST_INVALID", "{e}");
+    assert!(!home.exists(), "nothing restored");
 }
 
 #[test]
