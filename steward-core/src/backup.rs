@@ -594,6 +594,7 @@ fn create(
     }
 
     // The blobs.
+    let mut made = BTreeSet::new();
     let blobs = home.join(BLOBS_DIR);
     if blobs.is_dir() {
         let limit = MAX_BACKUP_FILES.saturating_sub(m.files.len());
@@ -607,6 +608,7 @@ fn create(
             let dest = staging.join(relative_path(&f.rel));
             if let Some(d) = dest.parent() {
                 create_private_dir(d)?;
+                made.insert(d.to_path_buf());
             }
             let (size, sha256) = copy_hashed(&f.path, &dest)?;
             m.files.push(BackupFile {
@@ -626,6 +628,10 @@ fn create(
         detail: e.to_string(),
     })?;
     write_private(&staging.join(MANIFEST_FILE), &text)?;
+    // Every directory made, deepest first, before the rename declares the backup complete.
+    for d in made.iter().rev() {
+        sync_dir(d);
+    }
     sync_dir(&staging);
     if dir.exists() {
         // Empty (checked above): replaced by the finished backup.
@@ -693,16 +699,27 @@ pub fn restore(
     }
     let manifest = verify(dir, progress)?;
     fs::create_dir_all(&parent).map_err(|e| io_err(&parent, e))?;
+    // A home inside the backup would make the backup fail its own verification from then on.
+    let backup_real = fs::canonicalize(dir).map_err(|e| io_err(dir, e))?;
+    let parent_real = fs::canonicalize(&parent).map_err(|e| io_err(&parent, e))?;
+    if parent_real.join(&name).starts_with(&backup_real) {
+        return Err(BackupError::BadTarget {
+            path: home.to_path_buf(),
+            why: format!("it is inside the backup it restores ({})", dir.display()),
+        });
+    }
     let staging = parent.join(pending_name("restore-", &name));
     create_private_dir(&staging)?;
     let mut tally = Tally { done: 0, total: manifest.files.len() as u64, bytes: 0 };
     let mut stores = Vec::new();
     let mut smtp_password_file = None;
+    let mut made = BTreeSet::new();
     for f in &manifest.files {
         let rel = relative_path(&f.path);
         let dest = staging.join(&rel);
         if let Some(d) = dest.parent() {
             create_private_dir(d)?;
+            made.insert(d.to_path_buf());
         }
         let (size, sha256) = copy_hashed(&dir.join(&rel), &dest)?;
         if size != f.size || sha256 != f.sha256 {
@@ -720,6 +737,9 @@ pub fn restore(
             BackupFileKind::Config | BackupFileKind::Blob | BackupFileKind::Secret => {}
         }
         tally.step(BackupPhase::Restore, size, progress);
+    }
+    for d in made.iter().rev() {
+        sync_dir(d);
     }
     sync_dir(&staging);
     if !is_absent_or_empty(home)? {

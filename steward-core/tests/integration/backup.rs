@@ -350,6 +350,19 @@ fn a_manifest_that_is_not_a_regular_file_is_refused_without_reading_it() {
 }
 
 #[test]
+fn a_home_inside_the_backup_is_refused_and_the_backup_stays_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = populated(dir.path());
+    let target = dir.path().join("backup");
+    s.backup_create(&target, &BackupOptions::default(), &mut no_progress()).unwrap();
+    let inside = target.join("home");
+    let e = backup::restore(&target, &inside, &mut no_progress()).unwrap_err();
+    assert_eq!((e.code(), e.kind()), ("BACKUP_TARGET_INVALID", ErrorKind::InvalidInput), "{e}");
+    assert!(!inside.exists(), "nothing restored");
+    backup::verify(&target, &mut no_progress()).expect("the backup still verifies");
+}
+
+#[test]
 fn nothing_is_ever_written_over() {
     let dir = tempfile::tempdir().unwrap();
     let s = populated(dir.path());

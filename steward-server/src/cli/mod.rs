@@ -8,7 +8,7 @@ use clap::{Args as ClapArgs, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use steward_connectors::mail::{
     EmlxSource, MaildirSource, MboxFlavor, MboxSource,
-    demo::{DemoOptions, MAX_DEMO_MESSAGES, generate_maildir},
+    demo::{DemoError, DemoOptions, MAX_DEMO_MESSAGES, generate_maildir},
     watch::{WatchOptions, watch_and_sync},
 };
 use steward_core::{
@@ -530,11 +530,8 @@ fn demo(
     let steward = open(home)?;
     let maildir = steward.home().join("demo-maildir");
     if maildir.exists() {
-        std::fs::remove_dir_all(&maildir).map_err(|e| Failure {
-            code: "DEMO_WRITE_FAILED".to_owned(),
-            kind: ErrorKind::Unavailable,
-            message: format!("cannot reset {}: {e}", maildir.display()),
-        })?;
+        std::fs::remove_dir_all(&maildir)
+            .map_err(|source| DemoError::Write { root: maildir.clone(), source })?;
     }
     let report = generate_maildir(&maildir, &DemoOptions::new(messages))?;
     let source = MaildirSource::new(&maildir);
