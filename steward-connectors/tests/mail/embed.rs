@@ -24,6 +24,7 @@ use steward_core::{
         EmbedConfig, EmbedOptions, EmbedReport, MAX_ITEM_ATTEMPTS, MAX_SOURCE_CHARS,
         OpenAiEmbedder, PROBE_TEXT,
     },
+    index::calibration::PROBE_QUERIES,
     search::{SearchRequest, Semantic},
 };
 
@@ -164,9 +165,17 @@ fn a_drain_embeds_everything_once_then_only_what_changed() {
     let page = s.search(&SearchRequest::text("kayak lake booked")).unwrap();
     assert_eq!(page.semantic, Semantic::Used);
     assert_eq!(page.messages[0].message_id.as_deref(), Some("kayak@x"));
-    let q = server.requests().pop().unwrap();
-    assert_eq!(q.header("x-usage-action"), Some("search.query"));
-    assert_eq!(q.body["input_type"], "query");
+    let sent = server.requests();
+    let q = sent.iter().rev().find(|r| r.header("x-usage-action") == Some("search.query"));
+    assert_eq!(q.expect("the query was embedded").body["input_type"], "query");
+    // The calibration probes (once per process and model) are queries too, in one request.
+    let probes: Vec<_> =
+        sent.iter().filter(|r| r.header("x-usage-action") == Some("search.calibration")).collect();
+    assert!(probes.len() <= 1, "{} probe requests", probes.len());
+    for p in probes {
+        assert_eq!(p.body["input_type"], "query");
+        assert_eq!(p.body["input"].as_array().map(Vec::len), Some(PROBE_QUERIES.len()));
+    }
 }
 
 #[test]

@@ -30,13 +30,16 @@ pub const USAGE_SERVICE: &str = "steward";
 enum Purpose {
     Documents,
     Query,
+    /// The calibration probes of a vector space (`index::calibration`), embedded as queries
+    /// once per process.
+    Probes,
 }
 
 impl Purpose {
     fn input_type(self) -> &'static str {
         match self {
             Self::Documents => "passage",
-            Self::Query => "query",
+            Self::Query | Self::Probes => "query",
         }
     }
 
@@ -44,6 +47,7 @@ impl Purpose {
         match self {
             Self::Documents => "embed.mail",
             Self::Query => "search.query",
+            Self::Probes => "search.calibration",
         }
     }
 }
@@ -244,6 +248,16 @@ impl Embedder for OpenAiEmbedder {
             Some(q) if !q.is_empty() => Ok(q),
             _ => Err(EmbedError::Unavailable("the answer had no vector for the query".into())),
         }
+    }
+
+    fn embed_probes(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let v = self.call(texts, Purpose::Probes)?;
+        if v.len() != texts.len() || v.iter().any(Vec::is_empty) {
+            return Err(EmbedError::Unavailable(
+                "the answer had no vector for every probe query".into(),
+            ));
+        }
+        Ok(v)
     }
 
     fn max_distance(&self) -> f32 {

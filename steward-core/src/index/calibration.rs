@@ -207,19 +207,20 @@ pub fn probes_for(embedder: &dyn Embedder, dimension: usize) -> Option<Arc<Probe
     }
     // Embedded without the lock held: two first searches may both embed; either result is the
     // same.
-    let mut vectors = Vec::with_capacity(PROBE_QUERIES.len());
-    for text in PROBE_QUERIES {
-        match embedder.embed_query(text) {
-            Ok(v) if v.len() == dimension => vectors.push(v),
-            Ok(v) => {
-                tracing::warn!(found = v.len(), dimension, "probe query of another dimension");
-                return None;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "embedder failed on a probe query");
-                return None;
-            }
+    let vectors = match embedder.embed_probes(&PROBE_QUERIES) {
+        Ok(v) => v,
+        Err(err) => {
+            tracing::warn!(error = %err, "embedder failed on the probe queries");
+            return None;
         }
+    };
+    if vectors.len() != PROBE_QUERIES.len() {
+        tracing::warn!(found = vectors.len(), "the embedder answered with a wrong count of probes");
+        return None;
+    }
+    if let Some(v) = vectors.iter().find(|v| v.len() != dimension) {
+        tracing::warn!(found = v.len(), dimension, "probe query of another dimension");
+        return None;
     }
     let probes = Arc::new(Probes::new(vectors)?);
     let mut c = cache().lock().unwrap_or_else(PoisonError::into_inner);

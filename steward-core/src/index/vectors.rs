@@ -267,6 +267,13 @@ pub trait Embedder: Send + Sync {
             _ => Err(EmbedError::Unavailable("the embedder answered with a wrong count".into())),
         }
     }
+    /// The vectors of the calibration probe queries ([`super::calibration::PROBE_QUERIES`]),
+    /// embedded like queries, one per text, in order. By default one [`Self::embed_query`]
+    /// each; an embedder that can batch them sends them in one request (the gateway does,
+    /// attributed to `search.calibration` in the usage ledger).
+    fn embed_probes(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        texts.iter().map(|t| self.embed_query(t)).collect()
+    }
     /// The farthest cosine distance that still means "related" for this model (models differ:
     /// the gateway takes it from configuration).
     fn max_distance(&self) -> f32 {
