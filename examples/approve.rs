@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 4. The executor gets the approved input, and nothing else.
     let runs = approvals.authorize_execution(card.id, &edited)?;
-    println!("executor may run: {runs}");
+    println!("executor may run {}: {}", runs.tool(), runs.input());
     let drift = approvals.authorize_execution(card.id, &input).unwrap_err();
     println!("the original proposal now: {}", drift.code());
 

@@ -130,8 +130,7 @@ impl Steward {
                 reason: format!("approval {approval_id} is not a {POLICY_SET_TOOL} request"),
             });
         }
-        let input = a.effective_input.clone().unwrap_or(Value::Null);
-        let input = approvals.authorize_execution(approval_id, &input).map_err(boxed)?;
+        let input = approvals.authorize_approved(approval_id).map_err(boxed)?.into_input();
         let change: PolicyChange = serde_json::from_value(input).map_err(|e| {
             PolicyError::BadSchema { tool: POLICY_SET_TOOL.to_owned(), reason: e.to_string() }
         })?;
@@ -373,8 +372,7 @@ impl Steward {
                 "approval {approval_id} is not a {WATCH_GRANTS_TOOL} request"
             )));
         }
-        let input = a.effective_input.unwrap_or(Value::Null);
-        let input = approvals.authorize_execution(approval_id, &input).map_err(boxed)?;
+        let input = approvals.authorize_approved(approval_id).map_err(boxed)?.into_input();
         let def: WatchDefinition =
             serde_json::from_value(input).map_err(|e| WatchError::Invalid(e.to_string()))?;
         self.watches()?.create_approved(&def, approval_id, now())

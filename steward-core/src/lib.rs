@@ -39,6 +39,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
+pub mod tools;
 pub mod watch;
 
 pub use authority::{

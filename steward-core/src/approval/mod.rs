@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub(crate) use store::open_steward_db;
 pub use store::{
-    ApprovalEvent, ApprovalSnapshot, Approvals, MAX_EVENT_PAGE, MAX_PIN_FAILURES, MAX_WAIT_SECS,
-    NewApproval, PIN_WINDOW_SECS, Preflight, SUBSCRIPTION_POLL_MS,
+    ApprovalEvent, ApprovalSnapshot, Approvals, ApprovedInput, MAX_EVENT_PAGE, MAX_PIN_FAILURES,
+    MAX_WAIT_SECS, NewApproval, PIN_WINDOW_SECS, Preflight, SUBSCRIPTION_POLL_MS,
 };
 
 use crate::{

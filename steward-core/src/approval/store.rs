@@ -80,6 +80,50 @@ pub struct NewApproval {
     pub timeout_secs: Option<i64>,
 }
 
+/// An input a person approved, as the approval store handed it out after checking the
+/// request's state and the input's hash ([`Approvals::authorize_execution`]). It cannot be
+/// built anywhere else, so an executor that takes one runs only approved input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovedInput {
+    approval_id: i64,
+    tool: String,
+    chat: Option<String>,
+    decided_by: String,
+    input: Value,
+}
+
+impl ApprovedInput {
+    /// The approval.
+    pub fn approval_id(&self) -> i64 {
+        self.approval_id
+    }
+
+    /// The tool it approves.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// The chat the request came from.
+    pub fn chat(&self) -> Option<&str> {
+        self.chat.as_deref()
+    }
+
+    /// The person who decided.
+    pub fn decided_by(&self) -> &str {
+        &self.decided_by
+    }
+
+    /// The effective input: exactly what runs.
+    pub fn input(&self) -> &Value {
+        &self.input
+    }
+
+    /// The effective input, owned.
+    pub fn into_input(self) -> Value {
+        self.input
+    }
+}
+
 /// The approvals of one home.
 #[derive(Debug)]
 pub struct Approvals {
@@ -637,8 +681,13 @@ impl Approvals {
     }
 
     /// The executor's check: `input` is exactly what was approved (by hash of its canonical
-    /// form) and the request allows execution. Returns the effective input to run.
-    pub fn authorize_execution(&self, id: i64, input: &Value) -> Result<Value, ApprovalError> {
+    /// form) and the request allows execution. Returns the token an executor runs: the
+    /// effective input, which only this check can produce.
+    pub fn authorize_execution(
+        &self,
+        id: i64,
+        input: &Value,
+    ) -> Result<ApprovedInput, ApprovalError> {
         let a = self.get(id)?;
         if !a.status.allows_execution() {
             return Err(ApprovalError::NotApproved { id, status: a.status });
@@ -647,10 +696,24 @@ impl Approvals {
             (Some(eff), Some(hash))
                 if *hash == input_sha256(input) && input_sha256(eff) == *hash =>
             {
-                Ok(eff.clone())
+                Ok(ApprovedInput {
+                    approval_id: id,
+                    tool: a.tool,
+                    chat: a.chat,
+                    decided_by: a.decided_by.unwrap_or_default(),
+                    input: eff.clone(),
+                })
             }
             _ => Err(ApprovalError::InputMismatch(id)),
         }
+    }
+
+    /// [`Approvals::authorize_execution`] of whatever the request holds as its effective
+    /// input: what an executor that was handed only the approval's id runs.
+    pub fn authorize_approved(&self, id: i64) -> Result<ApprovedInput, ApprovalError> {
+        let a = self.get(id)?;
+        let input = a.effective_input.unwrap_or(Value::Null);
+        self.authorize_execution(id, &input)
     }
 
     /// Sets (or replaces) the person's PIN, stored as a salted Argon2id hash.

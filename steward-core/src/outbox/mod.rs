@@ -497,7 +497,7 @@ fn draft_of(i: MailSendInput, sender: &Sender) -> MailDraft {
 }
 
 /// The time a `send_at` names, when it is in the future (a past time sends now).
-fn scheduled(send_at: Option<&str>, now: i64) -> Result<Option<i64>, OutboxError> {
+pub(crate) fn scheduled(send_at: Option<&str>, now: i64) -> Result<Option<i64>, OutboxError> {
     let Some(t) = send_at else { return Ok(None) };
     let at = crate::time::parse_date(t)
         .map_err(|e| OutboxError::Invalid(format!("send_at {t:?}: {e}")))?;
@@ -828,7 +828,7 @@ impl Steward {
         }
     }
 
-    /// Executes an approved `mail.send` or `mail.reply` request: exactly the effective input the
+    /// Executes an approved `mail.send`, `mail.send_later` or `mail.reply` request: exactly the effective input the
     /// person approved (or edited), from `sender`, journaled under the key `approval:<id>` —
     /// so calling this again for the same approval returns the first operation and never sends
     /// twice. A request that is not approved is refused and nothing is journaled.
@@ -843,16 +843,47 @@ impl Steward {
         if let Some(op) = self.journal()?.find_by_key(&key)? {
             return Ok(op);
         }
-        let approvals = self.approvals()?;
-        let approval = approvals.get(approval_id)?;
-        let proposed = approval.effective_input.clone().unwrap_or(Value::Null);
-        let input = approvals.authorize_execution(approval_id, &proposed)?;
-        let invalid = |e: serde_json::Error| {
-            OutboxError::Invalid(format!("approval {approval_id}: not a mail input: {e}"))
-        };
-        let (draft, send_at) = match approval.tool.as_str() {
+        let approved = self.approvals()?.authorize_approved(approval_id)?;
+        self.send_mail_tool(
+            approved.tool(),
+            approved.input().clone(),
+            sender,
+            &key,
+            Some(approval_id),
+            transport,
+            now,
+        )
+    }
+
+    /// Journals and submits (or schedules) the mail a mail tool's input describes — `mail.send`,
+    /// `mail.send_later` or `mail.reply` — from `sender`, under `key` (an operation already
+    /// under `key` is returned and nothing is sent again).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_mail_tool(
+        &self,
+        tool: &str,
+        input: Value,
+        sender: &Sender,
+        key: &str,
+        approval_id: Option<i64>,
+        transport: &dyn MailTransport,
+        now: i64,
+    ) -> Result<Operation, OutboxError> {
+        if let Some(op) = self.journal()?.find_by_key(key)? {
+            return Ok(op);
+        }
+        let invalid =
+            |e: serde_json::Error| OutboxError::Invalid(format!("{tool}: not a mail input: {e}"));
+        let (draft, send_at) = match tool {
             "mail.send" => {
                 let i: MailSendInput = serde_json::from_value(input).map_err(invalid)?;
+                let send_at = i.send_at.clone();
+                (draft_of(i, sender), send_at)
+            }
+            "mail.send_later" => {
+                let i: crate::policy::catalog::MailSendLaterInput =
+                    serde_json::from_value(input).map_err(invalid)?;
+                let i = MailSendInput::from(i);
                 let send_at = i.send_at.clone();
                 (draft_of(i, sender), send_at)
             }
@@ -860,20 +891,20 @@ impl Steward {
                 let i: MailReplyInput = serde_json::from_value(input).map_err(invalid)?;
                 (self.reply_draft(&i, sender)?, None)
             }
-            other => {
-                return Err(OutboxError::Invalid(format!(
-                    "approval {approval_id} is for {other}, not a mail"
-                )));
-            }
+            other => return Err(OutboxError::Invalid(format!("{other} is not a mail tool"))),
         };
         let scheduled_for = scheduled(send_at.as_deref(), now)?;
         let mail = self.prepare_mail(&draft, now)?;
-        self.send_mail(&mail, &key, Some(approval_id), scheduled_for, transport, now)
+        self.send_mail(&mail, key, approval_id, scheduled_for, transport, now)
     }
 
     /// The draft answering mirrored message `i.message_id`: to its sender (and, for reply-all,
     /// its other recipients but the sender's own address), `Re:` subject, linked by Message-ID.
-    fn reply_draft(&self, i: &MailReplyInput, sender: &Sender) -> Result<MailDraft, OutboxError> {
+    pub(crate) fn reply_draft(
+        &self,
+        i: &MailReplyInput,
+        sender: &Sender,
+    ) -> Result<MailDraft, OutboxError> {
         let m = self
             .mirror()
             .read_message(i.message_id, crate::mirror::BodyWindow::first())

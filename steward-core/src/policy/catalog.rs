@@ -23,11 +23,26 @@ pub const MAX_ATTENDEES: usize = 100;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MailSearchInput {
-    /// Words, phrases or filters to search for.
+    /// Words or phrases to search for (empty: the newest mail matching the filters).
     pub query: String,
     /// Results to return (1-50; 10 when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
+    /// Only mail whose sender's name or address contains this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Only mail dated on or after this day (YYYY-MM-DD or RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// Only mail dated before this day (YYYY-MM-DD or RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// Only mail with (true) or without (false) attachments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_attachments: Option<bool>,
+    /// The `cursor` of a previous result, to continue where it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
 /// Read one mirrored message.
@@ -36,6 +51,111 @@ pub struct MailSearchInput {
 pub struct MailReadInput {
     /// The message id from a search result.
     pub message_id: i64,
+    /// The `cursor` of a previous read of this message, to continue its body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// Read the messages of one thread, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MailThreadInput {
+    /// The thread id from a search result or a read.
+    pub thread_id: i64,
+    /// The `cursor` of a previous result, to continue with older messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// Read the text of one attachment of a mirrored message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MailAttachmentTextInput {
+    /// The message id.
+    pub message_id: i64,
+    /// The attachment's position, as a read lists it.
+    pub position: i64,
+    /// The `cursor` of a previous result, to continue the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// Schedule a new mail to be sent later from the person's account.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MailSendLaterInput {
+    /// Recipient addresses.
+    #[schemars(length(max = MAX_RECIPIENTS))]
+    pub to: Vec<String>,
+    /// Carbon-copy addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_RECIPIENTS))]
+    pub cc: Vec<String>,
+    /// The subject line.
+    pub subject: String,
+    /// The plain-text body.
+    pub body: String,
+    /// The Message-ID of the message this answers, when it is a reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    /// When to send: RFC 3339 with an offset, or YYYY-MM-DD (midnight UTC).
+    pub send_at: String,
+}
+
+impl From<MailSendLaterInput> for MailSendInput {
+    fn from(i: MailSendLaterInput) -> Self {
+        Self {
+            to: i.to,
+            cc: i.cc,
+            bcc: Vec::new(),
+            subject: i.subject,
+            body: i.body,
+            attachments: Vec::new(),
+            in_reply_to: i.in_reply_to,
+            send_at: Some(i.send_at),
+        }
+    }
+}
+
+/// List the person's watches.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WatchesListInput {
+    /// Only this state: active, stopped, expired, completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The `cursor` of a previous result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// List the write journal's operations (sent mail and other writes), newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpsListInput {
+    /// Only this state (scheduled, started, backend_returned, confirmed, failed, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The `cursor` of a previous result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// Show one journaled operation with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OpsShowInput {
+    /// The operation's id.
+    pub id: i64,
+}
+
+/// Summarize model usage and cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageSummaryInput {
+    /// Since when: 7d, 24h, 90m, all, YYYY-MM-DD or RFC 3339 (7d when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// Send a new mail.
@@ -162,6 +282,56 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
         ToolSpec::new::<MailReadInput>(
             "mail.read",
             "Read one mirrored message.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<MailThreadInput>(
+            "mail.thread",
+            "Read the messages of one mail thread, newest first.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<MailAttachmentTextInput>(
+            "mail.attachment_text",
+            "Read the text of one attachment of a mirrored message.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<MailSendLaterInput>(
+            "mail.send_later",
+            "Schedule a new mail from the person's account for a later time.",
+            dest,
+            Level::Confirm,
+        )?
+        .scopes(&["mail:send"]),
+        ToolSpec::new::<WatchesListInput>(
+            "watches.list",
+            "List the person's watches (what Steward keeps an eye on).",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<crate::watch::WatchDefinition>(
+            "watches.propose",
+            "Propose a watch. One without granted actions starts at once; one whose rules \
+             grant future actions waits for the person's approval.",
+            Effect::Write { reversible: true },
+            Level::Logged,
+        )?,
+        ToolSpec::new::<OpsListInput>(
+            "ops.list",
+            "List the write journal's operations, newest first.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<OpsShowInput>(
+            "ops.show",
+            "Show one journaled operation with its confirmation evidence.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<UsageSummaryInput>(
+            "usage.summary",
+            "Summarize model requests, tokens and cost.",
             Effect::Read,
             Level::Auto,
         )?,

@@ -190,6 +190,12 @@ impl Checker<'_> {
             let props = obj.get("properties").and_then(Value::as_object);
             match obj.get("additionalProperties") {
                 Some(Value::Bool(false)) => {}
+                // A bounded map whose values have a schema (`where` filters, constraints).
+                Some(values @ Value::Object(_))
+                    if obj.get("maxProperties").and_then(Value::as_u64).is_some() =>
+                {
+                    self.node(values, &format!("{path}{{}}"), depth + 1)?;
+                }
                 _ => return Err(self.fail(path, "is a free-form object (allows unknown keys)")),
             }
             for (name, prop) in props.into_iter().flatten() {

@@ -28,6 +28,44 @@ pub const MAX_EXACT_BYTES: usize = 8 * 1024;
 pub const MAX_RELATIVE_MINUTES: i64 = 10_080;
 /// Outcomes one continuation may name.
 pub const MAX_CONTINUATION_OUTCOMES: usize = 8;
+/// Arguments one grant may constrain.
+pub const MAX_CONSTRAINED_FIELDS: usize = 16;
+/// Items of a list a constraint or filter names as a value (recipients, for example).
+pub const MAX_VALUE_ITEMS: usize = 50;
+
+/// The schema a model fills for a constraint's or filter's value: text, a number, a boolean
+/// or a bounded list of those (the wire type stays any JSON; the checks bound it).
+pub(crate) fn value_schema() -> Value {
+    serde_json::json!({
+        "type": ["string", "number", "boolean", "array"],
+        "items": { "type": ["string", "number", "boolean"] },
+        "maxItems": MAX_VALUE_ITEMS,
+    })
+}
+
+fn exact_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::Schema::try_from(value_schema()).unwrap_or_default()
+}
+
+fn one_of_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let schema = serde_json::json!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": MAX_ONE_OF,
+        "items": value_schema(),
+    });
+    schemars::Schema::try_from(schema).unwrap_or_default()
+}
+
+fn constrained_fields_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let constraint = generator.subschema_for::<Constraint>();
+    let schema = serde_json::json!({
+        "type": "object",
+        "maxProperties": MAX_CONSTRAINED_FIELDS,
+        "additionalProperties": constraint,
+    });
+    schemars::Schema::try_from(schema).unwrap_or_default()
+}
 /// Attempts one continuation may make, counting the first.
 pub const MAX_CONTINUATION_ATTEMPTS: u32 = 10;
 /// The longest wait before a continuation's next attempt, minutes.
@@ -54,8 +92,9 @@ pub struct Constraints {
     /// Must be true: an argument without a constraint is refused.
     #[serde(default = "yes")]
     pub deny_extra_fields: bool,
-    /// Field name → constraint.
+    /// Field name → constraint (at most [`MAX_CONSTRAINED_FIELDS`]).
     #[serde(default)]
+    #[schemars(schema_with = "constrained_fields_schema")]
     pub fields: BTreeMap<String, Constraint>,
 }
 
@@ -76,6 +115,7 @@ pub enum Constraint {
     /// Exactly this value.
     Exact {
         /// The value.
+        #[schemars(schema_with = "exact_schema")]
         value: Value,
     },
     /// This text with `{{state.x}}` / `{{event.x}}` filled from registered fields.
@@ -86,6 +126,7 @@ pub enum Constraint {
     /// One of these values.
     OneOf {
         /// The values (1..=[`MAX_ONE_OF`]).
+        #[schemars(schema_with = "one_of_schema")]
         values: Vec<Value>,
     },
     /// A number within bounds (inclusive; at least one bound).
@@ -112,6 +153,7 @@ pub enum Constraint {
 #[serde(deny_unknown_fields)]
 pub struct Continuation {
     /// Outcomes that schedule another attempt (`not_answered`, `busy`, …).
+    #[schemars(length(min = 1, max = MAX_CONTINUATION_OUTCOMES))]
     pub outcomes: Vec<String>,
     /// Minutes until the next attempt (1..=[`MAX_CONTINUATION_MINUTES`]).
     pub after_minutes: i64,
@@ -285,6 +327,9 @@ pub(crate) fn check_rule_grants(
         }
         if !g.constraints.deny_extra_fields {
             return bad(format!("{}: extra fields are always denied", g.tool));
+        }
+        if g.constraints.fields.len() > MAX_CONSTRAINED_FIELDS {
+            return bad(format!("{}: at most {MAX_CONSTRAINED_FIELDS} constrained fields", g.tool));
         }
         for (name, c) in &g.constraints.fields {
             if !cap.allowed_fields.contains(name) {

@@ -37,9 +37,9 @@ mod store;
 
 pub use grants::{
     Capability, CapabilityRegistry, Constraint, Constraints, Continuation, Grant, GrantContext,
-    GrantFields, MAX_CONTINUATION_ATTEMPTS, MAX_CONTINUATION_MINUTES, MAX_CONTINUATION_OUTCOMES,
-    MAX_EXACT_BYTES, MAX_GRANTS_PER_RULE, MAX_ONE_OF, MAX_RELATIVE_MINUTES, MAX_TEMPLATE_CHARS,
-    describe_grants,
+    GrantFields, MAX_CONSTRAINED_FIELDS, MAX_CONTINUATION_ATTEMPTS, MAX_CONTINUATION_MINUTES,
+    MAX_CONTINUATION_OUTCOMES, MAX_EXACT_BYTES, MAX_GRANTS_PER_RULE, MAX_ONE_OF,
+    MAX_RELATIVE_MINUTES, MAX_TEMPLATE_CHARS, MAX_VALUE_ITEMS, describe_grants,
 };
 pub use model::{
     DomainEvent, SourceError, Trigger, WatchAdapter, WatchDefinition, WatchRule, at_path,

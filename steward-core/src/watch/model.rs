@@ -14,6 +14,7 @@ pub struct WatchDefinition {
     /// What to watch, opaque to the engine (an instant, a `trainRef`, …).
     pub resource_ref: String,
     /// What to do about it (1..=[`super::MAX_RULES`]).
+    #[schemars(length(min = 1, max = super::MAX_RULES))]
     pub rules: Vec<WatchRule>,
     /// The person's words, kept for the notification and the audit.
     pub instruction: String,
@@ -47,6 +48,7 @@ pub struct WatchRule {
     pub trigger: Option<Trigger>,
     /// Equality filters on the event's data; dot-separated keys reach nested fields.
     #[serde(default, rename = "where", skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "filter_schema")]
     pub filter: BTreeMap<String, Value>,
     /// Match at most once, ever (participation counts, not delivery).
     #[serde(default)]
@@ -155,4 +157,13 @@ pub fn at_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
         Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
         _ => None,
     })
+}
+
+fn filter_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let schema = serde_json::json!({
+        "type": "object",
+        "maxProperties": super::MAX_FILTERS,
+        "additionalProperties": super::grants::value_schema(),
+    });
+    schemars::Schema::try_from(schema).unwrap_or_default()
 }

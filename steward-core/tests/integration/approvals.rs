@@ -52,7 +52,7 @@ fn approve_binds_the_exact_input_and_nothing_else_runs() {
     );
     // Key order does not matter; any other content does.
     let reordered = json!({"subject": "Hi", "body": "text", "to": ["bob@example.org"]});
-    assert_eq!(a.authorize_execution(card.id, &reordered).unwrap(), card.normalized_input);
+    assert_eq!(*a.authorize_execution(card.id, &reordered).unwrap().input(), card.normalized_input);
     let drifted = json!({"to": ["eve@evil.example"], "subject": "Hi", "body": "text"});
     assert_eq!(
         a.authorize_execution(card.id, &drifted).unwrap_err().code(),
@@ -189,7 +189,7 @@ fn edits_deny_revise_and_preflight() {
     let eff = done.effective_input.unwrap();
     assert_eq!(eff, json!({"to": ["carol@example.org"], "subject": "Hello"}));
     assert!(eff.get("body").is_none(), "an absent optional field is not invented");
-    assert_eq!(a.authorize_execution(card.id, &eff).unwrap(), eff);
+    assert_eq!(*a.authorize_execution(card.id, &eff).unwrap().input(), eff);
     assert_eq!(
         a.authorize_execution(card.id, &card.normalized_input).unwrap_err().code(),
         "APPROVAL_INPUT_MISMATCH"
@@ -330,7 +330,10 @@ fn batches_resolve_as_a_set_and_secure_needs_the_pin() {
     assert!(done.iter().all(|c| c.status == ApprovalStatus::Approved));
     for c in &done {
         // Each call still runs on its own, bound to its own input.
-        assert_eq!(a.authorize_execution(c.id, &c.normalized_input).unwrap(), c.normalized_input);
+        assert_eq!(
+            *a.authorize_execution(c.id, &c.normalized_input).unwrap().input(),
+            c.normalized_input
+        );
     }
     assert_eq!(
         a.resolve_batch(batch, false, &me, None, NOW + 6).unwrap_err().code(),

@@ -504,7 +504,7 @@ fn every_frozen_steward_db_upgrades_in_place_and_keeps_its_rows() {
             (approved.decided_by.as_deref(), approved.note.as_deref()),
             (Some("ada"), Some("fine"))
         );
-        assert_eq!(approvals.authorize_execution(2, &lunch()).unwrap(), lunch(), "v{v}");
+        assert_eq!(*approvals.authorize_execution(2, &lunch()).unwrap().input(), lunch(), "v{v}");
         let denied = approvals.get(3).unwrap();
         assert_eq!((denied.status, denied.batch_id), (ApprovalStatus::Denied, Some(7)));
         assert_eq!(

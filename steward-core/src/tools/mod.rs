@@ -1,0 +1,719 @@
+//! The tool registry with executors: the one surface through which an agent (the chat runner,
+//! an MCP client, a watch's granted action) touches the person's data and the world.
+//!
+//! A tool is a [`ToolSpec`] in the handle's registry (name, schema, effect, default level —
+//! what the policy decides over) plus a [`ToolExecutor`] here. [`Toolbox::call`] is the
+//! permission order every caller goes through:
+//!
+//! 1. the tool must have an executor here (an unknown name is refused, nothing is decided);
+//! 2. the executor's preflight parses the input against its typed schema and normalizes it
+//!    (unknown keys, wrong types and out-of-range values are refused before the policy);
+//! 3. [`Steward::decide`] decides over the normalized input (audited);
+//! 4. an allowed call runs; a gated one becomes an approval request and nothing runs until
+//!    [`Toolbox::run_approved`] gets the person's decision as an [`ApprovedInput`]; a denied
+//!    one runs nothing.
+//!
+//! Results are bounded: every tool has a character budget for the text the model reads
+//! ([`DEFAULT_RESULT_CHARS`], per tool in config), lists stop at whole items and hand back a
+//! continuation `cursor`, and every result names the items it came from ([`SourceRef`]) —
+//! mail and attachments marked untrusted, because their text is data, never instructions.
+
+mod mail;
+mod system;
+
+pub use mail::{MAX_ATTACHMENT_TEXT_BYTES, SEARCH_DEFAULT_LIMIT};
+pub use system::{USAGE_DEFAULT_SINCE, WATCH_PAGE};
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+
+use crate::{
+    Steward, ToolCall,
+    approval::{Approval, ApprovalError, ApprovedInput, NewApproval},
+    audit::{AuditEvent, Risk},
+    error::{ErrorKind, StewardError},
+    outbox::{MailTransport, Sender},
+    policy::{Decision, DecisionContext, DenyReason, Effect, Level, PolicyError},
+    time::now_secs,
+};
+
+/// Characters of result text a tool returns to the model when its configuration does not say.
+pub const DEFAULT_RESULT_CHARS: usize = 8_000;
+/// The most characters of result text any tool may be configured to return.
+pub const MAX_RESULT_CHARS: usize = 48_000;
+/// The fewest (a budget below this cannot hold one compact item and its cursor).
+pub const MIN_RESULT_CHARS: usize = 500;
+/// Largest structured result (`data`) kept with a result, in bytes of JSON; a larger one is
+/// replaced by a note (the text the model reads is bounded separately).
+pub const MAX_RESULT_DATA_BYTES: usize = 64 * 1024;
+/// Most sources one result names (a result longer than this names the first ones).
+pub const MAX_RESULT_SOURCES: usize = 200;
+
+/// An item a result came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SourceRef {
+    /// A mirrored message.
+    Message {
+        /// The mirror's id.
+        id: i64,
+        /// Its RFC Message-ID, when it has one.
+        message_id: Option<String>,
+    },
+    /// An attachment of a mirrored message.
+    Attachment {
+        /// The message's mirror id.
+        message_id: i64,
+        /// The attachment's position.
+        position: i64,
+        /// Its file name.
+        name: Option<String>,
+    },
+    /// A journaled write operation.
+    Operation {
+        /// Its id.
+        id: i64,
+    },
+    /// A watch.
+    Watch {
+        /// Its id.
+        id: i64,
+    },
+    /// An approval request.
+    Approval {
+        /// Its id.
+        id: i64,
+    },
+    /// A train run from a public timetable service.
+    Train {
+        /// The train's reference.
+        train_ref: String,
+    },
+    /// The usage ledger.
+    Usage,
+}
+
+impl SourceRef {
+    /// Whether the item's text was written by someone other than the person and Steward
+    /// (mail, attachments, public services): data for the model, never instructions.
+    pub fn untrusted(&self) -> bool {
+        matches!(self, Self::Message { .. } | Self::Attachment { .. } | Self::Train { .. })
+    }
+}
+
+/// What an executor hands back (the [`Toolbox`] bounds it into a [`ToolResult`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolOutput {
+    /// Compact text for the model, with ids.
+    pub text: String,
+    /// Structured detail for a card.
+    pub data: Value,
+    /// The items it came from.
+    pub sources: Vec<SourceRef>,
+    /// Where a follow-up call continues (pass it back as `cursor`).
+    pub cursor: Option<String>,
+    /// A person must decide before what was asked for happens (a watch whose rules grant
+    /// actions): the request.
+    pub approval: Option<Approval>,
+}
+
+impl ToolOutput {
+    /// Output with only text.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: text.into(), ..Self::default() }
+    }
+}
+
+/// A tool's bounded result: what the model reads and what a card shows.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ToolResult {
+    /// The tool.
+    pub tool: String,
+    /// Compact text for the model, at most the tool's budget in characters.
+    pub text: String,
+    /// Structured detail (at most [`MAX_RESULT_DATA_BYTES`] of JSON).
+    pub data: Value,
+    /// The items it came from (at most [`MAX_RESULT_SOURCES`]).
+    pub sources: Vec<SourceRef>,
+    /// Whether any source is untrusted (its text is data, never instructions).
+    pub untrusted: bool,
+    /// Where a follow-up call continues.
+    pub cursor: Option<String>,
+    /// Whether the text was cut at the budget (rather than stopping at a whole item).
+    pub truncated: bool,
+    /// The approval a person must decide before what was asked for happens.
+    pub approval: Option<Approval>,
+}
+
+/// What [`Toolbox::call`] did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ToolOutcome {
+    /// The policy allowed it and it ran.
+    Ran {
+        /// The level it ran at.
+        level: Level,
+        /// The result.
+        result: Box<ToolResult>,
+    },
+    /// The policy gated it: nothing ran; a person decides this request.
+    AwaitingApproval {
+        /// The request.
+        approval: Box<Approval>,
+    },
+    /// The policy denied it: nothing ran.
+    Denied {
+        /// Why.
+        reason: DenyReason,
+    },
+}
+
+/// Why an executor failed (the [`Toolbox`] names the tool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecError {
+    /// A stable code.
+    pub code: &'static str,
+    /// The kind.
+    pub kind: ErrorKind,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl ExecError {
+    /// Bad input the schema could not express (a bad cursor, an unknown state).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self { code: "TOOL_INPUT_INVALID", kind: ErrorKind::InvalidInput, message: message.into() }
+    }
+
+    /// Something this tool cannot do here.
+    pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
+        Self { code, kind: ErrorKind::Unavailable, message: message.into() }
+    }
+}
+
+impl<E: StewardError> From<E> for ExecError {
+    fn from(e: E) -> Self {
+        Self { code: e.code(), kind: e.kind(), message: e.to_string() }
+    }
+}
+
+/// Errors of the registry and of calls.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// No tool of this name can run here.
+    #[error("unknown tool {tool}")]
+    Unknown {
+        /// The name asked for.
+        tool: String,
+    },
+    /// The input does not fit the tool's schema.
+    #[error("{tool}: invalid input: {reason}")]
+    InvalidInput {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The executor failed.
+    #[error("{tool} failed: {message}")]
+    Failed {
+        /// The tool.
+        tool: String,
+        /// The underlying code.
+        code: &'static str,
+        /// The underlying kind.
+        kind: ErrorKind,
+        /// What went wrong.
+        message: String,
+    },
+    /// A registration problem: no spec, a duplicate, a budget out of range.
+    #[error("tool registration: {0}")]
+    Registration(String),
+    /// The policy could not be consulted.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The approval store failed, or the approval does not allow execution.
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+}
+
+impl StewardError for ToolError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Unknown { .. } => "TOOL_UNKNOWN",
+            Self::InvalidInput { .. } => "TOOL_INPUT_INVALID",
+            Self::Failed { code, .. } => code,
+            Self::Registration(_) => "TOOL_REGISTRATION_INVALID",
+            Self::Policy(e) => e.code(),
+            Self::Approval(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Unknown { .. } => ErrorKind::NotFound,
+            Self::InvalidInput { .. } | Self::Registration(_) => ErrorKind::InvalidInput,
+            Self::Failed { kind, .. } => *kind,
+            Self::Policy(e) => e.kind(),
+            Self::Approval(e) => e.kind(),
+        }
+    }
+}
+
+/// One run of an executor.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRun<'a> {
+    /// The handle.
+    pub steward: &'a Steward,
+    /// The tool.
+    pub tool: &'a str,
+    /// Who asked.
+    pub actor: &'a str,
+    /// The chat it belongs to.
+    pub chat: Option<&'a str>,
+    /// The most characters of text to return.
+    pub budget_chars: usize,
+    /// The person's decision, when the call was gated.
+    pub approved: Option<&'a ApprovedInput>,
+    /// Unix seconds.
+    pub now: i64,
+}
+
+/// Runs one tool.
+pub trait ToolExecutor: Send + Sync {
+    /// Parses `input` against the tool's schema and returns it normalized (what the policy
+    /// decides over, what an approval card shows, what runs). Called again on a person's edit.
+    fn preflight(&self, steward: &Steward, input: &Value) -> Result<Value, String>;
+
+    /// One line for an approval card: what the call does, in words.
+    fn summary(&self, input: &Value) -> String;
+
+    /// Runs the normalized (or approved) `input`.
+    fn run(&self, run: &ToolRun<'_>, input: &Value) -> Result<ToolOutput, ExecError>;
+}
+
+type RunFn<I> = dyn Fn(&ToolRun<'_>, I) -> Result<ToolOutput, ExecError> + Send + Sync;
+
+type CheckFn<I> = fn(&Steward, I) -> Result<I, String>;
+
+/// An executor over a typed input `I`: preflight is `I`'s serde parse (unknown keys refused)
+/// and an optional check, normalized by serializing it back.
+pub struct Typed<I> {
+    summary: fn(&I) -> String,
+    check: Option<CheckFn<I>>,
+    run: Box<RunFn<I>>,
+}
+
+impl<I> Typed<I> {
+    /// An executor from a summary and a run function.
+    pub fn new(
+        summary: fn(&I) -> String,
+        run: impl Fn(&ToolRun<'_>, I) -> Result<ToolOutput, ExecError> + Send + Sync + 'static,
+    ) -> Self {
+        Self { summary, check: None, run: Box::new(run) }
+    }
+
+    /// Adds a preflight check that may refuse or normalize the parsed input.
+    pub fn check(mut self, check: CheckFn<I>) -> Self {
+        self.check = Some(check);
+        self
+    }
+}
+
+fn parse<I: DeserializeOwned>(input: &Value) -> Result<I, String> {
+    serde_json::from_value(input.clone()).map_err(|e| e.to_string())
+}
+
+impl<I: DeserializeOwned + Serialize + Send + Sync> ToolExecutor for Typed<I> {
+    fn preflight(&self, steward: &Steward, input: &Value) -> Result<Value, String> {
+        let mut typed: I = parse(input)?;
+        if let Some(check) = self.check {
+            typed = check(steward, typed)?;
+        }
+        serde_json::to_value(typed).map_err(|e| e.to_string())
+    }
+
+    fn summary(&self, input: &Value) -> String {
+        parse::<I>(input)
+            .map_or_else(|e| format!("(unreadable input: {e})"), |i| (self.summary)(&i))
+    }
+
+    fn run(&self, run: &ToolRun<'_>, input: &Value) -> Result<ToolOutput, ExecError> {
+        let typed: I = parse(input).map_err(ExecError::invalid)?;
+        (self.run)(run, typed)
+    }
+}
+
+struct Entry {
+    executor: Arc<dyn ToolExecutor>,
+    budget_chars: usize,
+}
+
+/// A tool as a model, an MCP client or a tool inventory sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ToolInfo {
+    /// `namespace.verb`.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of its input.
+    pub input_schema: Value,
+    /// What it does to the world.
+    pub effect: Effect,
+    /// The level it runs at unless a person sets another.
+    pub default_level: Level,
+    /// Characters of result text it returns at most.
+    pub result_chars: usize,
+}
+
+/// A registered tool that cannot run here, and why (the tool inventory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct UnavailableTool {
+    /// `namespace.verb`.
+    pub name: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Every registered tool: those that run here and those that cannot, with why.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ToolInventory {
+    /// Tools with an executor.
+    pub available: Vec<ToolInfo>,
+    /// Tools the policy knows that have no executor here.
+    pub unavailable: Vec<UnavailableTool>,
+}
+
+/// The tools of one handle with their executors.
+pub struct Toolbox {
+    steward: Arc<Steward>,
+    entries: BTreeMap<String, Entry>,
+    reasons: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolbox").field("tools", &self.entries.keys()).finish_non_exhaustive()
+    }
+}
+
+/// Why the mail write tools cannot run without a sender.
+const NO_SENDER: &str = "no outgoing mail is configured ([mail.smtp] and [mail.identity] in \
+                         config.toml)";
+
+impl Toolbox {
+    /// The core's tools over `steward`: mail reads, watches, the journal and usage. The mail
+    /// write tools need [`Toolbox::with_mail_sender`].
+    pub fn new(steward: Arc<Steward>) -> Self {
+        let mut toolbox = Self { steward, entries: BTreeMap::new(), reasons: BTreeMap::new() };
+        for (name, executor) in mail::readers().into_iter().chain(system::tools()) {
+            toolbox.insert(name, executor);
+        }
+        for name in mail::WRITERS {
+            toolbox.reasons.insert(name.to_owned(), NO_SENDER.to_owned());
+        }
+        toolbox
+    }
+
+    /// Adds the mail write tools (`mail.send`, `mail.reply`, `mail.send_later`), sending as
+    /// `sender` through `transport`.
+    pub fn with_mail_sender(mut self, transport: Arc<dyn MailTransport>, sender: Sender) -> Self {
+        for (name, executor) in mail::writers(transport, sender) {
+            self.insert(name, executor);
+        }
+        self
+    }
+
+    fn insert(&mut self, name: &str, executor: Arc<dyn ToolExecutor>) {
+        if let Err(e) = self.register(name, executor) {
+            // The built-in catalog and executors are written together; a mismatch is a bug
+            // that the toolbox test catches. Record it rather than panic.
+            self.reasons.insert(name.to_owned(), e.to_string());
+        }
+    }
+
+    /// Adds `executor` for the tool `name`, whose spec must be in the handle's registry (the
+    /// policy decides over the spec, so a tool without one cannot run).
+    pub fn register(
+        &mut self,
+        name: &str,
+        executor: Arc<dyn ToolExecutor>,
+    ) -> Result<(), ToolError> {
+        if self.steward.tools().get(name).is_none() {
+            return Err(ToolError::Registration(format!(
+                "{name} has no spec in the handle's registry (add it with StewardBuilder::tool)"
+            )));
+        }
+        if self.entries.contains_key(name) {
+            return Err(ToolError::Registration(format!("{name} already has an executor")));
+        }
+        self.reasons.remove(name);
+        self.entries
+            .insert(name.to_owned(), Entry { executor, budget_chars: DEFAULT_RESULT_CHARS });
+        Ok(())
+    }
+
+    /// Marks a registered tool as unable to run here, with the reason the inventory shows.
+    pub fn mark_unavailable(&mut self, name: &str, reason: &str) {
+        if !self.entries.contains_key(name) {
+            self.reasons.insert(name.to_owned(), reason.to_owned());
+        }
+    }
+
+    /// Sets the result budget of `name` ([`MIN_RESULT_CHARS`]..=[`MAX_RESULT_CHARS`]).
+    pub fn set_budget(&mut self, name: &str, chars: usize) -> Result<(), ToolError> {
+        if !(MIN_RESULT_CHARS..=MAX_RESULT_CHARS).contains(&chars) {
+            return Err(ToolError::Registration(format!(
+                "result budget of {name}: {chars} is out of range \
+                 ({MIN_RESULT_CHARS}..={MAX_RESULT_CHARS})"
+            )));
+        }
+        let entry = self
+            .entries
+            .get_mut(name)
+            .ok_or_else(|| ToolError::Unknown { tool: name.to_owned() })?;
+        entry.budget_chars = chars;
+        Ok(())
+    }
+
+    /// The handle.
+    pub fn steward(&self) -> &Arc<Steward> {
+        &self.steward
+    }
+
+    /// The tools that run here, by name.
+    pub fn list(&self) -> Vec<ToolInfo> {
+        self.entries
+            .iter()
+            .filter_map(|(name, e)| {
+                let spec = self.steward.tools().get(name)?;
+                Some(ToolInfo {
+                    name: spec.name.clone(),
+                    description: spec.description.clone(),
+                    input_schema: spec.input_schema.clone(),
+                    effect: spec.effect,
+                    default_level: spec.default_level,
+                    result_chars: e.budget_chars,
+                })
+            })
+            .collect()
+    }
+
+    /// Every tool the policy knows, available here or not (with why not).
+    pub fn inventory(&self) -> ToolInventory {
+        let unavailable = self
+            .steward
+            .tools()
+            .iter()
+            .filter(|s| !self.entries.contains_key(&s.name))
+            .map(|s| UnavailableTool {
+                name: s.name.clone(),
+                reason: self.reasons.get(&s.name).cloned().unwrap_or_else(|| {
+                    "no executor yet (the issue that brings this source adds it)".to_owned()
+                }),
+            })
+            .collect();
+        ToolInventory { available: self.list(), unavailable }
+    }
+
+    /// The tools as a model is offered them.
+    pub fn definitions(&self) -> Vec<crate::llm::ToolDef> {
+        self.list()
+            .into_iter()
+            .map(|t| crate::llm::ToolDef {
+                name: t.name,
+                description: t.description,
+                parameters: t.input_schema,
+            })
+            .collect()
+    }
+
+    fn entry(&self, tool: &str) -> Result<&Entry, ToolError> {
+        self.entries.get(tool).ok_or_else(|| ToolError::Unknown { tool: tool.to_owned() })
+    }
+
+    /// Checks and normalizes `input` for `tool` (what the policy and a card see).
+    pub fn preflight(&self, tool: &str, input: &Value) -> Result<Value, ToolError> {
+        let entry = self.entry(tool)?;
+        entry
+            .executor
+            .preflight(&self.steward, input)
+            .map_err(|reason| ToolError::InvalidInput { tool: tool.to_owned(), reason })
+    }
+
+    /// Calls a tool in the permission order (see the module documentation): nothing runs
+    /// unless the policy allows it now; a gated call leaves an approval request.
+    pub fn call(
+        &self,
+        call: &ToolCall<'_>,
+        ctx: &DecisionContext<'_>,
+    ) -> Result<ToolOutcome, ToolError> {
+        let entry = self.entry(call.tool)?;
+        let input = self.preflight(call.tool, call.input)?;
+        let decided = ToolCall { input: &input, ..*call };
+        let now = now_secs();
+        match self.steward.decide(&decided, ctx)? {
+            Decision::Deny { reason } => Ok(ToolOutcome::Denied { reason }),
+            Decision::Allow { level } => {
+                let result = self.execute(entry, &decided, None, now)?;
+                Ok(ToolOutcome::Ran { level, result: Box::new(result) })
+            }
+            Decision::Gate { level } => {
+                let executor = Arc::clone(&entry.executor);
+                let steward = Arc::clone(&self.steward);
+                let check = move |v: &Value| executor.preflight(&steward, v);
+                let approval = self.steward.approvals()?.request(
+                    &NewApproval {
+                        chat: call.chat.map(str::to_owned),
+                        requested_by: call.actor.to_owned(),
+                        tool: call.tool.to_owned(),
+                        input: input.clone(),
+                        summary: entry.executor.summary(&input),
+                        level,
+                        timeout_secs: None,
+                    },
+                    Some(&check),
+                    now,
+                )?;
+                Ok(ToolOutcome::AwaitingApproval { approval: Box::new(approval) })
+            }
+        }
+    }
+
+    /// Runs the request a person approved: exactly its effective input (checked by hash),
+    /// by the tool it names. A request that is not approved runs nothing. Executors of
+    /// writes journal under the approval, so running the same approval again never repeats
+    /// the write.
+    pub fn run_approved(&self, approval_id: i64, actor: &str) -> Result<ToolResult, ToolError> {
+        let approved = self.steward.approvals()?.authorize_approved(approval_id)?;
+        let entry = self.entry(approved.tool())?;
+        let call = ToolCall {
+            actor,
+            chat: approved.chat(),
+            tool: approved.tool(),
+            input: approved.input(),
+        };
+        self.execute(entry, &call, Some(&approved), now_secs())
+    }
+
+    fn execute(
+        &self,
+        entry: &Entry,
+        call: &ToolCall<'_>,
+        approved: Option<&ApprovedInput>,
+        now: i64,
+    ) -> Result<ToolResult, ToolError> {
+        let run = ToolRun {
+            steward: &self.steward,
+            tool: call.tool,
+            actor: call.actor,
+            chat: call.chat,
+            budget_chars: entry.budget_chars,
+            approved,
+            now,
+        };
+        let out = entry.executor.run(&run, call.input);
+        self.audit(call, approved, &out, now);
+        let out = out.map_err(|e| ToolError::Failed {
+            tool: call.tool.to_owned(),
+            code: e.code,
+            kind: e.kind,
+            message: e.message,
+        })?;
+        Ok(bound(call.tool, out, entry.budget_chars))
+    }
+
+    fn audit(
+        &self,
+        call: &ToolCall<'_>,
+        approved: Option<&ApprovedInput>,
+        out: &Result<ToolOutput, ExecError>,
+        now: i64,
+    ) {
+        let Ok(audit) = self.steward.audit() else { return };
+        let payload = match out {
+            Ok(o) => json!({
+                "ok": true,
+                "approval_id": approved.map(ApprovedInput::approval_id),
+                "sources": o.sources.len(),
+                "chars": o.text.chars().count(),
+            }),
+            Err(e) => json!({
+                "ok": false,
+                "approval_id": approved.map(ApprovedInput::approval_id),
+                "code": e.code,
+            }),
+        };
+        let effect = self.steward.tools().get(call.tool).map(|s| s.effect);
+        audit.record(&AuditEvent {
+            actor: call.actor,
+            event_type: "tool.executed",
+            risk: if matches!(effect, Some(Effect::Read)) { Risk::Low } else { Risk::Medium },
+            chat: call.chat,
+            tool: Some(call.tool),
+            correlation_id: approved.map(|a| format!("approval:{}", a.approval_id())).as_deref(),
+            payload: &payload,
+            at: now,
+        });
+    }
+}
+
+/// Bounds an executor's output: text to `budget` characters (cut at a character, marked),
+/// data to [`MAX_RESULT_DATA_BYTES`], sources to [`MAX_RESULT_SOURCES`].
+fn bound(tool: &str, out: ToolOutput, budget: usize) -> ToolResult {
+    let ToolOutput { mut text, mut data, mut sources, cursor, approval } = out;
+    let mut truncated = false;
+    if let Some((cut, _)) = text.char_indices().nth(budget) {
+        const MARK: &str = "\n[… cut at the result budget]";
+        let keep = budget.saturating_sub(MARK.chars().count());
+        let at = text.char_indices().nth(keep).map_or(cut, |(i, _)| i);
+        text.truncate(at);
+        text.push_str(MARK);
+        truncated = true;
+    }
+    if serde_json::to_vec(&data).map_or(true, |b| b.len() > MAX_RESULT_DATA_BYTES) {
+        data = json!({ "omitted": format!("larger than {MAX_RESULT_DATA_BYTES} bytes") });
+    }
+    sources.truncate(MAX_RESULT_SOURCES);
+    let untrusted = sources.iter().any(SourceRef::untrusted);
+    ToolResult {
+        tool: tool.to_owned(),
+        text,
+        data,
+        sources,
+        untrusted,
+        cursor,
+        truncated,
+        approval,
+    }
+}
+
+/// Lines that fit `budget` characters (each line plus a newline; the first always fits, cut
+/// later if it must): how many of `lines` to keep.
+pub(crate) fn fitting(lines: &[String], header: usize, budget: usize) -> usize {
+    let mut used = header;
+    for (i, l) in lines.iter().enumerate() {
+        used += l.chars().count() + 1;
+        if used > budget && i > 0 {
+            return i;
+        }
+    }
+    lines.len()
+}
+
+/// A cursor (a position in a list or text) from a tool's input.
+pub(crate) fn cursor(c: Option<&str>) -> Result<usize, ExecError> {
+    match c {
+        None => Ok(0),
+        Some(s) => s
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| ExecError::invalid(format!("cursor {s:?} is not one this tool returned"))),
+    }
+}
+
+#[cfg(test)]
+mod tests;
