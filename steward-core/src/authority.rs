@@ -274,16 +274,27 @@ impl Steward {
     ) -> Result<Approval, ApprovalError> {
         let resolution = input.resolution(kind)?;
         let approvals = self.approvals()?;
-        let is_watch = approvals.get(id)?.tool == WATCH_GRANTS_TOOL;
-        // An edited watch card is checked and frozen like the proposal was.
-        let check = |v: &Value| self.prepare_watch_input(v);
+        let tool = approvals.get(id)?.tool;
+        let is_watch = tool == WATCH_GRANTS_TOOL;
+        // An edited card is checked (and normalized, a watch frozen) like the proposal was.
+        let watch_check = |v: &Value| self.prepare_watch_input(v);
+        let executor = self.preflight_of(&tool);
+        let tool_check =
+            |v: &Value| executor.as_ref().map_or_else(|| Ok(v.clone()), |e| e.preflight(self, v));
+        let check: Option<&dyn Fn(&Value) -> Result<Value, String>> = if is_watch {
+            Some(&watch_check)
+        } else if executor.is_some() {
+            Some(&tool_check)
+        } else {
+            None
+        };
         let approval = approvals.resolve(
             id,
             &resolution,
             input.note.as_deref(),
             who,
             input.pin.as_deref(),
-            is_watch.then_some(&check as &dyn Fn(&Value) -> Result<Value, String>),
+            check,
             now(),
         )?;
         if is_watch

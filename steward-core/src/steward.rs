@@ -218,6 +218,7 @@ impl StewardBuilder {
             audit: std::sync::OnceLock::new(),
             embedder,
             attachments: crate::attachments::Registry::default(),
+            preflights: std::sync::RwLock::default(),
             watch_adapters: self.watch_adapters,
             watches: std::sync::OnceLock::new(),
             jobs: std::sync::OnceLock::new(),
@@ -297,6 +298,10 @@ pub struct Steward {
     tools: ToolRegistry,
     /// Download tokens for mirrored attachments (in memory).
     attachments: crate::attachments::Registry,
+    /// The executors' input checks, by tool, registered by [`crate::tools::Toolbox`]: a
+    /// person's edit of an approval is checked by the same preflight as the proposal.
+    preflights:
+        std::sync::RwLock<std::collections::BTreeMap<String, Arc<dyn crate::tools::ToolExecutor>>>,
     /// The registered watch sources.
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     /// `watches.db`, opened on first use.
@@ -326,6 +331,22 @@ impl Steward {
     /// Starts building a handle.
     pub fn builder() -> StewardBuilder {
         StewardBuilder::default()
+    }
+
+    /// Records `executor` as the input check of `tool` for edits of its approvals.
+    pub(crate) fn register_preflight(
+        &self,
+        tool: &str,
+        executor: Arc<dyn crate::tools::ToolExecutor>,
+    ) {
+        let mut map = self.preflights.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(tool.to_owned(), executor);
+    }
+
+    /// The input check of `tool`, when a toolbox registered one.
+    pub(crate) fn preflight_of(&self, tool: &str) -> Option<Arc<dyn crate::tools::ToolExecutor>> {
+        let map = self.preflights.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(tool).cloned()
     }
 
     /// The home directory.

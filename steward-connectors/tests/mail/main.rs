@@ -16,3 +16,4 @@ mod smtp;
 mod sources;
 mod sync;
 mod threading;
+mod tools;

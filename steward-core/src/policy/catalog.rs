@@ -25,8 +25,9 @@ pub const MAX_ATTENDEES: usize = 100;
 pub struct MailSearchInput {
     /// Words or phrases to search for (empty: the newest mail matching the filters).
     pub query: String,
-    /// Results to return (1-50; 10 when absent).
+    /// Results to return (1-12; 10 when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 12))]
     pub limit: Option<u32>,
     /// Only mail whose sender's name or address contains this.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -451,6 +451,7 @@ impl Toolbox {
             return Err(ToolError::Registration(format!("{name} already has an executor")));
         }
         self.reasons.remove(name);
+        self.steward.register_preflight(name, Arc::clone(&executor));
         self.entries
             .insert(name.to_owned(), Entry { executor, budget_chars: DEFAULT_RESULT_CHARS });
         Ok(())
