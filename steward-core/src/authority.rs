@@ -281,7 +281,7 @@ impl Steward {
         let executor = self.preflight_of(&tool);
         let tool_check =
             |v: &Value| executor.as_ref().map_or_else(|| Ok(v.clone()), |e| e.preflight(self, v));
-        let check: Option<&dyn Fn(&Value) -> Result<Value, String>> = if is_watch {
+        let check: Option<crate::approval::Preflight<'_>> = if is_watch {
             Some(&watch_check)
         } else if executor.is_some() {
             Some(&tool_check)
