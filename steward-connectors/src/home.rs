@@ -24,6 +24,7 @@ use steward_core::{
     mirror::MailSource,
     outbox::MailTransport,
     runner::{ConfiguredSource, FeedDelivery, Runner, RunnerConfig, RunnerError, Services},
+    tools::{ToolError, Toolbox},
 };
 
 use crate::mail::{
@@ -39,6 +40,15 @@ pub const MAX_MAIL_SOURCES: usize = 32;
 pub fn builder(home: Option<PathBuf>) -> StewardBuilder {
     let mut b =
         crate::watches::register(Steward::builder().embedder_from_config().llm_from_config());
+    match crate::trains::tools::specs() {
+        Ok(specs) => {
+            for spec in specs {
+                b = b.tool(spec);
+            }
+        }
+        // The specs are constants checked by the toolbox test; never fail an open over them.
+        Err(e) => tracing::warn!(error = %e, "the train tools are unavailable"),
+    }
     if let Some(h) = home {
         b = b.home(h);
     }
@@ -60,6 +70,9 @@ pub enum HomeError {
     /// `[jobs]` cannot be used.
     #[error(transparent)]
     Jobs(#[from] RunnerError),
+    /// `[tools]` cannot be used.
+    #[error(transparent)]
+    Tools(#[from] ToolError),
 }
 
 impl StewardError for HomeError {
@@ -67,6 +80,7 @@ impl StewardError for HomeError {
         match self {
             Self::Mail(e) => e.code(),
             Self::Jobs(e) => e.code(),
+            Self::Tools(e) => e.code(),
         }
     }
 
@@ -74,6 +88,7 @@ impl StewardError for HomeError {
         match self {
             Self::Mail(e) => e.kind(),
             Self::Jobs(e) => e.kind(),
+            Self::Tools(e) => e.kind(),
         }
     }
 }
@@ -98,6 +113,28 @@ struct MailSection {
 struct ConfigFile {
     #[serde(default)]
     mail: Option<toml::Value>,
+    #[serde(default)]
+    tools: Option<ToolsSection>,
+}
+
+/// `[tools]`: per-tool bounds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsSection {
+    /// `[tools.result_chars]`: tool name → characters of result text.
+    #[serde(default)]
+    result_chars: std::collections::BTreeMap<String, usize>,
+}
+
+fn read_config(home: &Path) -> Result<ConfigFile, ConfigError> {
+    let path = home.join(crate::mail::smtp::CONFIG_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            toml::from_str(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
+        Err(e) => Err(ConfigError(format!("{}: {e}", path.display()))),
+    }
 }
 
 fn expand(path: &Path) -> PathBuf {
@@ -113,11 +150,7 @@ fn expand(path: &Path) -> PathBuf {
 pub fn mail_sources(home: &Path) -> Result<Vec<ConfiguredSource>, ConfigError> {
     let path = home.join(crate::mail::smtp::CONFIG_FILE);
     let bad = |what: String| ConfigError(format!("{}: {what}", path.display()));
-    let file: ConfigFile = match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| bad(e.to_string()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(bad(e.to_string())),
-    };
+    let file = read_config(home)?;
     let Some(mail) = file.mail else { return Ok(Vec::new()) };
     // Only the sources are read here; the rest of [mail] is the SMTP configuration's.
     let sources = match mail.get("sources") {
@@ -185,4 +218,36 @@ pub fn runner(steward: Arc<Steward>) -> Result<Runner, HomeError> {
     let config = RunnerConfig::load(steward.home())?;
     let services = services(steward.home())?;
     Ok(Runner::new(steward, config, services))
+}
+
+/// The tools of `steward`'s home: the core's, the mail write tools when outgoing mail is
+/// configured, the train tools, with the result budgets of `[tools.result_chars]`:
+///
+/// ```toml
+/// [tools.result_chars]
+/// "mail.read" = 6000
+/// ```
+pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
+    let home = steward.home().to_path_buf();
+    let mut tb = Toolbox::new(steward);
+    if let (Ok(transport), Some(sender)) = {
+        let s = services(&home)?;
+        (s.transport, s.sender)
+    } {
+        tb = tb.with_mail_sender(transport, sender);
+    }
+    match crate::trains::ViaggiaTreno::from_env() {
+        Ok(client) => crate::trains::tools::register(&mut tb, client)?,
+        Err(e) => {
+            for name in ["trains.next", "trains.status"] {
+                tb.mark_unavailable(name, &e);
+            }
+        }
+    }
+    if let Some(tools) = read_config(&home)?.tools {
+        for (name, chars) in tools.result_chars {
+            tb.set_budget(&name, chars)?;
+        }
+    }
+    Ok(tb)
 }

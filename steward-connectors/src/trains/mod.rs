@@ -13,6 +13,7 @@ pub use client::{
     MAX_RESPONSE_BYTES, REQUEST_TIMEOUT_SECS, STOP_SELECTORS, TrainAdapter, TrainRef, ViaggiaTreno,
 };
 mod stations;
+pub mod tools;
 
 pub use next::{
     MAX_CANDIDATES, NextTrain, STALE_DEPARTURE_SECS, TrainError, TrainStatus, board_time,

@@ -393,3 +393,26 @@ fn an_approved_reply_answers_in_the_thread_and_a_later_send_waits_for_its_time()
     assert!(later.text.contains("scheduled for 2099-01-01"), "{}", later.text);
     assert_eq!(sink.deliveries().len(), 1, "a scheduled mail is not sent now");
 }
+
+#[test]
+fn a_home_sets_tool_budgets_from_its_config_and_refuses_bad_ones() {
+    use steward_connectors::home;
+    let dir = tempfile::tempdir().unwrap();
+    let h = dir.path().join("home");
+    std::fs::create_dir_all(&h).unwrap();
+    let config = |text: &str| std::fs::write(h.join("config.toml"), text).unwrap();
+    config("[tools.result_chars]\n\"mail.read\" = 900\n");
+    let open = || home::toolbox(Arc::new(home::open(Some(h.clone())).unwrap()));
+    let tb = open().unwrap();
+    let read = tb.list().into_iter().find(|t| t.name == "mail.read").unwrap();
+    assert_eq!(read.result_chars, 900);
+    let inv = tb.inventory();
+    assert!(inv.unavailable.iter().any(|u| u.name == "mail.send"), "no SMTP is configured");
+    assert!(inv.available.iter().any(|t| t.name == "trains.next"));
+    config("[tools.result_chars]\n\"mail.read\" = 10\n");
+    assert_eq!(open().unwrap_err().code(), "TOOL_REGISTRATION_INVALID");
+    config("[tools.result_chars]\n\"mail.nope\" = 1000\n");
+    assert_eq!(open().unwrap_err().code(), "TOOL_UNKNOWN");
+    config("[tools]\nbudget = 3\n");
+    assert!(open().is_err(), "an unknown [tools] key is refused");
+}

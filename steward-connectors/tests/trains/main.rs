@@ -384,22 +384,20 @@ fn board_row(number: i64, origin: &str, day: i64, departs_ms: i64) -> serde_json
         "orarioPartenza": departs_ms, "compNumeroTreno": format!("{number}"), "ritardo": 0})
 }
 
-#[test]
-fn find_next_train_picks_the_earliest_direct_run_and_says_when_there_is_none() {
-    use steward_connectors::trains::{NextTrain, TrainRef, TrainStatus, ViaggiaTreno};
-    let (Some(fr), Some(reg)) = (sample("1767481200000.json"), sample("1767308400000.json")) else {
-        return;
-    };
-    let server = Replay::start();
-    let client = ViaggiaTreno::new(&server.base).unwrap();
+/// The replayed stations and board of a Milano Centrale → Torino Porta Nuova search: a row
+/// ten minutes stale (it would win if kept), a regional train that does not call at Milano
+/// Centrale (not direct), then FR 9600. Returns the search instant and the two service days.
+fn milan_turin_board(
+    server: &Replay,
+    fr: &serde_json::Value,
+    reg: &serde_json::Value,
+) -> (i64, i64, i64) {
     server.set("autocompletaStazione/Milano%20Centrale", 200, "MILANO CENTRALE|S01700\n");
     server.set("autocompletaStazione/Torino%20Porta%20Nuova", 200, "TORINO PORTA NUOVA|S00219\n");
     let fr_day = fr["dataPartenzaTreno"].as_i64().unwrap();
     let fr_departs = fr["orarioPartenza"].as_i64().unwrap();
     let reg_day = reg["dataPartenzaTreno"].as_i64().unwrap();
     let after = fr_departs / 1_000 - 20 * 60;
-    // The board: a row ten minutes stale (it would win if kept), a regional train that does
-    // not call at Milano Centrale (not direct), then FR 9600.
     let board = serde_json::json!([
         board_row(9601, "S01700", fr_day, (after - 600) * 1_000),
         board_row(136, "S01765", reg_day, (after + 300) * 1_000),
@@ -409,6 +407,71 @@ fn find_next_train_picks_the_earliest_direct_run_and_says_when_there_is_none() {
     server.set(&format!("andamentoTreno/S01700/9601/{fr_day}"), 200, &fr.to_string());
     server.set(&format!("andamentoTreno/S01765/136/{reg_day}"), 200, &reg.to_string());
     server.set(&format!("andamentoTreno/S01700/9600/{fr_day}"), 200, &fr.to_string());
+    (after, fr_day, reg_day)
+}
+
+#[test]
+fn the_train_tools_answer_through_the_toolbox_as_untrusted_data() {
+    use std::sync::Arc;
+    use steward_connectors::trains::{ViaggiaTreno, tools};
+    use steward_core::{
+        StewardError, ToolCall,
+        policy::DecisionContext,
+        tools::{SourceRef, ToolOutcome, Toolbox},
+    };
+    let (Some(fr), Some(reg)) = (sample("1767481200000.json"), sample("1767308400000.json")) else {
+        return;
+    };
+    let server = Replay::start();
+    let (after, _, _) = milan_turin_board(&server, &fr, &reg);
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = steward_core::Steward::builder().home(dir.path());
+    for spec in tools::specs().unwrap() {
+        b = b.tool(spec);
+    }
+    let steward = Arc::new(b.open().unwrap());
+    let mut tb = Toolbox::new(Arc::clone(&steward));
+    tools::register(&mut tb, ViaggiaTreno::new(&server.base).unwrap()).unwrap();
+    let at = steward_core::time::CivilTime::from_unix(after).rfc3339();
+    let call = |tool: &str, input: serde_json::Value| {
+        tb.call(
+            &ToolCall { actor: "agent:t", chat: None, tool, input: &input },
+            &DecisionContext::default(),
+        )
+    };
+    let out = call(
+        "trains.next",
+        serde_json::json!({"from": "Milano Centrale", "to": "Torino Porta Nuova", "after": at}),
+    )
+    .unwrap();
+    let ToolOutcome::Ran { result, .. } = out else { panic!("{out:?}") };
+    assert!(result.text.starts_with("train 9600 "), "{}", result.text);
+    assert!(result.text.contains("platform 7"), "{}", result.text);
+    let Some(SourceRef::Train { train_ref }) = result.sources.first().cloned() else {
+        panic!("{result:?}")
+    };
+    assert!(result.text.contains(&format!("trainRef {train_ref}")));
+    assert!(result.untrusted, "a public service's text is data");
+    let out = call("trains.status", serde_json::json!({"train_ref": train_ref})).unwrap();
+    let ToolOutcome::Ran { result, .. } = out else { panic!("{out:?}") };
+    assert!(result.text.contains("→ TORINO PORTA NUOVA"), "{}", result.text);
+    let bad = call("trains.status", serde_json::json!({"train_ref": "vt1_garbage"})).unwrap_err();
+    assert_eq!(bad.code(), "TRAIN_BAD_REF", "{bad}");
+    let unknown =
+        call("trains.next", serde_json::json!({"from": "Xyzzy", "to": "Torino"})).unwrap();
+    let ToolOutcome::Ran { result, .. } = unknown else { panic!() };
+    assert!(result.text.contains("No from station like \"Xyzzy\""), "{}", result.text);
+}
+
+#[test]
+fn find_next_train_picks_the_earliest_direct_run_and_says_when_there_is_none() {
+    use steward_connectors::trains::{NextTrain, TrainRef, TrainStatus, ViaggiaTreno};
+    let (Some(fr), Some(reg)) = (sample("1767481200000.json"), sample("1767308400000.json")) else {
+        return;
+    };
+    let server = Replay::start();
+    let client = ViaggiaTreno::new(&server.base).unwrap();
+    let (after, fr_day, reg_day) = milan_turin_board(&server, &fr, &reg);
     let found = client.find_next_train("Milano Centrale", "Torino Porta Nuova", after).unwrap();
     let NextTrain::Found { train_ref, snapshot, from, to } = found else { panic!("{found:?}") };
     let r = TrainRef::decode(&train_ref).unwrap();
