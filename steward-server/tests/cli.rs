@@ -829,3 +829,44 @@ fn usage_reports_the_ledger_by_service_action_model_and_day() {
     let bad = run(&["usage", "--since", "yesterday-ish"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn tools_list_call_and_run_approved_go_through_the_permission_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let run = |args: &[&str]| steward().arg("--home").arg(&home).args(args).output().unwrap();
+    json(&run(&["demo", "--messages", "60", "--json", "--no-serve"]));
+    let inv = json(&run(&["tools", "list", "--json"]));
+    let names = |k: &str| -> Vec<String> {
+        inv[k].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert!(names("available").contains(&"mail.search".to_owned()));
+    assert!(names("unavailable").contains(&"mail.send".to_owned()), "no SMTP configured");
+    let found =
+        json(&run(&["tools", "call", "mail.search", r#"{"query":"","limit":3}"#, "--json"]));
+    assert_eq!(found["outcome"], "ran");
+    assert_eq!(found["result"]["sources"].as_array().unwrap().len(), 3);
+    assert_eq!(found["result"]["untrusted"], true);
+    // Bad input: a typed error, exit 2, nothing decided.
+    let bad = run(&["tools", "call", "mail.read", r#"{"message_id":1,"x":1}"#]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("TOOL_INPUT_INVALID"));
+    // A gated tool leaves a request and runs nothing until a person approves it.
+    let watch = r#"{"source":"time","resource_ref":"2099-01-01T00:00:00Z","instruction":"x","rules":[{"id":"r","event":"time.reached"}]}"#;
+    let proposed = json(&run(&["tools", "call", "watches.propose", watch, "--json"]));
+    assert_eq!(proposed["outcome"], "ran", "{proposed}");
+    // A person raises watches.propose to confirm: now a call waits for them.
+    json(&run(&["policy", "set", "watches.propose", "confirm", "--json"]));
+    let gated = json(&run(&["tools", "call", "watches.propose", watch, "--json"]));
+    assert_eq!(gated["outcome"], "awaiting_approval", "{gated}");
+    let id = gated["approval"]["id"].as_i64().unwrap().to_string();
+    let listed = || json(&run(&["tools", "call", "watches.list", "{}", "--json"]));
+    assert_eq!(listed()["result"]["sources"].as_array().unwrap().len(), 1, "only the first watch");
+    let early = run(&["tools", "run-approved", &id]);
+    assert!(!early.status.success());
+    assert!(String::from_utf8_lossy(&early.stderr).contains("APPROVAL_NOT_APPROVED"));
+    json(&run(&["approvals", "approve", &id, "--json"]));
+    let ran = json(&run(&["tools", "run-approved", &id, "--json"]));
+    assert_eq!(ran["tool"], "watches.propose");
+    assert_eq!(listed()["result"]["sources"].as_array().unwrap().len(), 2);
+}

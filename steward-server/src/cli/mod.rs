@@ -38,6 +38,7 @@ mod jobs;
 mod mail;
 mod ops;
 mod serve;
+mod tools;
 mod trains;
 mod usage;
 mod watch;
@@ -126,6 +127,11 @@ enum Command {
     },
     /// What the models cost: requests, tokens, cost and latency by service, action, model, day.
     Usage(usage::UsageArgs),
+    /// The agent's tools: what runs here, and one call through the policy and approvals.
+    Tools {
+        #[command(subcommand)]
+        cmd: tools::ToolsCmd,
+    },
     /// Italian trains: the next direct train between two stations, a train's status.
     Trains {
         #[command(subcommand)]
@@ -322,6 +328,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Ops { cmd } => ops::ops(args.home, cmd),
         Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Trains { cmd } => trains::trains(cmd),
+        Command::Tools { cmd } => tools::tools(args.home, cmd),
         Command::Usage(a) => usage::run(args.home, a),
         Command::Mail { cmd } => mail::mail(args.home, cmd),
     };
