@@ -71,8 +71,8 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// The manifest format this build writes and the newest it reads.
 pub const MANIFEST_FORMAT: u32 = 1;
 /// The primary stores of a home, copied when present (an absent one is listed as absent).
-pub const PRIMARY_STORES: [&str; 6] =
-    ["mirror.db", "steward.db", "ops.db", "audit.db", "watches.db", "usage.db"];
+pub const PRIMARY_STORES: [&str; 7] =
+    ["mirror.db", "steward.db", "ops.db", "audit.db", "watches.db", "usage.db", "chats.db"];
 /// The derived indexes' directory in a home: never copied, rebuilt after a restore.
 pub const DERIVED_DIR: &str = "index";
 /// The attachment blobs' directory in a home.

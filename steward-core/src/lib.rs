@@ -11,6 +11,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod agent;
 pub mod approval;
 pub mod attachments;
 pub mod audit;

@@ -3,6 +3,7 @@
 //! (`fixtures::corpora`) and say so when they skip — or fail, under `CI` or
 //! `STEWARD_REQUIRE_CORPORA=1`.
 
+mod agent;
 mod calibration;
 mod conformance;
 mod differential;

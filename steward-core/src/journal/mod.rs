@@ -497,7 +497,8 @@ impl Journal {
         }
         let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))
             .map_err(|e| corrupt(&path, e))?;
-        restrict(&path);
+        // ops.db holds complete mail bodies.
+        crate::store::restrict_file(&path);
         Ok(Self { db, audit: None })
     }
 
@@ -885,25 +886,6 @@ fn event(
     )
     .map_err(q("operation event"))?;
     Ok(())
-}
-
-/// ops.db holds complete mail bodies: owner-only (best effort on the WAL files too).
-fn restrict(path: &Path) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
-                && suffix.is_empty()
-            {
-                tracing::warn!(error = %e, "cannot make ops.db owner-only");
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = path;
 }
 
 #[cfg(test)]

@@ -418,3 +418,22 @@ impl Database {
         })
     }
 }
+
+/// Makes a store holding the person's content owner-only (best effort on its WAL files too).
+pub(crate) fn restrict_file(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            if let Err(e) = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))
+                && suffix.is_empty()
+            {
+                tracing::warn!(error = %e, path = %path.display(), "cannot make a store owner-only");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}

@@ -52,7 +52,7 @@ pub const MAX_RESULT_DATA_BYTES: usize = 64 * 1024;
 pub const MAX_RESULT_SOURCES: usize = 200;
 
 /// An item a result came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SourceRef {
     /// A mirrored message.

@@ -1,0 +1,801 @@
+//! The agent: durable chat turns over the tool registry.
+//!
+//! [`Agent::start_turn`] returns a run id at once; the turn runs on its own thread,
+//! independent of the caller, and writes everything to `chats.db`: the messages the model
+//! sees next, every proposed tool call with the gate's decision, the turn's counters and an
+//! event feed ([`TurnEvent`], each with a sequence number a client resumes from).
+//!
+//! The order of a turn: the host builds the context (identity, time and the rule that tool
+//! text is data are injected by the host, never taken from the model); the model answers,
+//! streamed; each proposed call goes through [`Toolbox::call`] (preflight, policy, run or
+//! approval request); results go back wrapped as untrusted data when they came from mail or
+//! a public service; the loop ends on an answer without calls or on a bound
+//! ([`AgentConfig`]). A gated call ends the turn [`EndReason::AwaitingApproval`]; the
+//! person's decision resumes the chat with a new turn ([`Agent::resolve_decided`], run by
+//! the agent's approval watcher): approved → the executor runs exactly the approved input;
+//! denied → the model is told it was declined, and the identical call is refused for the
+//! rest of the chat; revise → the note goes back as feedback; expiry is a denial. Nothing
+//! fails open.
+//!
+//! One lane per chat: a message sent while a turn runs is queued and applied at the next
+//! model boundary, never in the middle of a tool call. Different chats run concurrently, at
+//! most [`AgentConfig::max_concurrent_turns`] at once.
+
+mod store;
+mod turn;
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{
+        Arc, Condvar, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+use store::ChatStore;
+pub use store::{
+    ChatMessage, ChatSummary, EventRecord, MAX_CHAT_PAGE, MAX_EVENT_PAGE, MAX_MESSAGE_PAGE,
+    MAX_TITLE_CHARS, ToolCallRecord, TurnRecord,
+};
+
+use crate::{
+    Steward,
+    error::{ErrorKind, StewardError},
+    llm::Capability,
+    store::StoreError,
+    time::now_secs,
+    tools::Toolbox,
+};
+
+/// The identity the agent's calls carry in the policy and the audit trail.
+pub const AGENT_ACTOR: &str = turn::AGENT_ACTOR;
+
+/// Model calls one turn may make.
+pub const MAX_MODEL_CALLS: u32 = 12;
+/// Tool calls one turn may propose.
+pub const MAX_TOOL_CALLS: u32 = 24;
+/// Wall time of one turn, seconds.
+pub const TURN_DEADLINE_SECS: u64 = 300;
+/// Tokens (prompt + output) one turn may spend.
+pub const MAX_TURN_TOKENS: u64 = 400_000;
+/// Times the identical (tool, input) call may run in one turn; the next is refused.
+pub const MAX_IDENTICAL_CALLS: usize = 2;
+/// Unparseable tool-call payloads in a row that end a turn.
+pub const MAX_BAD_PAYLOADS: u32 = 3;
+/// Turns running at once across chats.
+pub const MAX_CONCURRENT_TURNS: usize = 8;
+/// Messages a chat may queue while its turn runs.
+pub const MAX_QUEUED_MESSAGES: usize = 16;
+/// Longest message a person may send, characters.
+pub const MAX_USER_MESSAGE_CHARS: usize = 32_000;
+/// The context the model is given, characters (history beyond it is compacted).
+pub const CONTEXT_CHARS: usize = 200_000;
+/// Output tokens asked for per model call.
+pub const MAX_OUTPUT_TOKENS: u32 = 2_048;
+/// Streamed text buffered before a `text_delta` event is recorded, characters.
+pub const DELTA_FLUSH_CHARS: usize = 200;
+
+/// The agent's bounds (named; every one is in force on every turn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgentConfig {
+    /// The model tier turns use.
+    pub capability: Capability,
+    /// See [`MAX_MODEL_CALLS`].
+    pub max_model_calls: u32,
+    /// See [`MAX_TOOL_CALLS`].
+    pub max_tool_calls: u32,
+    /// See [`TURN_DEADLINE_SECS`].
+    pub deadline: Duration,
+    /// See [`MAX_TURN_TOKENS`].
+    pub max_turn_tokens: u64,
+    /// See [`MAX_IDENTICAL_CALLS`].
+    pub max_identical_calls: usize,
+    /// See [`MAX_BAD_PAYLOADS`].
+    pub max_bad_payloads: u32,
+    /// See [`MAX_CONCURRENT_TURNS`].
+    pub max_concurrent_turns: usize,
+    /// See [`CONTEXT_CHARS`].
+    pub context_chars: usize,
+    /// See [`MAX_OUTPUT_TOKENS`].
+    pub max_output_tokens: u32,
+    /// Who the person is, for the host's context ("Ada Lovelace <ada@example.org>").
+    pub person: Option<String>,
+    /// Resume chats automatically when a person decides an approval (the approval watcher).
+    pub resume_on_decision: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            capability: Capability::Tier1,
+            max_model_calls: MAX_MODEL_CALLS,
+            max_tool_calls: MAX_TOOL_CALLS,
+            deadline: Duration::from_secs(TURN_DEADLINE_SECS),
+            max_turn_tokens: MAX_TURN_TOKENS,
+            max_identical_calls: MAX_IDENTICAL_CALLS,
+            max_bad_payloads: MAX_BAD_PAYLOADS,
+            max_concurrent_turns: MAX_CONCURRENT_TURNS,
+            context_chars: CONTEXT_CHARS,
+            max_output_tokens: MAX_OUTPUT_TOKENS,
+            person: None,
+            resume_on_decision: true,
+        }
+    }
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The model answered without calling a tool.
+    Completed,
+    /// A call waits for a person; the decision resumes the chat.
+    AwaitingApproval,
+    /// [`AgentConfig::max_model_calls`] reached.
+    MaxModelCalls,
+    /// [`AgentConfig::max_tool_calls`] reached.
+    MaxToolCalls,
+    /// [`AgentConfig::max_turn_tokens`] reached.
+    Budget,
+    /// [`AgentConfig::deadline`] reached.
+    Deadline,
+    /// Cancelled.
+    Cancelled,
+    /// No model answered.
+    ModelUnavailable,
+    /// Something else failed (the turn's `error` says what).
+    Error,
+}
+
+impl EndReason {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::MaxModelCalls => "max_model_calls",
+            Self::MaxToolCalls => "max_tool_calls",
+            Self::Budget => "budget",
+            Self::Deadline => "deadline",
+            Self::Cancelled => "cancelled",
+            Self::ModelUnavailable => "model_unavailable",
+            Self::Error => "error",
+        }
+    }
+
+    /// The reason named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Completed,
+            Self::AwaitingApproval,
+            Self::MaxModelCalls,
+            Self::MaxToolCalls,
+            Self::Budget,
+            Self::Deadline,
+            Self::Cancelled,
+            Self::ModelUnavailable,
+            Self::Error,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+}
+
+/// What happens in a turn, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// The turn began.
+    TurnStarted {
+        /// Why: `message` (the person wrote) or `decision` (a person decided an approval).
+        trigger: String,
+    },
+    /// A message the person sent while the turn ran was applied at a model boundary.
+    MessageApplied {
+        /// Its text.
+        text: String,
+    },
+    /// More of the answer.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// The model proposed a call.
+    ToolProposed {
+        /// The call's id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The arguments as written.
+        input: String,
+    },
+    /// An allowed call started.
+    ToolStarted {
+        /// The call's id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+    },
+    /// A call ended (ran, failed, denied, refused, or resolved after a decision).
+    ToolFinished {
+        /// The call's id.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// `ran`, `failed`, `denied`, `invalid`, `refused`, `declined`, `revision_requested`,
+        /// `expired`, `cancelled`.
+        status: String,
+        /// What the model was told (bounded by the tool's budget).
+        result: String,
+        /// The items it came from.
+        sources: Vec<crate::tools::SourceRef>,
+        /// Whether any source is untrusted.
+        untrusted: bool,
+    },
+    /// A gated call waits for a person.
+    ApprovalRequired {
+        /// The call's id.
+        call_id: String,
+        /// The approval.
+        approval_id: i64,
+        /// The tool.
+        tool: String,
+        /// What it does, in words.
+        summary: String,
+    },
+    /// Old tool results were dropped to fit the context.
+    ContextCompacted {
+        /// How many results were dropped.
+        dropped: usize,
+        /// Characters of context before.
+        before_chars: usize,
+        /// Characters after.
+        after_chars: usize,
+    },
+    /// One model call's usage.
+    Usage {
+        /// The model.
+        model: String,
+        /// Prompt tokens.
+        input_tokens: u64,
+        /// Output tokens.
+        output_tokens: u64,
+    },
+    /// The turn ended.
+    TurnEnded {
+        /// Why.
+        reason: EndReason,
+        /// The error, for `error` and `model_unavailable`.
+        error: Option<String>,
+    },
+}
+
+/// Errors of the agent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// No live chat has this id.
+    #[error("chat {0} not found")]
+    ChatNotFound(String),
+    /// No turn has this id.
+    #[error("run {0} not found")]
+    RunNotFound(String),
+    /// Bad input.
+    #[error("{0}")]
+    Invalid(String),
+    /// The chat's queue is full.
+    #[error("chat {0} already has {MAX_QUEUED_MESSAGES} messages waiting for its turn")]
+    Busy(String),
+    /// No model is configured.
+    #[error("the agent needs a chat model: {0}")]
+    NoModel(String),
+    /// `chats.db` failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl StewardError for AgentError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::ChatNotFound(_) => "CHAT_NOT_FOUND",
+            Self::RunNotFound(_) => "RUN_NOT_FOUND",
+            Self::Invalid(_) => "AGENT_INVALID_INPUT",
+            Self::Busy(_) => "CHAT_BUSY",
+            Self::NoModel(_) => "AGENT_NO_MODEL",
+            Self::Store(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::ChatNotFound(_) | Self::RunNotFound(_) => ErrorKind::NotFound,
+            Self::Invalid(_) => ErrorKind::InvalidInput,
+            Self::Busy(_) => ErrorKind::Conflict,
+            Self::NoModel(_) => ErrorKind::Unavailable,
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
+/// What a turn ended with, for a caller that waits ([`Agent::wait`]).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct TurnResult {
+    /// The run.
+    pub run_id: String,
+    /// The chat.
+    pub chat_id: String,
+    /// Why it ended.
+    pub end_reason: EndReason,
+    /// The approvals the chat waits for.
+    pub approvals: Vec<i64>,
+    /// The final answer's text (the last assistant message of the run).
+    pub text: String,
+    /// Counters.
+    pub model_calls: i64,
+    /// Tool calls proposed.
+    pub tool_calls: i64,
+    /// Prompt tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
+    /// The error, when there was one.
+    pub error: Option<String>,
+}
+
+#[derive(Default)]
+struct Lane {
+    run: Option<String>,
+    queued: VecDeque<String>,
+    /// A decision arrived while the lane ran: start a turn when it ends.
+    resume: bool,
+}
+
+pub(crate) struct Shared {
+    steward: Arc<Steward>,
+    toolbox: Arc<Toolbox>,
+    config: AgentConfig,
+    store: ChatStore,
+    lanes: Mutex<HashMap<String, Lane>>,
+    cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Turns running (bounded by `max_concurrent_turns`).
+    running: (Mutex<usize>, Condvar),
+    /// Bumped on every event.
+    changed: (Mutex<u64>, Condvar),
+    stop: AtomicBool,
+}
+
+/// The agent of one home.
+#[derive(Clone)]
+pub struct Agent {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("config", &self.shared.config).finish_non_exhaustive()
+    }
+}
+
+fn new_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 12];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Unique enough within a process when the system has no entropy to give.
+        let n = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        bytes.copy_from_slice(&n.to_le_bytes()[..12]);
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}_{hex}")
+}
+
+impl Agent {
+    /// The agent over `toolbox` (and its handle), with `config`. Turns a dead process left
+    /// running are marked interrupted, and approvals decided while nobody watched are
+    /// resolved into their chats.
+    pub fn open(toolbox: Arc<Toolbox>, config: AgentConfig) -> Result<Self, AgentError> {
+        let steward = Arc::clone(toolbox.steward());
+        let store = ChatStore::open(steward.home(), steward.limits())?;
+        let now = now_secs();
+        let interrupted = store.interrupt_running(now)?;
+        let agent = Self {
+            shared: Arc::new(Shared {
+                steward,
+                toolbox,
+                config,
+                store,
+                lanes: Mutex::new(HashMap::new()),
+                cancels: Mutex::new(HashMap::new()),
+                running: (Mutex::new(0), Condvar::new()),
+                changed: (Mutex::new(0), Condvar::new()),
+                stop: AtomicBool::new(false),
+            }),
+        };
+        for (run, chat) in interrupted {
+            let ended = TurnEvent::TurnEnded {
+                reason: EndReason::Error,
+                error: Some("interrupted: the process stopped during the turn".to_owned()),
+            };
+            agent.shared.event(&run, &chat, &ended);
+        }
+        Ok(agent)
+    }
+
+    /// The bounds in force.
+    pub fn config(&self) -> &AgentConfig {
+        &self.shared.config
+    }
+
+    /// A new, empty chat.
+    pub fn create_chat(&self) -> Result<ChatSummary, AgentError> {
+        self.shared.store.create_chat(&new_id("chat"), now_secs())
+    }
+
+    /// A page of chats, most recently active first.
+    pub fn list_chats(&self, offset: usize, limit: usize) -> Result<Vec<ChatSummary>, AgentError> {
+        self.shared.store.list_chats(offset, limit)
+    }
+
+    /// One chat.
+    pub fn chat(&self, id: &str) -> Result<ChatSummary, AgentError> {
+        self.shared.store.chat(id)
+    }
+
+    /// A page of a chat's messages after message `after` (0: from the start).
+    pub fn messages(
+        &self,
+        chat: &str,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, AgentError> {
+        if limit == 0 || limit > MAX_MESSAGE_PAGE {
+            return Err(AgentError::Invalid(format!("limit must be 1..={MAX_MESSAGE_PAGE}")));
+        }
+        self.shared.store.chat(chat)?;
+        self.shared.store.messages(chat, after, limit)
+    }
+
+    /// Every tool call of a chat with its decision.
+    pub fn tool_calls(&self, chat: &str) -> Result<Vec<ToolCallRecord>, AgentError> {
+        self.shared.store.chat(chat)?;
+        self.shared.store.calls(chat)
+    }
+
+    /// The chat's turns, newest first (at most `limit`, ≤ [`MAX_CHAT_PAGE`]).
+    pub fn turns(&self, chat: &str, limit: usize) -> Result<Vec<TurnRecord>, AgentError> {
+        self.shared.store.turns(chat, limit.clamp(1, MAX_CHAT_PAGE))
+    }
+
+    /// Sets a chat's title.
+    pub fn rename_chat(&self, id: &str, title: &str) -> Result<ChatSummary, AgentError> {
+        self.shared.store.rename(id, title, now_secs())
+    }
+
+    /// Deletes a chat: tombstoned, its content purged. Refused while a turn runs in it.
+    pub fn delete_chat(&self, id: &str) -> Result<(), AgentError> {
+        let lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lanes.get(id).is_some_and(|l| l.run.is_some()) {
+            return Err(AgentError::Busy(id.to_owned()));
+        }
+        self.shared.store.delete(id, now_secs())
+    }
+
+    /// Sends `text` to `chat`: starts a turn and returns its run id at once, or — when a turn
+    /// runs in this chat — queues the text for that turn's next model boundary and returns
+    /// its run id.
+    pub fn start_turn(&self, chat: &str, text: &str) -> Result<String, AgentError> {
+        let text = text.trim();
+        if text.is_empty() || text.chars().count() > MAX_USER_MESSAGE_CHARS {
+            return Err(AgentError::Invalid(format!(
+                "a message has 1..={MAX_USER_MESSAGE_CHARS} characters"
+            )));
+        }
+        self.shared.steward.llm().map_err(|e| AgentError::NoModel(e.to_string()))?;
+        self.shared.store.chat(chat)?;
+        let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lane = lanes.entry(chat.to_owned()).or_default();
+        if let Some(run) = &lane.run {
+            if lane.queued.len() >= MAX_QUEUED_MESSAGES {
+                return Err(AgentError::Busy(chat.to_owned()));
+            }
+            lane.queued.push_back(text.to_owned());
+            return Ok(run.clone());
+        }
+        let run = new_id("run");
+        lane.run = Some(run.clone());
+        drop(lanes);
+        self.spawn(chat, &run, Some(text.to_owned()));
+        Ok(run)
+    }
+
+    fn spawn(&self, chat: &str, run: &str, text: Option<String>) {
+        let cancel = Arc::new(AtomicBool::new(false));
+        self.shared
+            .cancels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(run.to_owned(), Arc::clone(&cancel));
+        let shared = Arc::clone(&self.shared);
+        let agent = self.clone();
+        let (c, r) = (chat.to_owned(), run.to_owned());
+        let spawned = std::thread::Builder::new().name(format!("turn-{run}")).spawn(move || {
+            shared.acquire();
+            turn::run(&shared, &c, &r, text, &cancel);
+            shared.release();
+            agent.finish_lane(&c, &r);
+        });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start a turn thread");
+            let ended = TurnEvent::TurnEnded {
+                reason: EndReason::Error,
+                error: Some(format!("cannot start the turn: {e}")),
+            };
+            self.shared.event(run, chat, &ended);
+            self.finish_lane(chat, run);
+        }
+    }
+
+    /// The lane of `chat` is free again; a decision that arrived meanwhile starts a turn.
+    fn finish_lane(&self, chat: &str, run: &str) {
+        self.shared.cancels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run);
+        let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(lane) = lanes.get_mut(chat) else { return };
+        lane.run = None;
+        let next_text = lane.queued.pop_front();
+        let resume = std::mem::take(&mut lane.resume);
+        if next_text.is_none() && !resume {
+            return;
+        }
+        let next = new_id("run");
+        lane.run = Some(next.clone());
+        drop(lanes);
+        if self.shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        self.spawn(chat, &next, next_text);
+    }
+
+    /// Asks the run to stop at its next safe point (before a model call, while streaming,
+    /// between tools). Unknown or finished runs: `false`.
+    pub fn cancel(&self, run: &str) -> bool {
+        let map = self.shared.cancels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(run).is_some_and(|c| {
+            c.store(true, Ordering::SeqCst);
+            true
+        })
+    }
+
+    /// A turn as recorded.
+    pub fn turn(&self, run: &str) -> Result<TurnRecord, AgentError> {
+        self.shared.store.turn(run)
+    }
+
+    /// Waits (at most `timeout`) for run `run` to end and returns its result; `None` when it
+    /// still runs.
+    pub fn wait(&self, run: &str, timeout: Duration) -> Result<Option<TurnResult>, AgentError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let seen = self.shared.position();
+            match self.shared.store.turn(run) {
+                Ok(t) if t.status != "running" => return self.result(&t).map(Some),
+                Ok(_) => {}
+                // Started but not yet recorded by its thread.
+                Err(AgentError::RunNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            self.shared.wait_change(seen, left.min(Duration::from_millis(500)));
+        }
+    }
+
+    fn result(&self, t: &TurnRecord) -> Result<TurnResult, AgentError> {
+        let last = self
+            .shared
+            .store
+            .messages(&t.chat_id, 0, usize::MAX >> 1)?
+            .into_iter()
+            .rev()
+            .find(|m| m.role == "assistant" && m.run_id.as_deref() == Some(&t.run_id))
+            .and_then(|m| m.content)
+            .unwrap_or_default();
+        Ok(TurnResult {
+            run_id: t.run_id.clone(),
+            chat_id: t.chat_id.clone(),
+            end_reason: t.end_reason.unwrap_or(EndReason::Error),
+            approvals: self.shared.store.awaiting_approvals(Some(&t.chat_id))?,
+            text: last,
+            model_calls: t.model_calls,
+            tool_calls: t.tool_calls,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            error: t.error.clone(),
+        })
+    }
+
+    /// Events after `after` (of `chat`, or every chat), at most `limit`.
+    pub fn events_after(
+        &self,
+        chat: Option<&str>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, AgentError> {
+        self.shared.store.events_after(chat, after, limit)
+    }
+
+    /// [`Agent::events_after`], waiting up to `timeout` for one when there are none yet.
+    pub fn wait_events(
+        &self,
+        chat: Option<&str>,
+        after: i64,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<Vec<EventRecord>, AgentError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let seen = self.shared.position();
+            let events = self.shared.store.events_after(chat, after, limit)?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !events.is_empty() || left.is_zero() {
+                return Ok(events);
+            }
+            self.shared.wait_change(seen, left);
+        }
+    }
+
+    /// Resolves every call waiting for an approval a person has decided (or that expired)
+    /// and resumes the chats they belong to. Returns how many calls were resolved. The
+    /// approval watcher calls this; a frontend may too, right after a decision.
+    pub fn resolve_decided(&self) -> Result<usize, AgentError> {
+        let approvals = match self.shared.steward.approvals() {
+            Ok(a) => a,
+            Err(e) => return Err(AgentError::Invalid(e.to_string())),
+        };
+        if let Err(e) = approvals.expire_due(now_secs()) {
+            tracing::warn!(error = %e, "approval expiry failed");
+        }
+        let mut resolved = 0;
+        let mut chats = Vec::new();
+        for id in self.shared.store.awaiting_approvals(None)? {
+            if let Some(chat) = turn::resolve_one(&self.shared, id)? {
+                resolved += 1;
+                if !chats.contains(&chat) {
+                    chats.push(chat);
+                }
+            }
+        }
+        for chat in chats {
+            // Resume once nothing else in the chat waits for a person.
+            if self.shared.store.awaiting_approvals(Some(&chat))?.is_empty() {
+                self.resume(&chat);
+            }
+        }
+        Ok(resolved)
+    }
+
+    fn resume(&self, chat: &str) {
+        let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lane = lanes.entry(chat.to_owned()).or_default();
+        if lane.run.is_some() {
+            lane.resume = true;
+            return;
+        }
+        let run = new_id("run");
+        lane.run = Some(run.clone());
+        drop(lanes);
+        self.spawn(chat, &run, None);
+    }
+
+    /// Watches the approval feed on a thread of its own and resolves decided calls as they
+    /// come ([`Agent::resolve_decided`]); stops with [`Agent::shutdown`].
+    pub fn watch_approvals(&self) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let agent = self.clone();
+        std::thread::Builder::new().name("agent-approvals".into()).spawn(move || {
+            let Ok(approvals) = agent.shared.steward.approvals() else { return };
+            let mut cursor = approvals.feed_position().unwrap_or(0);
+            if let Err(e) = agent.resolve_decided() {
+                tracing::warn!(error = %e, "resolving decided approvals failed");
+            }
+            while !agent.shared.stop.load(Ordering::SeqCst) {
+                match approvals.wait_events(cursor, 100, Duration::from_secs(1)) {
+                    Ok(events) if !events.is_empty() => {
+                        cursor = events.last().map_or(cursor, |e| e.seq);
+                        if let Err(e) = agent.resolve_decided() {
+                            tracing::warn!(error = %e, "resolving decided approvals failed");
+                        }
+                    }
+                    Ok(_) => {
+                        // Expiry happens by time, not by an event.
+                        let _ = agent.resolve_decided();
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "approval feed unavailable");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            }
+        })
+    }
+
+    /// Stops new turns and the approval watcher; running turns are cancelled at their next
+    /// safe point.
+    pub fn shutdown(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let map = self.shared.cancels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for c in map.values() {
+            c.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Shared {
+    fn acquire(&self) {
+        let (lock, cv) = &self.running;
+        let mut n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *n >= self.config.max_concurrent_turns.max(1) {
+            n = cv.wait(n).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *n += 1;
+    }
+
+    fn release(&self) {
+        let (lock, cv) = &self.running;
+        let mut n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *n = n.saturating_sub(1);
+        cv.notify_one();
+    }
+
+    fn position(&self) -> u64 {
+        *self.changed.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn wait_change(&self, seen: u64, timeout: Duration) {
+        let (lock, cv) = &self.changed;
+        let n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *n == seen {
+            let _ = cv.wait_timeout(n, timeout);
+        }
+    }
+
+    /// Records an event (a failure to record is logged: the turn goes on, the chat's
+    /// messages stay the truth).
+    pub(crate) fn event(&self, run: &str, chat: &str, event: &TurnEvent) {
+        if let Err(e) = self.store.append_event(run, chat, event, now_secs()) {
+            tracing::warn!(error = %e, "a turn event could not be recorded");
+        }
+        let (lock, cv) = &self.changed;
+        let mut n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *n = n.wrapping_add(1);
+        drop(n);
+        cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_reasons_round_trip_their_wire_names() {
+        for r in [
+            EndReason::Completed,
+            EndReason::AwaitingApproval,
+            EndReason::MaxModelCalls,
+            EndReason::MaxToolCalls,
+            EndReason::Budget,
+            EndReason::Deadline,
+            EndReason::Cancelled,
+            EndReason::ModelUnavailable,
+            EndReason::Error,
+        ] {
+            assert_eq!(EndReason::parse(r.as_str()), Some(r));
+            assert_eq!(serde_json::to_value(r).unwrap(), serde_json::json!(r.as_str()));
+        }
+        assert_eq!(EndReason::parse("nope"), None);
+    }
+}
