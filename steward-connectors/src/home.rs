@@ -21,6 +21,7 @@ use std::{
 use serde::Deserialize;
 use steward_core::{
     ErrorKind, OpenError, Steward, StewardBuilder, StewardError,
+    agent::{Agent, AgentConfig, AgentError},
     mirror::MailSource,
     outbox::MailTransport,
     runner::{ConfiguredSource, FeedDelivery, Runner, RunnerConfig, RunnerError, Services},
@@ -73,6 +74,9 @@ pub enum HomeError {
     /// `[tools]` cannot be used.
     #[error(transparent)]
     Tools(#[from] ToolError),
+    /// The agent cannot open.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
 }
 
 impl StewardError for HomeError {
@@ -81,6 +85,7 @@ impl StewardError for HomeError {
             Self::Mail(e) => e.code(),
             Self::Jobs(e) => e.code(),
             Self::Tools(e) => e.code(),
+            Self::Agent(e) => e.code(),
         }
     }
 
@@ -89,6 +94,7 @@ impl StewardError for HomeError {
             Self::Mail(e) => e.kind(),
             Self::Jobs(e) => e.kind(),
             Self::Tools(e) => e.kind(),
+            Self::Agent(e) => e.kind(),
         }
     }
 }
@@ -250,4 +256,17 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
         }
     }
     Ok(tb)
+}
+
+/// The agent of `steward`'s home over [`toolbox`], knowing the person by their configured
+/// mail identity.
+pub fn agent(steward: Arc<Steward>) -> Result<Agent, HomeError> {
+    let person = services(steward.home())?.sender.map(|s| match s.from_name {
+        Some(name) => format!("{name} <{}>", s.from),
+        None => s.from,
+    });
+    let tb = toolbox(steward)?;
+    let mut config = AgentConfig::default();
+    config.person = person;
+    Ok(Agent::open(Arc::new(tb), config)?)
 }

@@ -870,3 +870,64 @@ fn tools_list_call_and_run_approved_go_through_the_permission_order() {
     assert_eq!(ran["tool"], "watches.propose");
     assert_eq!(listed()["result"]["sources"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn chat_streams_json_events_then_the_result_and_chats_show_it() {
+    use steward_connectors::testing::models::{Reply, ScriptedServer, chat_answer};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    json(
+        &steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["demo", "--messages", "30", "--json", "--no-serve"])
+            .output()
+            .unwrap(),
+    );
+    let model = ScriptedServer::start(|_, n| match n {
+        0 => Reply::Json(
+            200,
+            chat_answer("m", "", &[("c1", "mail.search", r#"{"query":"","limit":2}"#)], (50, 5, 0)),
+        ),
+        _ => Reply::Json(200, chat_answer("m", "Two recent mails.", &[], (80, 6, 0))),
+    });
+    let run = |args: &[&str], with_model: bool| {
+        let mut c = steward();
+        c.arg("--home").arg(&home).args(args);
+        if with_model {
+            c.env("STEWARD_LLM_BASE_URL", &model.base_url).env("STEWARD_LLM_MODEL", "m");
+        } else {
+            c.env_remove("STEWARD_LLM_BASE_URL");
+        }
+        c.output().unwrap()
+    };
+    let out = run(&["chat", "--json", "What is new?"], true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let result = lines.last().unwrap();
+    assert_eq!(result["end_reason"], "completed", "{result}");
+    assert_eq!(result["text"], "Two recent mails.");
+    assert_eq!(result["usage"]["model_calls"], 2);
+    assert_eq!(result["usage"]["input_tokens"], 130);
+    let types: Vec<&str> =
+        lines[..lines.len() - 1].iter().map(|e| e["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"turn_started"));
+    assert_eq!(types.last(), Some(&"turn_ended"));
+    assert!(types.contains(&"tool_finished"), "{types:?}");
+    let chat = result["chat_id"].as_str().unwrap().to_owned();
+    let listed = json(&run(&["chats", "list", "--json"], false));
+    assert_eq!(listed[0]["id"], chat.as_str());
+    let shown = json(&run(&["chats", "show", &chat, "--json"], false));
+    assert_eq!(shown["messages"].as_array().unwrap().len(), 4);
+    assert_eq!(shown["tool_calls"][0]["status"], "ran");
+    assert!(run(&["chats", "delete", &chat], false).status.success());
+    let gone = run(&["chats", "show", &chat], false);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("CHAT_NOT_FOUND"));
+    // Without a model: a typed error, nothing started.
+    let none = run(&["chat", "--json", "hello"], false);
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("AGENT_NO_MODEL"));
+}

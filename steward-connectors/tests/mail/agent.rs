@@ -348,9 +348,21 @@ fn a_turn_killed_mid_call_is_interrupted_and_the_next_context_answers_the_open_c
     ))
     .unwrap();
     drop(db);
-    let reopened =
-        Agent::open(Arc::new(Toolbox::new(Arc::clone(&r.steward))), AgentConfig::default())
-            .unwrap();
+    let open = || {
+        Agent::open(Arc::new(Toolbox::new(Arc::clone(&r.steward))), AgentConfig::default()).unwrap()
+    };
+    // While a live agent holds the home, another process's agent reads but starts nothing,
+    // and never calls the live agent's turns dead.
+    let second = open();
+    assert!(!second.runs_turns());
+    assert_eq!(second.turn("run_dead").unwrap().status, "running");
+    let e = second.start_turn(&chat, "hi").unwrap_err();
+    assert_eq!(steward_core::StewardError::code(&e), "AGENT_RUNS_ELSEWHERE");
+    drop(second);
+    // The holder is gone (as after kill -9): the next agent interrupts what it left.
+    drop(r.agent);
+    let reopened = open();
+    assert!(reopened.runs_turns());
     let dead = reopened.turn("run_dead").unwrap();
     assert_eq!(dead.status, "interrupted");
     assert_eq!(reopened.tool_calls(&chat).unwrap()[0].status, "interrupted");

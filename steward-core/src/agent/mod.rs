@@ -292,6 +292,11 @@ pub enum AgentError {
     /// No model is configured.
     #[error("the agent needs a chat model: {0}")]
     NoModel(String),
+    /// Another process runs this home's agent.
+    #[error(
+        "another Steward process runs this home's agent (steward serve?): send the message there"
+    )]
+    Elsewhere,
     /// `chats.db` failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -305,6 +310,7 @@ impl StewardError for AgentError {
             Self::Invalid(_) => "AGENT_INVALID_INPUT",
             Self::Busy(_) => "CHAT_BUSY",
             Self::NoModel(_) => "AGENT_NO_MODEL",
+            Self::Elsewhere => "AGENT_RUNS_ELSEWHERE",
             Self::Store(e) => e.code(),
         }
     }
@@ -314,7 +320,7 @@ impl StewardError for AgentError {
             Self::ChatNotFound(_) | Self::RunNotFound(_) => ErrorKind::NotFound,
             Self::Invalid(_) => ErrorKind::InvalidInput,
             Self::Busy(_) => ErrorKind::Conflict,
-            Self::NoModel(_) => ErrorKind::Unavailable,
+            Self::NoModel(_) | Self::Elsewhere => ErrorKind::Unavailable,
             Self::Store(e) => e.kind(),
         }
     }
@@ -365,6 +371,9 @@ pub(crate) struct Shared {
     /// Bumped on every event.
     changed: (Mutex<u64>, Condvar),
     stop: AtomicBool,
+    /// Held while this process runs the home's turns (`agent.lock`); `None`: another process
+    /// does, and this agent only reads.
+    owner: Option<std::fs::File>,
 }
 
 /// The agent of one home.
@@ -399,8 +408,17 @@ impl Agent {
     pub fn open(toolbox: Arc<Toolbox>, config: AgentConfig) -> Result<Self, AgentError> {
         let steward = Arc::clone(toolbox.steward());
         let store = ChatStore::open(steward.home(), steward.limits())?;
-        let now = now_secs();
-        let interrupted = store.interrupt_running(now)?;
+        // One process runs a home's turns: the one holding the lock. Only it may call turns
+        // that are still `running` dead (their process is gone, or it would hold the lock).
+        let owner = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(steward.home().join("agent.lock"))
+            .ok()
+            .filter(|f| f.try_lock().is_ok());
+        let interrupted =
+            if owner.is_some() { store.interrupt_running(now_secs())? } else { Vec::new() };
         let agent = Self {
             shared: Arc::new(Shared {
                 steward,
@@ -412,6 +430,7 @@ impl Agent {
                 running: (Mutex::new(0), Condvar::new()),
                 changed: (Mutex::new(0), Condvar::new()),
                 stop: AtomicBool::new(false),
+                owner,
             }),
         };
         for (run, chat) in interrupted {
@@ -422,6 +441,16 @@ impl Agent {
             agent.shared.event(&run, &chat, &ended);
         }
         Ok(agent)
+    }
+
+    /// Whether this process runs the home's turns (else another one does, and this agent
+    /// reads chats but starts nothing).
+    pub fn runs_turns(&self) -> bool {
+        self.shared.owner.is_some()
+    }
+
+    fn runs_here(&self) -> Result<(), AgentError> {
+        if self.shared.owner.is_some() { Ok(()) } else { Err(AgentError::Elsewhere) }
     }
 
     /// The bounds in force.
@@ -493,6 +522,7 @@ impl Agent {
                 "a message has 1..={MAX_USER_MESSAGE_CHARS} characters"
             )));
         }
+        self.runs_here()?;
         self.shared.steward.llm().map_err(|e| AgentError::NoModel(e.to_string()))?;
         self.shared.store.chat(chat)?;
         let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -561,6 +591,10 @@ impl Agent {
     /// Asks the run to stop at its next safe point (before a model call, while streaming,
     /// between tools). Unknown or finished runs: `false`.
     pub fn cancel(&self, run: &str) -> bool {
+        // A run whose end is recorded is over, even while its thread still tidies up.
+        if self.shared.store.turn(run).is_ok_and(|t| t.status != "running") {
+            return false;
+        }
         let map = self.shared.cancels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.get(run).is_some_and(|c| {
             c.store(true, Ordering::SeqCst);
@@ -652,6 +686,7 @@ impl Agent {
     /// and resumes the chats they belong to. Returns how many calls were resolved. The
     /// approval watcher calls this; a frontend may too, right after a decision.
     pub fn resolve_decided(&self) -> Result<usize, AgentError> {
+        self.runs_here()?;
         let approvals = match self.shared.steward.approvals() {
             Ok(a) => a,
             Err(e) => return Err(AgentError::Invalid(e.to_string())),

@@ -33,6 +33,7 @@ macro_rules! out {
 
 mod authority;
 mod backup;
+mod chat;
 mod embed;
 mod jobs;
 mod mail;
@@ -127,6 +128,14 @@ enum Command {
     },
     /// What the models cost: requests, tokens, cost and latency by service, action, model, day.
     Usage(usage::UsageArgs),
+    /// Talk with the agent: one turn (streamed; approvals asked for inline on a terminal)
+    /// or JSON lines.
+    Chat(Box<chat::ChatArgs>),
+    /// The chats: list, show, rename, delete.
+    Chats {
+        #[command(subcommand)]
+        cmd: chat::ChatsCmd,
+    },
     /// The agent's tools: what runs here, and one call through the policy and approvals.
     Tools {
         #[command(subcommand)]
@@ -329,6 +338,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Trains { cmd } => trains::trains(cmd),
         Command::Tools { cmd } => tools::tools(args.home, cmd),
+        Command::Chat(a) => chat::chat(args.home, *a),
+        Command::Chats { cmd } => chat::chats(args.home, cmd),
         Command::Usage(a) => usage::run(args.home, a),
         Command::Mail { cmd } => mail::mail(args.home, cmd),
     };

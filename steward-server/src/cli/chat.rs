@@ -1,0 +1,260 @@
+//! `steward chat` and `steward chats`: a turn from the terminal (streamed text, tool lines,
+//! approval prompts answered inline) or as JSON lines, and the chats themselves.
+
+use std::{
+    io::{BufRead as _, IsTerminal as _, Write as _},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
+
+use clap::{Args as ClapArgs, Subcommand};
+use serde_json::json;
+use steward_core::{
+    Steward,
+    agent::{Agent, EndReason, TurnEvent},
+    approval::{DecisionInput, DecisionKind},
+};
+
+use super::{Failure, json_line, open, usage};
+
+/// `steward chat [--chat ID | --new] [--json] [TEXT]`.
+#[derive(Debug, ClapArgs)]
+#[command(group(clap::ArgGroup::new("which").multiple(false)))]
+pub(super) struct ChatArgs {
+    /// Continue this chat.
+    #[arg(long, group = "which")]
+    chat: Option<String>,
+    /// Start a new chat (the default without --chat).
+    #[arg(long, group = "which")]
+    new: bool,
+    /// One event per line (JSON), then the turn's result; approvals are left to
+    /// `steward approvals` (or any other frontend).
+    #[arg(long)]
+    json: bool,
+    /// Who decides approvals asked for inline (default: $USER).
+    #[arg(long)]
+    person: Option<String>,
+    /// The message; without it, a prompt on the terminal.
+    text: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum ChatsCmd {
+    /// Chats, most recently active first.
+    List {
+        /// Skip this many.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// At most this many (1..=100).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A chat's messages and tool calls.
+    Show {
+        /// The chat.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a chat's title.
+    Rename {
+        /// The chat.
+        id: String,
+        /// The title.
+        title: String,
+    },
+    /// Delete a chat (its content is purged).
+    Delete {
+        /// The chat.
+        id: String,
+    },
+}
+
+fn agent(home: Option<PathBuf>) -> Result<(Arc<Steward>, Agent), Failure> {
+    let steward = Arc::new(open(home)?);
+    let agent = steward_connectors::home::agent(Arc::clone(&steward))?;
+    Ok((steward, agent))
+}
+
+pub(super) fn chats(home: Option<PathBuf>, cmd: ChatsCmd) -> Result<(), Failure> {
+    let (_, agent) = agent(home)?;
+    match cmd {
+        ChatsCmd::List { offset, limit, json } => {
+            let list = agent.list_chats(offset, limit)?;
+            if json {
+                json_line(&list);
+            } else {
+                for c in list {
+                    out!("{}  {}", c.id, if c.title.is_empty() { "(untitled)" } else { &c.title });
+                }
+            }
+        }
+        ChatsCmd::Show { id, json } => {
+            let chat = agent.chat(&id)?;
+            let messages = agent.messages(&id, 0, steward_core::agent::MAX_MESSAGE_PAGE)?;
+            let calls = agent.tool_calls(&id)?;
+            if json {
+                json_line(&json!({"chat": chat, "messages": messages, "tool_calls": calls}));
+                return Ok(());
+            }
+            for m in messages {
+                match m.role.as_str() {
+                    "tool" => out!(
+                        "  [{}] {}",
+                        m.tool_call_id.unwrap_or_default(),
+                        m.content.unwrap_or_default()
+                    ),
+                    role => {
+                        if let Some(c) = m.content {
+                            out!("{role}: {c}");
+                        }
+                        for c in m.tool_calls {
+                            out!("  · {}({}) [{}]", c.name, c.arguments, c.id);
+                        }
+                    }
+                }
+            }
+        }
+        ChatsCmd::Rename { id, title } => {
+            agent.rename_chat(&id, &title)?;
+        }
+        ChatsCmd::Delete { id } => agent.delete_chat(&id)?,
+    }
+    Ok(())
+}
+
+/// What following a chat's events ended with.
+struct Followed {
+    cursor: i64,
+    reason: EndReason,
+    approvals: Vec<i64>,
+}
+
+/// Prints the chat's events after `cursor` until a turn ends.
+fn follow(agent: &Agent, chat: &str, mut cursor: i64, json: bool) -> Result<Followed, Failure> {
+    let mut approvals = Vec::new();
+    loop {
+        for e in agent.wait_events(Some(chat), cursor, 100, Duration::from_secs(1))? {
+            cursor = e.seq;
+            if json {
+                json_line(&e);
+            }
+            match &e.event {
+                TurnEvent::TextDelta { text } if !json => {
+                    print!("{text}");
+                    let _ = std::io::stdout().flush();
+                }
+                TurnEvent::ToolProposed { tool, input, .. } if !json => out!("\n· {tool} {input}"),
+                TurnEvent::ToolFinished { status, sources, .. } if !json => {
+                    out!("  → {status} ({} source(s))", sources.len());
+                }
+                TurnEvent::ApprovalRequired { approval_id, summary, .. } => {
+                    approvals.push(*approval_id);
+                    if !json {
+                        out!("\n⏸ approval #{approval_id}: {summary}");
+                    }
+                }
+                TurnEvent::TurnEnded { reason, error } => {
+                    if !json {
+                        let error = error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+                        out!("\n({}{error})", reason.as_str());
+                    }
+                    return Ok(Followed { cursor, reason: *reason, approvals });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn ask(prompt: &str) -> Option<String> {
+    print!("{prompt}");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_owned()),
+    }
+}
+
+pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
+    let (steward, agent) = agent(home)?;
+    let chat = match &a.chat {
+        Some(id) => agent.chat(id)?.id,
+        None => agent.create_chat()?.id,
+    };
+    let interactive = !a.json && std::io::stdin().is_terminal();
+    let person =
+        a.person.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "person".into());
+    let mut next = match a.text.clone() {
+        Some(t) => Some(t),
+        None if interactive => ask("you: ").filter(|t| !t.is_empty()),
+        None => return Err(usage("a message is needed (or run on a terminal)".into())),
+    };
+    if !a.json {
+        out!("chat {chat}");
+    }
+    while let Some(text) = next.take() {
+        let cursor = agent
+            .events_after(Some(&chat), 0, steward_core::agent::MAX_EVENT_PAGE)?
+            .last()
+            .map_or(0, |e| e.seq);
+        let run = agent.start_turn(&chat, &text)?;
+        let mut f = follow(&agent, &chat, cursor, a.json)?;
+        // Approvals asked for inline: the person at this terminal decides, the chat resumes.
+        while interactive && f.reason == EndReason::AwaitingApproval {
+            for id in std::mem::take(&mut f.approvals) {
+                let detail = steward.approval_detail(id)?;
+                out!(
+                    "  {} {}",
+                    detail.approval.tool,
+                    steward_core::approval::canonical_json(detail.approval.input_to_run())
+                );
+                let answer = ask("approve? [y/N] ").unwrap_or_default();
+                let kind = if answer.eq_ignore_ascii_case("y") {
+                    DecisionKind::Approve
+                } else {
+                    DecisionKind::Deny
+                };
+                let who = steward.human(&person)?;
+                steward.decide_approval(id, kind, &DecisionInput::default(), &who)?;
+            }
+            agent.resolve_decided()?;
+            f = follow(&agent, &chat, f.cursor, false)?;
+        }
+        if a.json {
+            let result = agent.wait(&run, Duration::from_secs(1))?;
+            let t = agent.turn(&run)?;
+            json_line(&json!({
+                "run_id": run,
+                "chat_id": chat,
+                "end_reason": f.reason,
+                "approvals": result.as_ref().map(|r| r.approvals.clone()).unwrap_or_default(),
+                "text": result.as_ref().map(|r| r.text.clone()).unwrap_or_default(),
+                "usage": {
+                    "model_calls": t.model_calls,
+                    "tool_calls": t.tool_calls,
+                    "input_tokens": t.input_tokens,
+                    "output_tokens": t.output_tokens,
+                },
+            }));
+        }
+        if f.reason == EndReason::Error {
+            let t = agent.turn(&run)?;
+            return Err(Failure {
+                code: "TURN_FAILED".into(),
+                kind: steward_core::ErrorKind::Unavailable,
+                message: t.error.unwrap_or_else(|| "the turn failed".into()),
+            });
+        }
+        if interactive && a.text.is_none() {
+            next = ask("you: ").filter(|t| !t.is_empty());
+        }
+    }
+    Ok(())
+}
