@@ -1077,3 +1077,95 @@ async fn the_jobs_route_shows_the_runners_jobs_and_says_when_there_is_none() {
     assert!(job("send-due")["unavailable"].as_str().unwrap().contains("SMTP"));
     assert!(job("mail-reconcile")["unavailable"].as_str().unwrap().contains("mail.sources"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chats_start_turns_that_run_on_the_server_and_are_followed_by_cursor() {
+    use std::collections::BTreeMap;
+    use steward_connectors::testing::models::{Reply, ScriptedServer, chat_answer};
+    use steward_core::{
+        agent::{Agent, AgentConfig},
+        llm::{Capability, LlmConfig, Target},
+        tools::Toolbox,
+    };
+    // Without an agent the chat routes say so.
+    let plain = fixture();
+    let (status, body) = get(&plain.app, "/chats").await;
+    assert_eq!((status, code(&body)), (StatusCode::SERVICE_UNAVAILABLE, "AGENT_UNAVAILABLE"));
+
+    let model = ScriptedServer::start(|_, n| match n {
+        0 => Reply::Json(
+            200,
+            chat_answer("m", "", &[("c1", "mail.search", r#"{"query":"","limit":2}"#)], (40, 4, 0)),
+        ),
+        _ => Reply::Json(200, chat_answer("m", "Two mails.", &[], (60, 5, 0))),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let maildir = dir.path().join("maildir");
+    generate_maildir(&maildir, &DemoOptions::new(30)).unwrap();
+    let llm = LlmConfig {
+        targets: BTreeMap::from([(
+            "m".to_owned(),
+            Target {
+                base_url: model.base_url.clone(),
+                model: "m".into(),
+                api_key: None,
+                tools: true,
+            },
+        )]),
+        tiers: BTreeMap::from([(Capability::Tier1, vec!["m".to_owned()])]),
+        rates: BTreeMap::new(),
+        deadline: std::time::Duration::from_secs(10),
+    };
+    let steward =
+        Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
+    let opts = SyncOptions { account: Some("demo".to_owned()), cancel: None };
+    steward.sync_mail(&MaildirSource::new(&maildir), &opts, &mut |_| {}).unwrap();
+    let agent =
+        Agent::open(Arc::new(Toolbox::new(Arc::clone(&steward))), AgentConfig::default()).unwrap();
+    let state = AppState::new(
+        Arc::clone(&steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::new(&[], &[]).unwrap(),
+        "ada",
+    )
+    .with_agent(agent);
+    let app = app(state);
+    let (status, chat) = post(&app, "/chats", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{chat}");
+    let id = chat["id"].as_str().unwrap().to_owned();
+    let (status, started) =
+        post(&app, &format!("/chats/{id}/turns"), json!({"text": "What is new?"})).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let run = started["run_id"].as_str().unwrap().to_owned();
+    // Follow the events by cursor until the turn ends.
+    let mut after = 0;
+    let mut types = Vec::new();
+    while !types.contains(&"turn_ended".to_owned()) {
+        let (status, page) = get(&app, &format!("/chats/{id}/events?after={after}&wait=5")).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        for e in page.as_array().unwrap() {
+            after = e["seq"].as_i64().unwrap();
+            types.push(e["event"]["type"].as_str().unwrap().to_owned());
+        }
+        assert!(types.len() < 100);
+    }
+    assert!(types.contains(&"tool_finished".to_owned()), "{types:?}");
+    let (_, turn) = get(&app, &format!("/runs/{run}")).await;
+    assert_eq!(
+        (turn["status"].as_str(), turn["end_reason"].as_str()),
+        (Some("ended"), Some("completed"))
+    );
+    let (_, detail) = get(&app, &format!("/chats/{id}")).await;
+    assert_eq!(detail["messages"].as_array().unwrap().len(), 4);
+    assert_eq!(detail["tool_calls"][0]["status"], "ran");
+    let (_, cancelled) = post(&app, &format!("/runs/{run}/cancel"), json!(null)).await;
+    assert_eq!(cancelled["cancelled"], false, "an ended run is not cancelled");
+    let (status, body) = post(&app, &format!("/chats/{id}/turns"), json!({"text": "  "})).await;
+    assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "AGENT_INVALID_INPUT"));
+    let (status, body) = get(&app, "/chats/nope").await;
+    assert_eq!((status, code(&body)), (StatusCode::NOT_FOUND, "CHAT_NOT_FOUND"));
+    let (status, _) = post(&app, &format!("/chats/{id}/delete"), json!(null)).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get(&app, &format!("/chats/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

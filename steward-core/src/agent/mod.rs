@@ -506,7 +506,11 @@ impl Agent {
     /// Deletes a chat: tombstoned, its content purged. Refused while a turn runs in it.
     pub fn delete_chat(&self, id: &str) -> Result<(), AgentError> {
         let lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if lanes.get(id).is_some_and(|l| l.run.is_some()) {
+        // A run whose end is recorded no longer holds the chat (its thread may still tidy up).
+        let running = lanes.get(id).and_then(|l| l.run.as_deref()).is_some_and(|run| {
+            self.shared.store.turn(run).map_or(true, |t| t.status == "running")
+        });
+        if running {
             return Err(AgentError::Busy(id.to_owned()));
         }
         self.shared.store.delete(id, now_secs())

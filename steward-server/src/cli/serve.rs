@@ -64,7 +64,16 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
     // The home's background runner, configured like every frontend's (`[jobs]`, the mail
     // sources, SMTP): a configuration it cannot use stops the start here.
     let runner = steward_connectors::home::runner(Arc::clone(&steward))?;
-    let state = AppState::new(steward, token, origins, a.person.name()).with_runner(runner);
+    // The home's agent: chats over the same tools, resumed when a person decides an approval.
+    let agent = steward_connectors::home::agent(Arc::clone(&steward))?;
+    if agent.runs_turns()
+        && let Err(e) = agent.watch_approvals()
+    {
+        status(format_args!("the agent cannot watch approvals: {e}"));
+    }
+    let state = AppState::new(steward, token, origins, a.person.name())
+        .with_runner(runner)
+        .with_agent(agent);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

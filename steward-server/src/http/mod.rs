@@ -13,6 +13,7 @@ mod approvals;
 pub mod attachments;
 pub mod auth;
 pub mod background;
+pub mod chats;
 mod devices;
 mod error;
 pub mod idempotency;
@@ -57,6 +58,8 @@ pub struct App {
     tls: std::sync::atomic::AtomicBool,
     /// The background runner the server runs while it serves, when one is attached.
     runner: std::sync::OnceLock<Arc<steward_core::runner::Runner>>,
+    /// The agent whose chats the server serves, when one is attached.
+    agent: std::sync::OnceLock<steward_core::agent::Agent>,
 }
 
 /// Core calls allowed to run at once: twice the available cores. SQLite and tantivy work is
@@ -96,6 +99,7 @@ impl AppState {
             calls: tokio::sync::Semaphore::new(core_concurrency()),
             tls: std::sync::atomic::AtomicBool::new(false),
             runner: std::sync::OnceLock::new(),
+            agent: std::sync::OnceLock::new(),
         }))
     }
 
@@ -113,6 +117,19 @@ impl AppState {
         self.runner.get()
     }
 
+    /// Serves `agent`'s chats (`/chats`, `/runs`); `steward serve` attaches the home's agent.
+    /// Without one those routes answer 503 `AGENT_UNAVAILABLE`.
+    #[must_use]
+    pub fn with_agent(self, agent: steward_core::agent::Agent) -> Self {
+        let _ = self.agent.set(agent);
+        self
+    }
+
+    /// The attached agent.
+    pub fn agent(&self) -> Option<&steward_core::agent::Agent> {
+        self.agent.get()
+    }
+
     /// The core handle.
     pub fn steward(&self) -> &Arc<Steward> {
         &self.steward
@@ -127,6 +144,9 @@ impl AppState {
     /// shutdown signal fires, so in-flight requests finish and nothing keeps the server up.
     pub fn stop(&self) {
         self.live.stop();
+        if let Some(agent) = self.agent.get() {
+            agent.shutdown();
+        }
     }
 
     /// Runs a core call on the blocking pool (SQLite and tantivy block).
@@ -255,6 +275,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(policy::routes());
     all.extend(ops::routes());
     all.extend(watches::routes());
+    all.extend(chats::routes());
     all.extend(system::routes());
     all.extend(live::routes());
     all.push(Route::new(
