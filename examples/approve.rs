@@ -37,6 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             summary: "Tell my sister when I arrive".into(),
             level,
             timeout_secs: None,
+            taint: None,
         },
         None,
         now,

@@ -81,6 +81,7 @@ fn main() {
             summary: "Send".into(),
             level: Level::Confirm,
             timeout_secs: None,
+            taint: None,
         };
         let t = Instant::now();
         let card = approvals.request(&req, None, 1_800_000_000 + i).expect("request");

@@ -350,6 +350,7 @@ impl Steward {
             summary,
             level: Level::Confirm,
             timeout_secs: None,
+            taint: None,
         };
         let check = |v: &Value| self.prepare_watch_input(v);
         self.approvals()

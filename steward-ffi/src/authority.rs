@@ -32,6 +32,9 @@ pub struct ApprovalCard {
     pub chat: Option<String>,
     /// Unix seconds.
     pub expires_at: i64,
+    /// The input's fields copied from untrusted content with their sources, as JSON
+    /// (`{"fields":[{"field","value","kind","source","tool"}]}`); absent when none was.
+    pub taint_json: Option<String>,
 }
 
 impl From<Approval> for ApprovalCard {
@@ -47,6 +50,7 @@ impl From<Approval> for ApprovalCard {
             requested_by: a.requested_by,
             chat: a.chat,
             expires_at: a.expires_at,
+            taint_json: a.taint.as_ref().map(steward_core::approval::Taint::to_json),
         }
     }
 }

@@ -98,6 +98,7 @@ async fn main() {
                     summary: format!("n{n}"),
                     level: Level::Confirm,
                     timeout_secs: None,
+                    taint: None,
                 };
                 let id = approvals.request(&a, None, steward_core::time::now_secs()).unwrap().id;
                 made.lock().unwrap().insert(id, Instant::now());

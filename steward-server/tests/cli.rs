@@ -246,6 +246,7 @@ fn approvals_policy_and_audit_commands() {
             summary: format!("Send to {to}"),
             level,
             timeout_secs: None,
+            taint: None,
         };
         [
             (Level::Confirm, "a@example.com"),

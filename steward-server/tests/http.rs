@@ -246,6 +246,7 @@ fn request_approval(steward: &Steward, level: Level) -> i64 {
         summary: "Tell my sister when I arrive".into(),
         level,
         timeout_secs: None,
+        taint: None,
     };
     steward.approvals().unwrap().request(&n, None, now).unwrap().id
 }

@@ -119,6 +119,7 @@ fn request(steward: &Steward, n: usize) -> i64 {
         summary: format!("note {n}"),
         level: Level::Confirm,
         timeout_secs: None,
+        taint: None,
     };
     steward.approvals().unwrap().request(&a, None, steward_core::time::now_secs()).unwrap().id
 }

@@ -398,6 +398,7 @@ fn an_approved_request_sends_exactly_what_was_approved_once() {
         summary: "send".into(),
         level: Level::Confirm,
         timeout_secs: None,
+        taint: None,
     };
     let now = steward_core::time::now_secs();
     let a = approvals.request(&request(input.clone()), None, now).unwrap();
@@ -603,6 +604,7 @@ Date: Tue, 01 Dec 2026 18:00:00 +0000\r\n\r\nFriday at eight?\r\n";
                 summary: "reply".into(),
                 level: Level::Confirm,
                 timeout_secs: None,
+                taint: None,
             },
             None,
             now,

@@ -22,6 +22,7 @@
 //! most [`AgentConfig::max_concurrent_turns`] at once.
 
 mod store;
+mod taint;
 mod turn;
 
 use std::{
@@ -245,6 +246,8 @@ pub enum TurnEvent {
         tool: String,
         /// What it does, in words.
         summary: String,
+        /// The input's fields copied from untrusted content, with their sources.
+        taint: Option<crate::approval::Taint>,
     },
     /// Old tool results were dropped to fit the context.
     ContextCompacted {
@@ -507,9 +510,10 @@ impl Agent {
     pub fn delete_chat(&self, id: &str) -> Result<(), AgentError> {
         let lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // A run whose end is recorded no longer holds the chat (its thread may still tidy up).
-        let running = lanes.get(id).and_then(|l| l.run.as_deref()).is_some_and(|run| {
-            self.shared.store.turn(run).map_or(true, |t| t.status == "running")
-        });
+        let running = lanes
+            .get(id)
+            .and_then(|l| l.run.as_deref())
+            .is_some_and(|run| self.shared.store.turn(run).map_or(true, |t| t.status == "running"));
         if running {
             return Err(AgentError::Busy(id.to_owned()));
         }

@@ -440,7 +440,8 @@ impl Turn<'_> {
         }
         let tc =
             ToolCall { actor: AGENT_ACTOR, chat: Some(self.chat), tool: &call.name, input: &input };
-        match self.shared.toolbox.call(&tc, &DecisionContext::default()) {
+        let taint = self.taint_of(&call.name, &input)?;
+        match self.shared.toolbox.call_tainted(&tc, &DecisionContext::default(), taint.as_ref()) {
             Ok(ToolOutcome::Ran { result, .. }) => {
                 self.shared.event(
                     self.run,
@@ -520,6 +521,13 @@ impl Turn<'_> {
     }
 
     fn approval_event(&self, call: &crate::llm::ToolCall, approval_id: i64, summary: &str) {
+        let taint = self
+            .shared
+            .steward
+            .approvals()
+            .ok()
+            .and_then(|a| a.get(approval_id).ok())
+            .and_then(|a| a.taint);
         self.shared.event(
             self.run,
             self.chat,
@@ -528,8 +536,37 @@ impl Turn<'_> {
                 approval_id,
                 tool: call.name.clone(),
                 summary: summary.to_owned(),
+                taint,
             },
         );
+    }
+
+    /// The values of a proposed call (of a tool that does more than read) copied from
+    /// untrusted content this chat has read.
+    fn taint_of(
+        &self,
+        tool: &str,
+        input: &Value,
+    ) -> Result<Option<crate::approval::Taint>, AgentError> {
+        let reads = self
+            .shared
+            .steward
+            .tools()
+            .get(tool)
+            .is_some_and(|s| s.effect == crate::policy::Effect::Read);
+        if reads {
+            return Ok(None);
+        }
+        let history = self.shared.store.messages(self.chat, 0, usize::MAX >> 1)?;
+        let untrusted = super::taint::untrusted_of(
+            history.iter().filter(|m| m.role == "tool").filter_map(|m| m.content.as_deref()),
+        );
+        let own: Vec<&str> = history
+            .iter()
+            .filter(|m| m.role == "user")
+            .filter_map(|m| m.content.as_deref())
+            .collect();
+        Ok(Some(super::taint::find(input, &untrusted, &own)))
     }
 
     /// The model's context: the host's system message, then the chat's history made valid

@@ -175,6 +175,41 @@ pub struct Approval {
     pub decided_at: Option<i64>,
     /// Unix seconds.
     pub expires_at: i64,
+    /// The input's fields copied from untrusted content (mail, attachments, outside
+    /// services), each with the item it came from; absent when none was.
+    pub taint: Option<Taint>,
+}
+
+/// Fields of a proposed input whose values were copied from untrusted content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Taint {
+    /// Each tainted value (at most [`MAX_TAINTED_FIELDS`]).
+    pub fields: Vec<TaintedField>,
+}
+
+impl Taint {
+    /// As JSON text (for bindings that carry it as a string).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{\"fields\":[]}".to_owned())
+    }
+}
+
+/// Most tainted values one approval names.
+pub const MAX_TAINTED_FIELDS: usize = 50;
+
+/// One value of an input found in untrusted content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TaintedField {
+    /// Where in the input, as a JSON pointer (`/to/0`, `/body`).
+    pub field: String,
+    /// The value (or, inside a longer text, the part found).
+    pub value: String,
+    /// `email`, `url`, `iban`, `phone`, `amount` or `path`.
+    pub kind: String,
+    /// The item it came from (`message:12`, `attachment:12:1`, `train:…`).
+    pub source: String,
+    /// The tool whose result held it.
+    pub tool: String,
 }
 
 impl Approval {

@@ -50,6 +50,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             name: "jobs",
             sql: include_str!("../../migrations/steward/005_jobs.sql"),
         },
+        Migration {
+            version: 6,
+            name: "taint",
+            sql: include_str!("../../migrations/steward/006_taint.sql"),
+        },
     ],
 };
 
@@ -78,6 +83,8 @@ pub struct NewApproval {
     pub level: Level,
     /// Seconds before it expires (default [`APPROVAL_TIMEOUT_SECS`]).
     pub timeout_secs: Option<i64>,
+    /// The input's fields copied from untrusted content, for the card.
+    pub taint: Option<super::Taint>,
 }
 
 /// An input a person approved, as the approval store handed it out after checking the
@@ -176,7 +183,7 @@ fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
 
 const COLUMNS: &str = "id, batch_id, chat, requested_by, tool, proposed_input, normalized_input,
     summary, level, status, decided_by, note, effective_input, effective_sha256, created_at,
-    decided_at, expires_at";
+    decided_at, expires_at, taint";
 
 /// For reads that map approval rows: a stored value that no longer parses is damage
 /// (`APPROVAL_CORRUPT`, naming the row and column), never a failed query.
@@ -191,7 +198,7 @@ fn approval(row: &Row<'_>) -> rusqlite::Result<Approval> {
     approval_at(row, 0)
 }
 
-/// The approval in the 17 [`COLUMNS`] starting at `o`.
+/// The approval in the 18 [`COLUMNS`] starting at `o`.
 fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
     let id: i64 = row.get(o)?;
     let damaged = |i: usize, column: &'static str, detail: String| {
@@ -225,6 +232,15 @@ fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
         created_at: row.get(o + 14)?,
         decided_at: row.get(o + 15)?,
         expires_at: row.get(o + 16)?,
+        taint: row
+            .get::<_, Option<String>>(o + 17)?
+            .map(|s| {
+                crate::store::json_text(&s, o + 17, "approvals", id, "taint").and_then(|v| {
+                    serde_json::from_value(v)
+                        .map_err(|e| damaged(17, "taint", format!("not a taint: {e}")))
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -402,8 +418,8 @@ impl Approvals {
             for (n, normalized) in &rows {
                 tx.execute(
                     "INSERT INTO approvals (batch_id, chat, requested_by, tool, proposed_input,
-                         normalized_input, summary, level, status, created_at, expires_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'requested', ?9, ?10)",
+                         normalized_input, summary, level, status, created_at, expires_at, taint)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'requested', ?9, ?10, ?11)",
                     params![
                         batch_id,
                         n.chat,
@@ -415,6 +431,10 @@ impl Approvals {
                         n.level.as_str(),
                         now,
                         now + n.timeout_secs.unwrap_or(APPROVAL_TIMEOUT_SECS),
+                        n.taint
+                            .as_ref()
+                            .filter(|t| !t.fields.is_empty())
+                            .and_then(|t| serde_json::to_string(t).ok()),
                     ],
                 )
                 .map_err(q("insert approval"))?;

@@ -803,6 +803,7 @@ impl Steward {
                         summary,
                         level,
                         timeout_secs: None,
+                        taint: None,
                     },
                     None,
                     now,

@@ -246,9 +246,17 @@ pub enum Rule {
     },
 }
 
+/// The floor of tainted calls when the policy sets none: a person confirms any action whose
+/// recipient, link, account, number, amount or path came from mail or an outside service.
+pub const DEFAULT_TAINT_FLOOR: Level = Level::Confirm;
+
 /// The person's policy. Changing it is itself an L2 action (the store versions and audits it).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Policy {
+    /// The lowest level of a call that is not a read and carries values copied from untrusted
+    /// content (see [`crate::approval::Taint`]); absent: [`DEFAULT_TAINT_FLOOR`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taint_floor: Option<Level>,
     /// Exact rules by tool name.
     pub rules: BTreeMap<String, Rule>,
     /// Namespaces denied whole (`shell` or `shell.` denies `shell.run`).
@@ -260,6 +268,11 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The floor of tainted calls in force.
+    pub fn taint_floor(&self) -> Level {
+        self.taint_floor.unwrap_or(DEFAULT_TAINT_FLOOR)
+    }
+
     /// Adds a namespace to deny; the prefix is normalized to end with `.`.
     pub fn deny_namespace(&mut self, prefix: &str) -> Result<(), PolicyError> {
         let ns = prefix.trim_end_matches('.');
@@ -298,6 +311,9 @@ impl Policy {
             }
             PolicyChange::DisallowRead { tool } => {
                 self.allow_reads.remove(tool);
+            }
+            PolicyChange::SetTaintFloor { level } => {
+                self.taint_floor = Some(*level);
             }
         }
         if *self == before { Err(PolicyError::NoChange) } else { Ok(()) }
@@ -370,6 +386,12 @@ pub enum PolicyChange {
     DisallowRead {
         /// The tool, `namespace.verb`.
         tool: String,
+    },
+    /// Set the lowest level of a non-read call carrying values copied from untrusted
+    /// content (confirm or secure keep a person in the loop).
+    SetTaintFloor {
+        /// The level.
+        level: Level,
     },
 }
 

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 use crate::{
     Steward, ToolCall,
-    approval::{Approval, ApprovalError, ApprovedInput, NewApproval},
+    approval::{Approval, ApprovalError, ApprovedInput, NewApproval, Taint},
     audit::{AuditEvent, Risk},
     error::{ErrorKind, StewardError},
     outbox::{MailTransport, Sender},
@@ -552,11 +552,45 @@ impl Toolbox {
         call: &ToolCall<'_>,
         ctx: &DecisionContext<'_>,
     ) -> Result<ToolOutcome, ToolError> {
+        self.call_tainted(call, ctx, None)
+    }
+
+    /// [`Toolbox::call`] for a call whose input carries values copied from untrusted content:
+    /// unless the tool only reads, the decision is raised to the policy's taint floor
+    /// ([`crate::policy::Policy::taint_floor`]; audited as `policy.taint_raised`), and an
+    /// approval card names each tainted field and its source.
+    pub fn call_tainted(
+        &self,
+        call: &ToolCall<'_>,
+        ctx: &DecisionContext<'_>,
+        taint: Option<&Taint>,
+    ) -> Result<ToolOutcome, ToolError> {
         let entry = self.entry(call.tool)?;
         let input = self.preflight(call.tool, call.input)?;
         let decided = ToolCall { input: &input, ..*call };
         let now = now_secs();
-        match self.steward.decide(&decided, ctx)? {
+        let taint = taint.filter(|t| !t.fields.is_empty());
+        let mut decision = self.steward.decide(&decided, ctx)?;
+        let reads = self.steward.tools().get(call.tool).is_some_and(|s| s.effect == Effect::Read);
+        if let Some(t) = taint
+            && !reads
+        {
+            let floor = self.steward.policy()?.policy.taint_floor();
+            let raised = match &decision {
+                Decision::Allow { level } if *level < floor => Some(if floor <= Level::Logged {
+                    Decision::Allow { level: floor }
+                } else {
+                    Decision::Gate { level: floor }
+                }),
+                Decision::Gate { level } if *level < floor => Some(Decision::Gate { level: floor }),
+                _ => None,
+            };
+            if let Some(raised) = raised {
+                self.audit_raise(&decided, &decision, &raised, t, now);
+                decision = raised;
+            }
+        }
+        match decision {
             Decision::Deny { reason } => Ok(ToolOutcome::Denied { reason }),
             Decision::Allow { level } => {
                 let result = self.execute(entry, &decided, None, now)?;
@@ -575,6 +609,7 @@ impl Toolbox {
                         summary: entry.executor.summary(&input),
                         level,
                         timeout_secs: None,
+                        taint: taint.cloned(),
                     },
                     Some(&check),
                     now,
@@ -625,6 +660,28 @@ impl Toolbox {
             message: e.message,
         })?;
         Ok(bound(call.tool, out, entry.budget_chars))
+    }
+
+    fn audit_raise(
+        &self,
+        call: &ToolCall<'_>,
+        from: &Decision,
+        to: &Decision,
+        taint: &Taint,
+        now: i64,
+    ) {
+        let Ok(audit) = self.steward.audit() else { return };
+        let payload = json!({ "from": from, "to": to, "taint": taint });
+        audit.record(&AuditEvent {
+            actor: call.actor,
+            event_type: "policy.taint_raised",
+            risk: Risk::High,
+            chat: call.chat,
+            tool: Some(call.tool),
+            correlation_id: None,
+            payload: &payload,
+            at: now,
+        });
     }
 
     fn audit(

@@ -157,3 +157,53 @@ fn an_empty_home_answers_the_system_tools() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
 }
+
+#[test]
+fn a_tainted_call_is_raised_to_the_taint_floor_and_its_card_names_the_fields() {
+    use crate::approval::{Taint, TaintedField};
+    let (_d, s) = steward();
+    let tb = Toolbox::new(Arc::clone(&s));
+    let taint = Taint {
+        fields: vec![TaintedField {
+            field: "/instruction".into(),
+            value: "https://evil.example".into(),
+            kind: "url".into(),
+            source: "message:7".into(),
+            tool: "mail.read".into(),
+        }],
+    };
+    let watch = json!({"source": "time", "resource_ref": "2099-01-01T00:00:00Z",
+        "instruction": "open https://evil.example", "rules": [{"id": "r", "event": "time.reached"}]});
+    let call =
+        ToolCall { actor: "agent:t", chat: Some("c"), tool: "watches.propose", input: &watch };
+    // A write that would run at logged waits for a person once it carries tainted values.
+    let out = tb.call_tainted(&call, &DecisionContext::default(), Some(&taint)).unwrap();
+    let ToolOutcome::AwaitingApproval { approval } = out else { panic!("{out:?}") };
+    assert_eq!(approval.level, Level::Confirm);
+    assert_eq!(approval.taint.as_ref(), Some(&taint));
+    let raised = s
+        .audit()
+        .unwrap()
+        .query(&crate::audit::AuditQuery {
+            event_type: Some("policy.taint_raised".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(raised.len(), 1);
+    // The person may set the floor higher.
+    let me = s.human("Ada").unwrap();
+    s.set_policy(&me, &crate::policy::PolicyChange::SetTaintFloor { level: Level::Secure }, None)
+        .unwrap();
+    let out = tb.call_tainted(&call, &DecisionContext::default(), Some(&taint)).unwrap();
+    let ToolOutcome::AwaitingApproval { approval } = out else { panic!("{out:?}") };
+    assert_eq!(approval.level, Level::Secure);
+    // A read is never raised, and an empty taint changes nothing.
+    let search = json!({"query": "x"});
+    let read = ToolCall { actor: "agent:t", chat: None, tool: "mail.search", input: &search };
+    let out = tb.call_tainted(&read, &DecisionContext::default(), Some(&taint)).unwrap();
+    assert!(matches!(out, ToolOutcome::Ran { .. }), "{out:?}");
+    let ops = json!({});
+    let list = ToolCall { actor: "agent:t", chat: None, tool: "ops.list", input: &ops };
+    let out = tb.call_tainted(&list, &DecisionContext::default(), Some(&Taint::default())).unwrap();
+    assert!(matches!(out, ToolOutcome::Ran { .. }));
+}

@@ -27,6 +27,7 @@ fn send(to: &str) -> NewApproval {
         summary: format!("Send \"Hi\" to {to}"),
         level: Level::Confirm,
         timeout_secs: None,
+        taint: None,
     }
 }
 

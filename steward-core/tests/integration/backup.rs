@@ -41,6 +41,7 @@ fn populated(root: &Path) -> Steward {
                     summary: format!("Send \"Hi\" to {to}"),
                     level: Level::Confirm,
                     timeout_secs: None,
+                    taint: None,
                 },
                 None,
                 NOW + i,
@@ -51,6 +52,16 @@ fn populated(root: &Path) -> Steward {
     s.watches().unwrap();
     s.usage().unwrap();
     s.policy_store().unwrap();
+    // A chat (chats.db is the agent's, opened through a second handle on the same home).
+    {
+        let other = std::sync::Arc::new(Steward::builder().home(root.join("home")).open().unwrap());
+        let tools = std::sync::Arc::new(steward_core::tools::Toolbox::new(other));
+        let agent =
+            steward_core::agent::Agent::open(tools, steward_core::agent::AgentConfig::default())
+                .unwrap();
+        let chat = agent.create_chat().unwrap();
+        agent.rename_chat(&chat.id, "Lunch plans").unwrap();
+    }
     let sha = blob_sha();
     let dir = s.home().join("blobs").join(&sha[..2]);
     std::fs::create_dir_all(&dir).unwrap();

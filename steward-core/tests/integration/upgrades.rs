@@ -529,6 +529,7 @@ fn every_frozen_steward_db_upgrades_in_place_and_keeps_its_rows() {
                     summary: "Send Hi".into(),
                     level: Level::Confirm,
                     timeout_secs: None,
+                    taint: None,
                 },
                 None,
                 NOW,
