@@ -2113,6 +2113,11 @@ public struct ApprovalCard: Equatable, Hashable {
      * Unix seconds.
      */
     public var expiresAt: Int64
+    /**
+     * The input's fields copied from untrusted content with their sources, as JSON
+     * (`{"fields":[{"field","value","kind","source","tool"}]}`); absent when none was.
+     */
+    public var taintJson: String?
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -2143,7 +2148,11 @@ public struct ApprovalCard: Equatable, Hashable {
          */chat: String?, 
         /**
          * Unix seconds.
-         */expiresAt: Int64) {
+         */expiresAt: Int64, 
+        /**
+         * The input's fields copied from untrusted content with their sources, as JSON
+         * (`{"fields":[{"field","value","kind","source","tool"}]}`); absent when none was.
+         */taintJson: String?) {
         self.id = id
         self.tool = tool
         self.inputJson = inputJson
@@ -2153,6 +2162,7 @@ public struct ApprovalCard: Equatable, Hashable {
         self.requestedBy = requestedBy
         self.chat = chat
         self.expiresAt = expiresAt
+        self.taintJson = taintJson
     }
 
     
@@ -2179,7 +2189,8 @@ public struct FfiConverterTypeApprovalCard: FfiConverterRustBuffer {
                 status: FfiConverterString.read(from: &buf), 
                 requestedBy: FfiConverterString.read(from: &buf), 
                 chat: FfiConverterOptionString.read(from: &buf), 
-                expiresAt: FfiConverterInt64.read(from: &buf)
+                expiresAt: FfiConverterInt64.read(from: &buf), 
+                taintJson: FfiConverterOptionString.read(from: &buf)
         )
     }
 
@@ -2193,6 +2204,7 @@ public struct FfiConverterTypeApprovalCard: FfiConverterRustBuffer {
         FfiConverterString.write(value.requestedBy, into: &buf)
         FfiConverterOptionString.write(value.chat, into: &buf)
         FfiConverterInt64.write(value.expiresAt, into: &buf)
+        FfiConverterOptionString.write(value.taintJson, into: &buf)
     }
 }
 
