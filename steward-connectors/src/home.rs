@@ -121,6 +121,64 @@ struct ConfigFile {
     mail: Option<toml::Value>,
     #[serde(default)]
     tools: Option<ToolsSection>,
+    #[serde(default)]
+    agent: Option<AgentSection>,
+}
+
+/// `[agent]`: the chat turns' tier and bounds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentSection {
+    tier: Option<String>,
+    max_model_calls: Option<u32>,
+    max_tool_calls: Option<u32>,
+    deadline_secs: Option<u64>,
+    max_turn_tokens: Option<u64>,
+    max_concurrent_turns: Option<usize>,
+}
+
+impl AgentSection {
+    fn apply(self, c: &mut AgentConfig) -> Result<(), ConfigError> {
+        let bad = |what: &str, range: &str| ConfigError(format!("[agent] {what} must be {range}"));
+        if let Some(t) = self.tier {
+            c.capability = Some(
+                steward_core::llm::Capability::parse(&t)
+                    .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
+                    .ok_or_else(|| bad("tier", "tier-1 … tier-6"))?,
+            );
+        }
+        if let Some(n) = self.max_model_calls {
+            if !(1..=100).contains(&n) {
+                return Err(bad("max_model_calls", "1..=100"));
+            }
+            c.max_model_calls = n;
+        }
+        if let Some(n) = self.max_tool_calls {
+            if !(1..=200).contains(&n) {
+                return Err(bad("max_tool_calls", "1..=200"));
+            }
+            c.max_tool_calls = n;
+        }
+        if let Some(n) = self.deadline_secs {
+            if !(10..=3_600).contains(&n) {
+                return Err(bad("deadline_secs", "10..=3600"));
+            }
+            c.deadline = std::time::Duration::from_secs(n);
+        }
+        if let Some(n) = self.max_turn_tokens {
+            if !(1_000..=10_000_000).contains(&n) {
+                return Err(bad("max_turn_tokens", "1000..=10000000"));
+            }
+            c.max_turn_tokens = n;
+        }
+        if let Some(n) = self.max_concurrent_turns {
+            if !(1..=64).contains(&n) {
+                return Err(bad("max_concurrent_turns", "1..=64"));
+            }
+            c.max_concurrent_turns = n;
+        }
+        Ok(())
+    }
 }
 
 /// `[tools]`: per-tool bounds.
@@ -259,14 +317,27 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
 }
 
 /// The agent of `steward`'s home over [`toolbox`], knowing the person by their configured
-/// mail identity.
+/// mail identity, with the tier and bounds of `[agent]`:
+///
+/// ```toml
+/// [agent]
+/// tier = "tier-3"            # default: the first of tier-3, 4, 2, 5, 6, 1 that takes tools
+/// max_model_calls = 12       # per turn, 1..=100
+/// max_tool_calls = 24        # per turn, 1..=200
+/// deadline_secs = 300        # per turn, 10..=3600
+/// max_turn_tokens = 400000   # per turn
+/// max_concurrent_turns = 8   # across chats, 1..=64
+/// ```
 pub fn agent(steward: Arc<Steward>) -> Result<Agent, HomeError> {
     let person = services(steward.home())?.sender.map(|s| match s.from_name {
         Some(name) => format!("{name} <{}>", s.from),
         None => s.from,
     });
-    let tb = toolbox(steward)?;
     let mut config = AgentConfig::default();
+    if let Some(section) = read_config(steward.home())?.agent {
+        section.apply(&mut config)?;
+    }
+    let tb = toolbox(steward)?;
     config.person = person;
     Ok(Agent::open(Arc::new(tb), config)?)
 }

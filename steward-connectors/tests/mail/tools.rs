@@ -416,3 +416,30 @@ fn a_home_sets_tool_budgets_from_its_config_and_refuses_bad_ones() {
     config("[tools]\nbudget = 3\n");
     assert!(open().is_err(), "an unknown [tools] key is refused");
 }
+
+#[test]
+fn a_home_sets_the_agents_tier_and_bounds_from_its_config_and_refuses_bad_ones() {
+    use steward_connectors::home;
+    let dir = tempfile::tempdir().unwrap();
+    let h = dir.path().join("home");
+    std::fs::create_dir_all(&h).unwrap();
+    let config = |text: &str| std::fs::write(h.join("config.toml"), text).unwrap();
+    let open = || home::agent(Arc::new(home::open(Some(h.clone())).unwrap()));
+    config("[agent]\ntier = \"tier-4\"\nmax_model_calls = 5\ndeadline_secs = 60\n");
+    let agent = open().unwrap();
+    assert_eq!(agent.config().capability, Some(steward_core::llm::Capability::Tier4));
+    assert_eq!(agent.config().max_model_calls, 5);
+    assert_eq!(agent.config().deadline, std::time::Duration::from_secs(60));
+    drop(agent);
+    for bad in [
+        "[agent]\ntier = \"tier-9\"\n",
+        "[agent]\ntier = \"local-embed\"\n",
+        "[agent]\nmax_model_calls = 0\n",
+        "[agent]\nmax_concurrent_turns = 1000\n",
+        "[agent]\nturbo = true\n",
+    ] {
+        config(bad);
+        let e = open().unwrap_err();
+        assert_eq!(e.kind(), steward_core::ErrorKind::InvalidInput, "{bad}: {e}");
+    }
+}

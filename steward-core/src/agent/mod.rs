@@ -82,8 +82,8 @@ pub const DELTA_FLUSH_CHARS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AgentConfig {
-    /// The model tier turns use.
-    pub capability: Capability,
+    /// The model tier turns use; `None`: the chat tier of the configured models.
+    pub capability: Option<Capability>,
     /// See [`MAX_MODEL_CALLS`].
     pub max_model_calls: u32,
     /// See [`MAX_TOOL_CALLS`].
@@ -111,7 +111,7 @@ pub struct AgentConfig {
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
-            capability: Capability::Tier1,
+            capability: None,
             max_model_calls: MAX_MODEL_CALLS,
             max_tool_calls: MAX_TOOL_CALLS,
             deadline: Duration::from_secs(TURN_DEADLINE_SECS),
@@ -323,7 +323,9 @@ impl StewardError for AgentError {
             Self::ChatNotFound(_) | Self::RunNotFound(_) => ErrorKind::NotFound,
             Self::Invalid(_) => ErrorKind::InvalidInput,
             Self::Busy(_) => ErrorKind::Conflict,
-            Self::NoModel(_) | Self::Elsewhere => ErrorKind::Unavailable,
+            // The home's state refuses the request (no model configured, or another process
+            // runs its turns): a conflict to resolve by configuration, not a server failure.
+            Self::NoModel(_) | Self::Elsewhere => ErrorKind::Conflict,
             Self::Store(e) => e.kind(),
         }
     }
@@ -530,9 +532,9 @@ impl Agent {
                 "a message has 1..={MAX_USER_MESSAGE_CHARS} characters"
             )));
         }
+        self.shared.store.chat(chat)?;
         self.runs_here()?;
         self.shared.steward.llm().map_err(|e| AgentError::NoModel(e.to_string()))?;
-        self.shared.store.chat(chat)?;
         let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let lane = lanes.entry(chat.to_owned()).or_default();
         if let Some(run) = &lane.run {

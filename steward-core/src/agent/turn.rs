@@ -106,6 +106,7 @@ struct Turn<'a> {
     tool_calls: u32,
     tokens: (u64, u64),
     bad_in_row: u32,
+    capability: crate::llm::Capability,
 }
 
 enum Stop {
@@ -144,6 +145,14 @@ pub(super) fn run(
         tool_calls: 0,
         tokens: (0, 0),
         bad_in_row: 0,
+        capability: shared.config.capability.unwrap_or_else(|| {
+            shared
+                .steward
+                .llm()
+                .ok()
+                .and_then(|c| c.config().chat_tier())
+                .unwrap_or(crate::llm::Capability::Tier1)
+        }),
     };
     let Stop::End(reason, error) = match text {
         Some(text) => {
@@ -217,7 +226,7 @@ impl Turn<'_> {
                 Ok(m) => m,
                 Err(e) => return e.into(),
             };
-            let mut req = ChatRequest::new(self.shared.config.capability, messages);
+            let mut req = ChatRequest::new(self.capability, messages);
             req.tools = self.shared.toolbox.definitions();
             req.max_tokens = Some(self.shared.config.max_output_tokens);
             req.attribution =

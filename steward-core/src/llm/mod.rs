@@ -368,6 +368,22 @@ impl LlmConfig {
         Ok(())
     }
 
+    /// The tier a chat with tools uses when none is chosen: the first of tier-3, tier-4,
+    /// tier-2, tier-5, tier-6, tier-1 with a target that accepts tools (a middle rung: able to
+    /// call tools, not the most expensive).
+    pub fn chat_tier(&self) -> Option<Capability> {
+        [
+            Capability::Tier3,
+            Capability::Tier4,
+            Capability::Tier2,
+            Capability::Tier5,
+            Capability::Tier6,
+            Capability::Tier1,
+        ]
+        .into_iter()
+        .find(|c| !self.route(*c, true).is_empty())
+    }
+
     /// The targets to try for `cap`, in order, each distinct endpoint+model+key once (aliases
     /// collapse), keeping only those that accept tools when `with_tools`.
     pub fn route(&self, cap: Capability, with_tools: bool) -> Vec<(String, Target)> {
