@@ -328,14 +328,10 @@ impl Turn<'_> {
         Ok(stop)
     }
 
-    /// Records a call the gate never saw (bad JSON, over a bound) and answers it.
-    fn answer(
-        &self,
-        call: &crate::llm::ToolCall,
-        status: &str,
-        text: &str,
-    ) -> Result<(), AgentError> {
-        let key = format!("{}:{}", call.name, input_sha256(&Value::String(call.arguments.clone())));
+    /// Records a proposed call as running, keyed by its tool and the SHA-256 of `input`;
+    /// returns the key.
+    fn record(&self, call: &crate::llm::ToolCall, input: &Value) -> Result<String, AgentError> {
+        let key = format!("{}:{}", call.name, input_sha256(input));
         self.shared.store.record_call(
             self.chat,
             self.run,
@@ -345,6 +341,17 @@ impl Turn<'_> {
             &key,
             now_secs(),
         )?;
+        Ok(key)
+    }
+
+    /// Records a call the gate never saw (bad JSON, over a bound) and answers it.
+    fn answer(
+        &self,
+        call: &crate::llm::ToolCall,
+        status: &str,
+        text: &str,
+    ) -> Result<(), AgentError> {
+        self.record(call, &Value::String(call.arguments.clone()))?;
         self.finish(
             call,
             &Finished {
@@ -418,17 +425,7 @@ impl Turn<'_> {
             }
         };
         self.bad_in_row = 0;
-        let now = now_secs();
-        let key = format!("{}:{}", call.name, input_sha256(&input));
-        self.shared.store.record_call(
-            self.chat,
-            self.run,
-            &call.id,
-            &call.name,
-            &call.arguments,
-            &key,
-            now,
-        )?;
+        let key = self.record(call, &input)?;
         // The person declined this exact call: refused for the rest of the chat.
         if self.shared.store.count_calls(self.chat, &key, None, &["declined", "expired"])? > 0 {
             self.finish(call, &fin("refused", None, "refused: the person declined this exact request earlier in this chat; do not ask again", &[], false, None))?;
