@@ -303,6 +303,9 @@ pub enum AgentError {
     /// `chats.db` failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The approval store failed (its own code and kind pass through).
+    #[error(transparent)]
+    Approval(#[from] Box<crate::approval::ApprovalError>),
 }
 
 impl StewardError for AgentError {
@@ -315,6 +318,7 @@ impl StewardError for AgentError {
             Self::NoModel(_) => "AGENT_NO_MODEL",
             Self::Elsewhere => "AGENT_RUNS_ELSEWHERE",
             Self::Store(e) => e.code(),
+            Self::Approval(e) => e.code(),
         }
     }
 
@@ -327,6 +331,7 @@ impl StewardError for AgentError {
             // runs its turns): a conflict to resolve by configuration, not a server failure.
             Self::NoModel(_) | Self::Elsewhere => ErrorKind::Conflict,
             Self::Store(e) => e.kind(),
+            Self::Approval(e) => e.kind(),
         }
     }
 }
@@ -699,7 +704,7 @@ impl Agent {
         self.runs_here()?;
         let approvals = match self.shared.steward.approvals() {
             Ok(a) => a,
-            Err(e) => return Err(AgentError::Invalid(e.to_string())),
+            Err(e) => return Err(AgentError::Approval(Box::new(e))),
         };
         if let Err(e) = approvals.expire_due(now_secs()) {
             tracing::warn!(error = %e, "approval expiry failed");

@@ -667,8 +667,8 @@ pub(super) fn resolve_one(shared: &Shared, approval_id: i64) -> Result<Option<St
     let Some((chat, call_id, tool, run)) = shared.store.awaiting(approval_id)? else {
         return Ok(None);
     };
-    let approvals = shared.steward.approvals().map_err(|e| AgentError::Invalid(e.to_string()))?;
-    let a = approvals.get(approval_id).map_err(|e| AgentError::Invalid(e.to_string()))?;
+    let boxed = |e| AgentError::Approval(Box::new(e));
+    let a = shared.steward.approvals().map_err(boxed)?.get(approval_id).map_err(boxed)?;
     let note = a.note.as_deref().map_or_else(String::new, |n| format!(": {n}"));
     let (status, text, sources, untrusted) = match a.status {
         ApprovalStatus::Requested => return Ok(None),
