@@ -102,7 +102,7 @@ fn main() {
         let r = agent.wait(&run, Duration::from_secs(30)).expect("wait").expect("ended");
         turn_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(r.end_reason, EndReason::Completed, "{r:?}");
-        assert_eq!((r.model_calls, r.tool_calls), (3, 2));
+        assert_eq!((r.usage.model_calls, r.usage.tool_calls), (3, 2));
         last_chat = chat;
     }
     let context: Vec<Message> = agent

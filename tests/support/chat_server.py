@@ -7,6 +7,7 @@ side of the wire is real."""
 import contextlib
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
@@ -27,9 +28,10 @@ def answer(model: str, content: str, tool_calls: list[tuple[str, str, str]] = ()
 
 
 @contextlib.contextmanager
-def serve(replies: list[tuple[int, dict[str, Any]]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Serves `replies` (status, JSON body) in order, then 500s; yields the base URL and the
-    list the received requests are appended to (`path`, `headers`, `body`)."""
+def serve(replies: list[tuple[Any, ...]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Serves `replies` (status, JSON body[, seconds to hold the answer back]) in order, then
+    500s; yields the base URL and the list the received requests are appended to (`path`,
+    `headers`, `body`)."""
     received: list[dict[str, Any]] = []
     script = list(replies)
     lock = threading.Lock()
@@ -40,7 +42,9 @@ def serve(replies: list[tuple[int, dict[str, Any]]]) -> Iterator[tuple[str, list
             body = json.loads(self.rfile.read(length) or b"null")
             with lock:
                 received.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                status, reply = script.pop(0) if script else (500, {"error": "script ended"})
+                status, reply, *hold = script.pop(0) if script else (500, {"error": "script ended"})
+            if hold:
+                time.sleep(hold[0])
             data = json.dumps(reply).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -136,9 +136,9 @@ fn a_turn_calls_a_read_tool_and_answers_with_the_result_fenced_as_data() {
     let chat = r.agent.create_chat().unwrap().id;
     let result = r.turn(&chat, "What came in lately?");
     assert_eq!(result.end_reason, EndReason::Completed, "{result:?}");
-    assert_eq!((result.model_calls, result.tool_calls), (2, 1));
+    assert_eq!((result.usage.model_calls, result.usage.tool_calls), (2, 1));
     assert_eq!(result.text, "You have mail from the demo.");
-    assert_eq!((result.input_tokens, result.output_tokens), (220, 30));
+    assert_eq!((result.usage.input_tokens, result.usage.output_tokens), (220, 30));
     let kinds: Vec<String> = r
         .events(&chat)
         .iter()
@@ -272,7 +272,7 @@ fn every_bound_ends_the_turn_with_its_reason_and_answers_every_call() {
     let res = r.turn(&chat, "search");
     assert_eq!(res.end_reason, EndReason::Error);
     assert!(res.error.as_deref().unwrap().contains("3 unparseable"), "{res:?}");
-    assert_eq!(res.model_calls, 3);
+    assert_eq!(res.usage.model_calls, 3);
 
     // More calls than the tool-call bound in one answer: the rest are refused, not run.
     let mut config = AgentConfig::default();

@@ -286,6 +286,9 @@ pub enum AgentError {
     /// No turn has this id.
     #[error("run {0} not found")]
     RunNotFound(String),
+    /// The run has not ended yet.
+    #[error("run {0} is still running")]
+    Running(String),
     /// Bad input.
     #[error("{0}")]
     Invalid(String),
@@ -313,6 +316,7 @@ impl StewardError for AgentError {
         match self {
             Self::ChatNotFound(_) => "CHAT_NOT_FOUND",
             Self::RunNotFound(_) => "RUN_NOT_FOUND",
+            Self::Running(_) => "RUN_RUNNING",
             Self::Invalid(_) => "AGENT_INVALID_INPUT",
             Self::Busy(_) => "CHAT_BUSY",
             Self::NoModel(_) => "AGENT_NO_MODEL",
@@ -326,7 +330,7 @@ impl StewardError for AgentError {
         match self {
             Self::ChatNotFound(_) | Self::RunNotFound(_) => ErrorKind::NotFound,
             Self::Invalid(_) => ErrorKind::InvalidInput,
-            Self::Busy(_) => ErrorKind::Conflict,
+            Self::Busy(_) | Self::Running(_) => ErrorKind::Conflict,
             // The home's state refuses the request (no model configured, or another process
             // runs its turns): a conflict to resolve by configuration, not a server failure.
             Self::NoModel(_) | Self::Elsewhere => ErrorKind::Conflict,
@@ -334,6 +338,19 @@ impl StewardError for AgentError {
             Self::Approval(e) => e.kind(),
         }
     }
+}
+
+/// What one run used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct TurnUsage {
+    /// Model calls made.
+    pub model_calls: i64,
+    /// Tool calls proposed.
+    pub tool_calls: i64,
+    /// Prompt tokens.
+    pub input_tokens: i64,
+    /// Output tokens.
+    pub output_tokens: i64,
 }
 
 /// What a turn ended with, for a caller that waits ([`Agent::wait`]).
@@ -349,14 +366,8 @@ pub struct TurnResult {
     pub approvals: Vec<i64>,
     /// The final answer's text (the last assistant message of the run).
     pub text: String,
-    /// Counters.
-    pub model_calls: i64,
-    /// Tool calls proposed.
-    pub tool_calls: i64,
-    /// Prompt tokens.
-    pub input_tokens: i64,
-    /// Output tokens.
-    pub output_tokens: i64,
+    /// What the run used.
+    pub usage: TurnUsage,
     /// The error, when there was one.
     pub error: Option<String>,
 }
@@ -463,6 +474,15 @@ impl Agent {
         if self.shared.owner.is_some() { Ok(()) } else { Err(AgentError::Elsewhere) }
     }
 
+    /// Whether a turn could start here now: this process runs the home's turns
+    /// (`AGENT_RUNS_ELSEWHERE`) and a chat model is configured (`AGENT_NO_MODEL`). A frontend
+    /// asks before it creates a chat for a first message.
+    pub fn ready(&self) -> Result<(), AgentError> {
+        self.runs_here()?;
+        self.shared.steward.llm().map_err(|e| AgentError::NoModel(e.to_string()))?;
+        Ok(())
+    }
+
     /// The bounds in force.
     pub fn config(&self) -> &AgentConfig {
         &self.shared.config
@@ -538,8 +558,7 @@ impl Agent {
             )));
         }
         self.shared.store.chat(chat)?;
-        self.runs_here()?;
-        self.shared.steward.llm().map_err(|e| AgentError::NoModel(e.to_string()))?;
+        self.ready()?;
         let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let lane = lanes.entry(chat.to_owned()).or_default();
         if let Some(run) = &lane.run {
@@ -617,6 +636,20 @@ impl Agent {
         })
     }
 
+    /// The run of `chat` that runs now, else its newest recorded one (`None`: no turn yet).
+    /// Follow a chat resumed by a decision with it.
+    pub fn latest_run(&self, chat: &str) -> Result<Option<String>, AgentError> {
+        self.shared.store.chat(chat)?;
+        let lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(run) = lanes.get(chat).and_then(|l| l.run.clone()) {
+            return Ok(Some(run));
+        }
+        // Still held: a lane is freed only after its run's end is recorded.
+        let newest = self.shared.store.turns(chat, 1)?.into_iter().next().map(|t| t.run_id);
+        drop(lanes);
+        Ok(newest)
+    }
+
     /// A turn as recorded.
     pub fn turn(&self, run: &str) -> Result<TurnRecord, AgentError> {
         self.shared.store.turn(run)
@@ -629,7 +662,7 @@ impl Agent {
         loop {
             let seen = self.shared.position();
             match self.shared.store.turn(run) {
-                Ok(t) if t.status != "running" => return self.result(&t).map(Some),
+                Ok(t) if t.status != "running" => return self.result_of(&t).map(Some),
                 Ok(_) => {}
                 // Started but not yet recorded by its thread.
                 Err(AgentError::RunNotFound(_)) => {}
@@ -643,28 +676,36 @@ impl Agent {
         }
     }
 
-    fn result(&self, t: &TurnRecord) -> Result<TurnResult, AgentError> {
-        let last = self
-            .shared
-            .store
-            .messages(&t.chat_id, 0, usize::MAX >> 1)?
-            .into_iter()
-            .rev()
-            .find(|m| m.role == "assistant" && m.run_id.as_deref() == Some(&t.run_id))
-            .and_then(|m| m.content)
-            .unwrap_or_default();
+    /// The result of run `run` once it has ended (`RUN_RUNNING`, a conflict, while it runs).
+    pub fn result(&self, run: &str) -> Result<TurnResult, AgentError> {
+        let t = self.shared.store.turn(run)?;
+        if t.status == "running" {
+            return Err(AgentError::Running(t.run_id));
+        }
+        self.result_of(&t)
+    }
+
+    fn result_of(&self, t: &TurnRecord) -> Result<TurnResult, AgentError> {
         Ok(TurnResult {
             run_id: t.run_id.clone(),
             chat_id: t.chat_id.clone(),
             end_reason: t.end_reason.unwrap_or(EndReason::Error),
             approvals: self.shared.store.awaiting_approvals(Some(&t.chat_id))?,
-            text: last,
-            model_calls: t.model_calls,
-            tool_calls: t.tool_calls,
-            input_tokens: t.input_tokens,
-            output_tokens: t.output_tokens,
+            text: self.shared.store.last_answer(&t.chat_id, &t.run_id)?.unwrap_or_default(),
+            usage: TurnUsage {
+                model_calls: t.model_calls,
+                tool_calls: t.tool_calls,
+                input_tokens: t.input_tokens,
+                output_tokens: t.output_tokens,
+            },
             error: t.error.clone(),
         })
+    }
+
+    /// The newest event's position (of `chat`, or of every chat): follow a turn about to
+    /// start from here. 0 when there is none.
+    pub fn event_position(&self, chat: Option<&str>) -> Result<i64, AgentError> {
+        self.shared.store.event_position(chat)
     }
 
     /// Events after `after` (of `chat`, or every chat), at most `limit`.

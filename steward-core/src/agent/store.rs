@@ -357,6 +357,20 @@ impl ChatStore {
         })?)
     }
 
+    /// The text of the last assistant message run `run` wrote in `chat`.
+    pub(crate) fn last_answer(&self, chat: &str, run: &str) -> Result<Option<String>, AgentError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT content FROM messages WHERE chat_id = ?1 AND run_id = ?2 \
+                 AND role = 'assistant' AND content IS NOT NULL ORDER BY id DESC LIMIT 1",
+                params![chat, run],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(q("last answer"))
+        })?)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn record_call(
         &self,
@@ -590,6 +604,18 @@ impl ChatStore {
             )
             .map_err(q("append event"))?;
             Ok::<_, StoreError>(c.last_insert_rowid())
+        })?)
+    }
+
+    /// The newest event's position (of `chat`, or of every chat); 0 when there is none.
+    pub(crate) fn event_position(&self, chat: Option<&str>) -> Result<i64, AgentError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT coalesce(max(seq), 0) FROM events WHERE (?1 IS NULL OR chat_id = ?1)",
+                [chat],
+                |r| r.get(0),
+            )
+            .map_err(q("event position"))
         })?)
     }
 

@@ -186,7 +186,11 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
     let (steward, agent) = agent(home)?;
     let chat = match &a.chat {
         Some(id) => agent.chat(id)?.id,
-        None => agent.create_chat()?.id,
+        None => {
+            // A message that cannot run leaves no empty chat behind.
+            agent.ready()?;
+            agent.create_chat()?.id
+        }
     };
     let interactive = !a.json && std::io::stdin().is_terminal();
     let person =
@@ -200,10 +204,7 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
         out!("chat {chat}");
     }
     while let Some(text) = next.take() {
-        let cursor = agent
-            .events_after(Some(&chat), 0, steward_core::agent::MAX_EVENT_PAGE)?
-            .last()
-            .map_or(0, |e| e.seq);
+        let cursor = agent.event_position(Some(&chat))?;
         let run = agent.start_turn(&chat, &text)?;
         let mut f = follow(&agent, &chat, cursor, a.json)?;
         // Approvals asked for inline: the person at this terminal decides, the chat resumes.
@@ -228,21 +229,8 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
             f = follow(&agent, &chat, f.cursor, false)?;
         }
         if a.json {
-            let result = agent.wait(&run, Duration::from_secs(1))?;
-            let t = agent.turn(&run)?;
-            json_line(&json!({
-                "run_id": run,
-                "chat_id": chat,
-                "end_reason": f.reason,
-                "approvals": result.as_ref().map(|r| r.approvals.clone()).unwrap_or_default(),
-                "text": result.as_ref().map(|r| r.text.clone()).unwrap_or_default(),
-                "usage": {
-                    "model_calls": t.model_calls,
-                    "tool_calls": t.tool_calls,
-                    "input_tokens": t.input_tokens,
-                    "output_tokens": t.output_tokens,
-                },
-            }));
+            // The turn ended (its TurnEnded event was read): its result is recorded.
+            json_line(&agent.result(&run)?);
         }
         if f.reason == EndReason::Error {
             let t = agent.turn(&run)?;
