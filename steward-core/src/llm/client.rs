@@ -74,6 +74,37 @@ struct AttemptMeta {
 /// is asked for again, on the same target, without `stream` (and re-emitted to the caller).
 const STREAM_REFUSED: [u16; 4] = [400, 415, 422, 501];
 
+/// The conversation in the OpenAI wire format: an assistant's tool calls nest their name and
+/// arguments under `function` with `"type": "function"` (servers that check, OpenAI's among
+/// them, refuse the flat form).
+fn wire_messages(messages: &[crate::llm::Message]) -> Value {
+    messages
+        .iter()
+        .map(|m| {
+            let mut v = json!({"role": m.role});
+            if let Some(c) = &m.content {
+                v["content"] = c.as_str().into();
+            } else if !m.tool_calls.is_empty() {
+                v["content"] = Value::Null;
+            }
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments}})
+                    })
+                    .collect();
+            }
+            if let Some(id) = &m.tool_call_id {
+                v["tool_call_id"] = id.as_str().into();
+            }
+            v
+        })
+        .collect()
+}
+
 /// Hands a whole answer to the caller as stream deltas (the text, then each tool call whole).
 fn re_emit(r: &ChatResponse, sink: &mut (dyn FnMut(&StreamDelta) + '_)) {
     if !r.content.is_empty() {
@@ -322,7 +353,7 @@ impl LlmClient {
         native: bool,
         meta: &mut AttemptMeta,
     ) -> Result<ChatResponse, AttemptError> {
-        let mut body = json!({"model": target.model, "messages": req.messages});
+        let mut body = json!({"model": target.model, "messages": wire_messages(&req.messages)});
         if !req.tools.is_empty() {
             body["tools"] = req
                 .tools
