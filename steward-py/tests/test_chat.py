@@ -56,6 +56,9 @@ def test_a_turn_runs_a_read_tool_and_answers(tmp_path):
     assert result["usage"]["input_tokens"] == 12 + 30
     # The model saw the tool's result, labelled as data, in its second request.
     assert len(seen) == 2
+    # The call went back in the OpenAI wire format (type + function), as servers require.
+    asked = next(m for m in seen[1]["body"]["messages"] if m.get("tool_calls"))["tool_calls"]
+    assert [(c["type"], c["function"]["name"]) for c in asked] == [("function", "mail.search")]
     tool_msgs = [m for m in seen[1]["body"]["messages"] if m["role"] == "tool"]
     assert len(tool_msgs) == 1 and tool_msgs[0]["tool_call_id"] == "c1"
     # The chat keeps the exchange; the run is recorded.
