@@ -1,7 +1,8 @@
 //! The protocol events a live frontend follows: approval transitions, write-journal transitions,
-//! queued watch events and their delivery outcomes, merged from their durable feeds
-//! (`approval_events` in steward.db, `operation_events` in ops.db, `watch_events` and
-//! `watch_deliveries` in watches.db) under one opaque [`Cursor`].
+//! queued watch events and their delivery outcomes, and the agent's turn events (streamed text,
+//! tool calls, approval pauses, ends), merged from their durable feeds (`approval_events` in
+//! steward.db, `operation_events` in ops.db, `watch_events` and `watch_deliveries` in
+//! watches.db, `events` in chats.db) under one opaque [`Cursor`].
 //!
 //! A client starts from a [`ProtocolSnapshot`] (the current state and the cursor it reflects),
 //! then applies events after that cursor. After a reconnect it asks for the events after the
@@ -41,8 +42,8 @@ pub const STATUS_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// always reported at once).
 pub const INGEST_PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Where a client is in every feed. Written `a<approvals>-j<journal>-w<watches>-d<deliveries>`;
-/// clients treat it as opaque.
+/// Where a client is in every feed. Written
+/// `a<approvals>-j<journal>-w<watches>-d<deliveries>-c<chats>`; clients treat it as opaque.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cursor {
     /// Position in the approval feed.
@@ -53,11 +54,17 @@ pub struct Cursor {
     pub watches: i64,
     /// Position in the watch delivery feed.
     pub deliveries: i64,
+    /// Position in the chats' turn-event feed.
+    pub chats: i64,
 }
 
 impl std::fmt::Display for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "a{}-j{}-w{}-d{}", self.approvals, self.journal, self.watches, self.deliveries)
+        write!(
+            f,
+            "a{}-j{}-w{}-d{}-c{}",
+            self.approvals, self.journal, self.watches, self.deliveries, self.chats
+        )
     }
 }
 
@@ -79,6 +86,7 @@ impl std::str::FromStr for Cursor {
             journal: num('j')?,
             watches: num('w')?,
             deliveries: num('d')?,
+            chats: num('c')?,
         };
         if parts.next().is_some() {
             return Err(bad());
@@ -95,6 +103,7 @@ impl Cursor {
             ProtocolEvent::Operation { seq, .. } => *seq <= self.journal,
             ProtocolEvent::Watch { seq, .. } => *seq <= self.watches,
             ProtocolEvent::WatchDelivery { seq, .. } => *seq <= self.deliveries,
+            ProtocolEvent::Chat { seq, .. } => *seq <= self.chats,
             // Observations have no feed position: always new.
             ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => false,
         }
@@ -109,6 +118,7 @@ impl Cursor {
             ProtocolEvent::WatchDelivery { seq, .. } => {
                 self.deliveries = self.deliveries.max(*seq);
             }
+            ProtocolEvent::Chat { seq, .. } => self.chats = self.chats.max(*seq),
             ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => {}
         }
         self
@@ -177,6 +187,19 @@ pub enum ProtocolEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// Something happened in a chat's turn (see [`crate::agent::TurnEvent`]).
+    Chat {
+        /// Position in the chats' event feed.
+        seq: i64,
+        /// The turn.
+        run_id: String,
+        /// The chat.
+        chat_id: String,
+        /// What happened.
+        event: crate::agent::TurnEvent,
+        /// Unix seconds.
+        at: i64,
+    },
     /// A sync run started, progressed (at most every [`INGEST_PROGRESS_INTERVAL`]) or
     /// finished. An observation: no feed position.
     Ingest {
@@ -207,6 +230,7 @@ impl ProtocolEvent {
             | Self::Operation { at, .. }
             | Self::Watch { at, .. }
             | Self::WatchDelivery { at, .. }
+            | Self::Chat { at, .. }
             | Self::Ingest { at, .. }
             | Self::Status { at, .. } => *at,
         }
@@ -281,7 +305,7 @@ pub struct ProtocolSnapshot {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
-    /// A cursor that is not `a<N>-j<N>-w<N>-d<N>`.
+    /// A cursor that is not `a<N>-j<N>-w<N>-d<N>-c<N>`.
     #[error("{0:?} is not a protocol cursor (expected the cursor of a snapshot or event)")]
     BadCursor(String),
     /// A page size out of range.
@@ -299,6 +323,15 @@ pub enum ProtocolError {
     /// The mirror could not be read.
     #[error(transparent)]
     Mirror(crate::store::StoreError),
+    /// The chats' event feed failed.
+    #[error(transparent)]
+    Chats(Box<crate::agent::AgentError>),
+}
+
+impl From<crate::agent::AgentError> for ProtocolError {
+    fn from(e: crate::agent::AgentError) -> Self {
+        Self::Chats(Box::new(e))
+    }
 }
 
 impl StewardError for ProtocolError {
@@ -310,6 +343,7 @@ impl StewardError for ProtocolError {
             Self::Journal(e) => e.code(),
             Self::Watch(e) => e.code(),
             Self::Mirror(e) => e.code(),
+            Self::Chats(e) => e.code(),
         }
     }
 
@@ -320,6 +354,7 @@ impl StewardError for ProtocolError {
             Self::Journal(e) => e.kind(),
             Self::Watch(e) => e.kind(),
             Self::Mirror(e) => e.kind(),
+            Self::Chats(e) => e.kind(),
         }
     }
 }
@@ -396,6 +431,7 @@ impl Steward {
         let journal_at = journal.feed_position()?;
         let watches_at = self.watches()?.feed_position()?;
         let deliveries_at = self.watches()?.delivery_position()?;
+        let chats_at = self.chat_store()?.event_position(None)?;
         let approvals = self.approvals()?;
         let sub = approvals.subscribe(None)?;
         debug_assert!(sub.pending.len() <= MAX_APPROVAL_PAGE);
@@ -407,6 +443,7 @@ impl Steward {
                 journal: journal_at,
                 watches: watches_at,
                 deliveries: deliveries_at,
+                chats: chats_at,
             }
             .to_string(),
             pending_approvals: sub.pending,
@@ -484,7 +521,8 @@ impl Steward {
         let approvals = self.approvals()?.feed_position()?;
         let watches = self.watches()?.feed_position()?;
         let deliveries = self.watches()?.delivery_position()?;
-        Ok(Cursor { approvals, journal, watches, deliveries })
+        let chats = self.chat_store()?.event_position(None)?;
+        Ok(Cursor { approvals, journal, watches, deliveries, chats })
     }
 
     /// Up to `limit` events after `cursor`, in time order (each feed in its own order).
@@ -500,6 +538,7 @@ impl Steward {
         let ops = self.journal()?.events_after(cursor.journal, limit)?;
         let watch_events = self.watches()?.events_after(cursor.watches, limit)?;
         let deliveries = self.watches()?.deliveries_after(cursor.deliveries, limit)?;
+        let chat_events = self.chat_store()?.events_after(None, cursor.chats, limit)?;
         let approvals = approvals.into_iter().map(|e| ProtocolEvent::Approval {
             seq: e.seq,
             approval_id: e.approval_id,
@@ -530,13 +569,21 @@ impl Steward {
             text: d.text,
             at: d.at,
         });
+        let chats = chat_events.into_iter().map(|e| ProtocolEvent::Chat {
+            seq: e.seq,
+            run_id: e.run_id,
+            chat_id: e.chat_id,
+            event: e.event,
+            at: e.at,
+        });
         // Each feed is in order; merging by time keeps every feed's order (ties: approvals,
-        // then the journal, then watches, then deliveries).
+        // then the journal, then watches, then deliveries, then chats).
         let mut feeds: Vec<std::iter::Peekable<Box<dyn Iterator<Item = ProtocolEvent>>>> = vec![
             (Box::new(approvals) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(ops) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(watches) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(deliveries) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
+            (Box::new(chats) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
         ];
         let mut out = Vec::new();
         let mut at = cursor;
@@ -561,9 +608,9 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bad_ones_are_typed() {
-        let c: Cursor = "a12-j7-w3-d2".parse().unwrap();
-        assert_eq!(c, Cursor { approvals: 12, journal: 7, watches: 3, deliveries: 2 });
-        assert_eq!(c.to_string(), "a12-j7-w3-d2");
+        let c: Cursor = "a12-j7-w3-d2-c5".parse().unwrap();
+        assert_eq!(c, Cursor { approvals: 12, journal: 7, watches: 3, deliveries: 2, chats: 5 });
+        assert_eq!(c.to_string(), "a12-j7-w3-d2-c5");
         for bad in [
             "",
             "a-j-w",
@@ -574,7 +621,9 @@ mod tests {
             "a1-jx-w1",
             "a99999999999999999999-j1-w1",
             "a1-j1-w1",
-            "a1-j1-w1-d1 ",
+            "a1-j1-w1-d1-c1 ",
+            "a1-j1-w1-d1",
+            "a1-j1-w1-d1-c1-x1",
             "a1-j1-w1-d1-x1",
             "a1-j1-w1-x1",
         ] {
@@ -589,6 +638,15 @@ mod tests {
         };
         assert!(!c.covers(&e));
         assert!(c.after(&e).covers(&e));
-        assert_eq!(c.after(&e).to_string(), "a12-j8-w3-d2");
+        assert_eq!(c.after(&e).to_string(), "a12-j8-w3-d2-c5");
+        let turn = ProtocolEvent::Chat {
+            seq: 9,
+            run_id: "run_1".into(),
+            chat_id: "chat_1".into(),
+            event: crate::agent::TurnEvent::TextDelta { text: "Hi".into() },
+            at: 0,
+        };
+        assert!(!c.covers(&turn));
+        assert_eq!(c.after(&turn).to_string(), "a12-j7-w3-d2-c9");
     }
 }

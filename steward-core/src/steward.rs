@@ -221,6 +221,7 @@ impl StewardBuilder {
             preflights: std::sync::RwLock::default(),
             watch_adapters: self.watch_adapters,
             watches: std::sync::OnceLock::new(),
+            chats: std::sync::OnceLock::new(),
             jobs: std::sync::OnceLock::new(),
         })
     }
@@ -306,6 +307,8 @@ pub struct Steward {
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     /// `watches.db`, opened on first use.
     watches: std::sync::OnceLock<crate::watch::Watches>,
+    /// `chats.db` (the agent's chats and turn events), opened on first use.
+    chats: std::sync::OnceLock<Arc<crate::agent::store::ChatStore>>,
     /// The runner's jobs table (`steward.db`), opened on first use.
     pub(crate) jobs: std::sync::OnceLock<crate::runner::JobBoard>,
     /// Held while a store or derived index is opened for the first time.
@@ -553,6 +556,15 @@ impl Steward {
     pub fn watches(&self) -> Result<&crate::watch::Watches, crate::watch::WatchError> {
         self.open_once(&self.watches, || {
             crate::watch::Watches::open(&self.home, &self.limits, &self.watch_adapters)
+        })
+    }
+
+    /// `chats.db`: the agent's chats, turns and their event feed (one per handle).
+    pub(crate) fn chat_store(
+        &self,
+    ) -> Result<&Arc<crate::agent::store::ChatStore>, crate::agent::AgentError> {
+        self.open_once(&self.chats, || {
+            crate::agent::store::ChatStore::open(&self.home, &self.limits).map(Arc::new)
         })
     }
 

@@ -110,6 +110,20 @@ pub enum LiveEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// Something happened in a chat's turn: streamed text, a tool call, an approval pause, the
+    /// end (the event as JSON, `type` naming it, as `GET /chats/{id}/events` gives it).
+    Chat {
+        /// Where to resume after this event.
+        cursor: String,
+        /// The turn.
+        run_id: String,
+        /// The chat.
+        chat_id: String,
+        /// The event's JSON.
+        event_json: String,
+        /// Unix seconds.
+        at: i64,
+    },
     /// A sync run progressed or finished (an observation: the cursor does not move).
     Ingest {
         /// Where to resume after this event.
@@ -159,6 +173,9 @@ impl From<Envelope> for LiveEvent {
             }
             ProtocolEvent::WatchDelivery { event_id, watch_id, outcome, at, .. } => {
                 Self::WatchDelivery { cursor, event_id, watch_id, outcome, at }
+            }
+            ProtocolEvent::Chat { run_id, chat_id, event, at, .. } => {
+                Self::Chat { cursor, run_id, chat_id, event_json: event.to_json(), at }
             }
             ProtocolEvent::Ingest { progress, at } => Self::Ingest {
                 cursor,

@@ -223,7 +223,7 @@ async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
         (Some("watch"), Some(watch), Some("time.reached")),
         "{e}"
     );
-    assert!(e["cursor"].as_str().unwrap().ends_with("-w1-d0"), "{e}");
+    assert!(e["cursor"].as_str().unwrap().contains("-w1-d0-c"), "{e}");
     // Its delivery is an event too.
     struct Sent;
     impl steward_core::watch::Delivery for Sent {
@@ -251,7 +251,7 @@ async fn snapshot_then_events_then_resume_without_loss_or_duplicates() {
         (Some("watch_delivery"), Some(watch), Some("delivered")),
         "{e}"
     );
-    assert!(e["cursor"].as_str().unwrap().ends_with("-w1-d1"), "{e}");
+    assert!(e["cursor"].as_str().unwrap().contains("-w1-d1-c"), "{e}");
     quiet(&mut ws, 400).await;
     drop(ws);
     s.running.stop().await.unwrap();
@@ -414,4 +414,104 @@ async fn quiet_levels(ws: &mut Ws, ms: u64) {
             assert_ne!(v["type"], "ingest", "repeated {v}");
         }
     }
+}
+
+/// The agent's turn events stream on `/ws` with every other feed: a turn's start, its streamed
+/// text and its end arrive once, in order, each with a cursor; a client that reconnects from
+/// the snapshot's cursor is replayed exactly the same turn events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turn_events_stream_on_the_socket_and_replay_after_a_reconnect() {
+    use std::collections::BTreeMap;
+    use steward_connectors::testing::models::{Reply, ScriptedServer, chat_answer};
+    use steward_core::{
+        agent::{Agent, AgentConfig},
+        llm::{Capability, LlmConfig, Target},
+        tools::Toolbox,
+    };
+    let model = ScriptedServer::start(|_, _| {
+        Reply::Json(200, chat_answer("m", "Hello there.", &[], (20, 3, 0)))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let llm = LlmConfig {
+        targets: BTreeMap::from([(
+            "m".to_owned(),
+            Target {
+                base_url: model.base_url.clone(),
+                model: "m".into(),
+                api_key: None,
+                tools: true,
+            },
+        )]),
+        tiers: BTreeMap::from([(Capability::Tier1, vec!["m".to_owned()])]),
+        rates: BTreeMap::new(),
+        deadline: Duration::from_secs(10),
+    };
+    let steward =
+        Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
+    let agent =
+        Agent::open(Arc::new(Toolbox::new(Arc::clone(&steward))), AgentConfig::default()).unwrap();
+    let state = AppState::new(
+        Arc::clone(&steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::loopback(),
+        "ada",
+    )
+    .with_agent(agent.clone());
+    let config = ServeConfig { listen: "127.0.0.1:0".parse().unwrap(), tls: None };
+    let running = spawn(state, config).await.unwrap();
+    let mut ws = open(running.addr, "").await;
+    let snap = next(&mut ws).await;
+    assert_eq!(snap["type"], "snapshot", "{snap}");
+    let from = snap["cursor"].as_str().unwrap().to_owned();
+    let chat = agent.create_chat().unwrap().id;
+    // The core's calls block: off the async threads, as the server makes them.
+    let (a, c) = (agent.clone(), chat.clone());
+    let run = tokio::task::spawn_blocking(move || a.start_turn(&c, "hi").unwrap()).await.unwrap();
+    let mut live = Vec::new();
+    loop {
+        let e = next(&mut ws).await;
+        assert_eq!(
+            (e["type"].as_str(), e["chat_id"].as_str()),
+            (Some("chat"), Some(&*chat)),
+            "{e}"
+        );
+        assert_eq!(e["run_id"].as_str(), Some(&*run));
+        let end = e["event"]["type"] == "turn_ended";
+        live.push(e);
+        if end {
+            break;
+        }
+    }
+    let kinds: Vec<&str> = live.iter().map(|e| e["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"turn_started"), "{kinds:?}");
+    assert_eq!(live.last().unwrap()["event"]["reason"], "completed");
+    let text: String = live
+        .iter()
+        .filter(|e| e["event"]["type"] == "text_delta")
+        .map(|e| e["event"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Hello there.");
+    let seqs: Vec<i64> = live.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order, once: {seqs:?}");
+    quiet(&mut ws, 300).await;
+    drop(ws);
+    // Reconnecting from the snapshot's cursor replays exactly those events.
+    let mut again = open(running.addr, &format!("?after={from}")).await;
+    let mut replayed = Vec::new();
+    while replayed.len() < live.len() {
+        let e = next(&mut again).await;
+        if e["type"] == "chat" {
+            replayed.push(e);
+        }
+    }
+    assert_eq!(replayed, live);
+    drop(again);
+    running.stop().await.unwrap();
+    // The model client owns a blocking runtime: dropped off the async threads.
+    tokio::task::spawn_blocking(move || {
+        agent.shutdown();
+        drop((agent, steward, model));
+    })
+    .await
+    .unwrap();
 }

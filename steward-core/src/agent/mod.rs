@@ -21,7 +21,7 @@
 //! model boundary, never in the middle of a tool call. Different chats run concurrently, at
 //! most [`AgentConfig::max_concurrent_turns`] at once.
 
-mod store;
+pub(crate) mod store;
 mod taint;
 mod turn;
 
@@ -186,7 +186,7 @@ impl EndReason {
 }
 
 /// What happens in a turn, in order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TurnEvent {
     /// The turn began.
@@ -274,6 +274,13 @@ pub enum TurnEvent {
         /// The error, for `error` and `model_unavailable`.
         error: Option<String>,
     },
+}
+
+impl TurnEvent {
+    /// The event as JSON (`type` names it), as the HTTP API and the FFI carry it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned())
+    }
 }
 
 /// Errors of the agent.
@@ -384,7 +391,7 @@ pub(crate) struct Shared {
     steward: Arc<Steward>,
     toolbox: Arc<Toolbox>,
     config: AgentConfig,
-    store: ChatStore,
+    store: Arc<ChatStore>,
     lanes: Mutex<HashMap<String, Lane>>,
     cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Turns running (bounded by `max_concurrent_turns`).
@@ -428,7 +435,7 @@ impl Agent {
     /// resolved into their chats.
     pub fn open(toolbox: Arc<Toolbox>, config: AgentConfig) -> Result<Self, AgentError> {
         let steward = Arc::clone(toolbox.steward());
-        let store = ChatStore::open(steward.home(), steward.limits())?;
+        let store = Arc::clone(steward.chat_store()?);
         // One process runs a home's turns: the one holding the lock. Only it may call turns
         // that are still `running` dead (their process is gone, or it would hold the lock).
         let owner = std::fs::OpenOptions::new()
