@@ -10,6 +10,7 @@ uniffi::setup_scaffolding!();
 mod authority;
 mod background;
 mod backup;
+mod chat;
 mod error;
 mod live;
 mod mirror;
@@ -23,6 +24,9 @@ pub use authority::{ApprovalCard, AuditEntry, Human, OperationDetail, OperationS
 pub use background::{BackgroundRunner, JobOutcome, JobRun, JobState};
 pub use backup::{
     BackupOmitted, BackupStore, BackupSummary, RestoreSummary, backup_restore, backup_verify,
+};
+pub use chat::{
+    ChatAgent, ChatInfo, MAX_TURN_WAIT_SECS, TurnEventInfo, TurnHandle, TurnListener, TurnOutcome,
 };
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};

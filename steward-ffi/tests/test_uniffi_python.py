@@ -469,3 +469,77 @@ def test_the_background_runner_for_the_launcher(tmp_path):
     assert [states[j].runs for j in available] == [2, 2, 2, 2]
     assert not any(j.running for j in states.values())
     assert states["send-due"].runs == 0 and states["send-due"].last_outcome is None
+
+
+class TurnCollector(ffi.TurnListener):
+    """Collects one run's callbacks, in order."""
+
+    def __init__(self):
+        import queue
+        self.events = []
+        self.done = queue.Queue()
+
+    def on_event(self, event):
+        self.events.append(event)
+
+    def on_end(self, result):
+        self.done.put(("end", result))
+
+    def on_error(self, error):
+        self.done.put(("error", error))
+
+
+def scripted_home(tmp_path, url):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f"""
+[llm.targets.scripted]
+base_url = "{url}"
+model = "scripted"
+tools = true
+[llm.tiers]
+tier-3 = ["scripted"]
+""")
+    return ffi.Steward.open(str(home))
+
+
+def test_a_turn_streams_its_events_to_a_listener_then_its_result(tmp_path):
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "support"))
+    from chat_server import answer, serve
+
+    replies = [(200, answer("scripted", "", [("c1", "mail.search", '{"query": "one"}')])),
+               (200, answer("scripted", "One thread.", usage=(30, 4)))]
+    with serve(replies) as (url, seen):
+        s = scripted_home(tmp_path, url)
+        s.index_maildir(str(write_maildir(tmp_path)), "ffi")
+        agent = s.open_agent()
+        c = TurnCollector()
+        handle = agent.start_turn(None, "What did a@example.org write?", c)
+        kind, result = c.done.get(timeout=30)
+    assert kind == "end", result
+    assert (result.end_reason, result.text) == ("completed", "One thread.")
+    assert (result.model_calls, result.tool_calls) == (2, 1)
+    assert result.run_id == handle.run_id() and result.chat_id == handle.chat_id()
+    kinds = [e.kind for e in c.events]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_ended", kinds
+    assert "tool_finished" in kinds
+    assert "".join(e.text for e in c.events if e.kind == "text_delta") == "One thread."
+    assert all(e.run_id == handle.run_id() for e in c.events)
+    assert len(seen) == 2
+    assert handle.cancel() is False, "an ended run is not cancelled"
+    assert handle.wait(1) == result
+    assert [x.id for x in agent.chats(0, 10)] == [handle.chat_id()]
+
+
+def test_turn_errors_are_typed_and_leave_no_chat(tmp_path, monkeypatch):
+    monkeypatch.delenv("STEWARD_LLM_BASE_URL", raising=False)
+    s = ffi.Steward.open(str(tmp_path / "plain"))
+    agent = s.open_agent()
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        agent.start_turn(None, "hello", TurnCollector())
+    assert (e.value.kind, e.value.code) == ("conflict", "AGENT_NO_MODEL")
+    assert agent.chats(0, 10) == []
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        agent.start_turn("chat_missing", "hello", TurnCollector())
+    assert e.value.code == "CHAT_NOT_FOUND"

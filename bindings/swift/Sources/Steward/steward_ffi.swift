@@ -755,6 +755,253 @@ public func FfiConverterTypeBackgroundRunner_lower(_ value: BackgroundRunner) ->
 
 
 /**
+ * The agent of a home: it runs the home's turns in this process (unless another process
+ * does) and resumes chats as approvals are decided. Dropping it stops both.
+ */
+public protocol ChatAgentProtocol: AnyObject, Sendable {
+    
+    /**
+     * Chats, most recently active first.
+     */
+    func chats(offset: UInt32, limit: UInt32) throws  -> [ChatInfo]
+    
+    /**
+     * A new, empty chat.
+     */
+    func createChat() throws  -> ChatInfo
+    
+    /**
+     * Deletes a chat (its content is purged).
+     */
+    func deleteChat(id: String) throws 
+    
+    /**
+     * Sets a chat's title.
+     */
+    func renameChat(id: String, title: String) throws  -> ChatInfo
+    
+    /**
+     * Resolves the calls whose approvals a person decided into their chats and resumes them
+     * (the agent's watcher does this by itself); returns how many.
+     */
+    func resolveDecided() throws  -> UInt64
+    
+    /**
+     * The result of a run that has ended (`RUN_RUNNING` before).
+     */
+    func result(runId: String) throws  -> TurnOutcome
+    
+    /**
+     * Sends `text` to chat `chat` (a new chat when absent) and streams the run's events to
+     * `listener` until it ends. A message that cannot run (no model, another process runs
+     * the turns, bad text, unknown chat) is an error here and leaves no chat behind.
+     */
+    func startTurn(chat: String?, text: String, listener: TurnListener) throws  -> TurnHandle
+    
+}
+/**
+ * The agent of a home: it runs the home's turns in this process (unless another process
+ * does) and resumes chats as approvals are decided. Dropping it stops both.
+ */
+open class ChatAgent: ChatAgentProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_steward_ffi_fn_clone_chatagent(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_steward_ffi_fn_free_chatagent(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Chats, most recently active first.
+     */
+open func chats(offset: UInt32, limit: UInt32)throws  -> [ChatInfo]  {
+    return try  FfiConverterSequenceTypeChatInfo.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_chats(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt32.lower(offset),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A new, empty chat.
+     */
+open func createChat()throws  -> ChatInfo  {
+    return try  FfiConverterTypeChatInfo_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_create_chat(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Deletes a chat (its content is purged).
+     */
+open func deleteChat(id: String)throws   {try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_delete_chat(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(id),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Sets a chat's title.
+     */
+open func renameChat(id: String, title: String)throws  -> ChatInfo  {
+    return try  FfiConverterTypeChatInfo_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_rename_chat(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(id),
+        FfiConverterString.lower(title),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Resolves the calls whose approvals a person decided into their chats and resumes them
+     * (the agent's watcher does this by itself); returns how many.
+     */
+open func resolveDecided()throws  -> UInt64  {
+    return try  FfiConverterUInt64.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_resolve_decided(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The result of a run that has ended (`RUN_RUNNING` before).
+     */
+open func result(runId: String)throws  -> TurnOutcome  {
+    return try  FfiConverterTypeTurnOutcome_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_result(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(runId),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Sends `text` to chat `chat` (a new chat when absent) and streams the run's events to
+     * `listener` until it ends. A message that cannot run (no model, another process runs
+     * the turns, bad text, unknown chat) is an error here and leaves no chat behind.
+     */
+open func startTurn(chat: String?, text: String, listener: TurnListener)throws  -> TurnHandle  {
+    return try  FfiConverterTypeTurnHandle_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_chatagent_start_turn(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(chat),
+        FfiConverterString.lower(text),
+        FfiConverterCallbackInterfaceTurnListener_lower(listener),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChatAgent: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = ChatAgent
+
+    public static func lift(_ handle: UInt64) throws -> ChatAgent {
+        return ChatAgent(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: ChatAgent) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChatAgent {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: ChatAgent, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChatAgent_lift(_ handle: UInt64) throws -> ChatAgent {
+    return try FfiConverterTypeChatAgent.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChatAgent_lower(_ value: ChatAgent) -> UInt64 {
+    return FfiConverterTypeChatAgent.lower(value)
+}
+
+
+
+
+
+
+/**
  * A person's authority: resolves approval requests.
  */
 public protocol HumanProtocol: AnyObject, Sendable {
@@ -972,6 +1219,11 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * [`Steward::backup_create`] as an async call, on the library's runtime.
      */
     func backupCreateAsync(dir: String, includeSecrets: Bool) async throws  -> BackupSummary
+    
+    /**
+     * The home's agent, with the tools and bounds its configuration names.
+     */
+    func openAgent() throws  -> ChatAgent
     
     /**
      * Streams the protocol to `listener`: without `after`, the current state first, then every
@@ -1323,6 +1575,18 @@ open func backupCreateAsync(dir: String, includeSecrets: Bool = false)async thro
             liftFunc: FfiConverterTypeBackupSummary_lift,
             errorHandler: FfiConverterTypeFfiError_lift
         )
+}
+    
+    /**
+     * The home's agent, with the tools and bounds its configuration names.
+     */
+open func openAgent()throws  -> ChatAgent  {
+    return try  FfiConverterTypeChatAgent_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_open_agent(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
 }
     
     /**
@@ -2073,6 +2337,226 @@ public func FfiConverterTypeTaskHandle_lower(_ value: TaskHandle) -> UInt64 {
 
 
 
+
+
+/**
+ * A run being followed. `cancel` asks the run to stop at its next safe point (its
+ * `turn_ended` still arrives); `stop_following` (or dropping the handle) only stops the
+ * callbacks.
+ */
+public protocol TurnHandleProtocol: AnyObject, Sendable {
+    
+    /**
+     * Asks the run to stop at its next safe point; false when it has already ended.
+     */
+    func cancel()  -> Bool
+    
+    /**
+     * The chat's id.
+     */
+    func chatId()  -> String
+    
+    /**
+     * Whether the callbacks have stopped (the run ended, or `stop_following`).
+     */
+    func isFinished()  -> Bool
+    
+    /**
+     * The run's id.
+     */
+    func runId()  -> String
+    
+    /**
+     * Stops the callbacks (the run goes on).
+     */
+    func stopFollowing() 
+    
+    /**
+     * Waits up to `timeout_secs` (at most 3600) for the run to end: its result, or none
+     * while it runs. Blocks: call it off the main thread.
+     */
+    func wait(timeoutSecs: UInt64) throws  -> TurnOutcome?
+    
+}
+/**
+ * A run being followed. `cancel` asks the run to stop at its next safe point (its
+ * `turn_ended` still arrives); `stop_following` (or dropping the handle) only stops the
+ * callbacks.
+ */
+open class TurnHandle: TurnHandleProtocol, @unchecked Sendable {
+    fileprivate let handle: UInt64
+
+    /// Used to instantiate a [FFIObject] without an actual handle, for fakes in tests, mostly.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public struct NoHandle {
+        public init() {}
+    }
+
+    // TODO: We'd like this to be `private` but for Swifty reasons,
+    // we can't implement `FfiConverter` without making this `required` and we can't
+    // make it `required` without making it `public`.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    required public init(unsafeFromHandle handle: UInt64) {
+        self.handle = handle
+    }
+
+    // This constructor can be used to instantiate a fake object.
+    // - Parameter noHandle: Placeholder value so we can have a constructor separate from the default empty one that may be implemented for classes extending [FFIObject].
+    //
+    // - Warning:
+    //     Any object instantiated with this constructor cannot be passed to an actual Rust-backed object. Since there isn't a backing handle the FFI lower functions will crash.
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public init(noHandle: NoHandle) {
+        self.handle = 0
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public func uniffiCloneHandle() -> UInt64 {
+        return try! rustCall { uniffi_steward_ffi_fn_clone_turnhandle(self.handle, $0) }
+    }
+    // No primary constructor declared for this class.
+
+    deinit {
+        if handle == 0 {
+            // Mock objects have handle=0 don't try to free them
+            return
+        }
+
+        try! rustCall { uniffi_steward_ffi_fn_free_turnhandle(handle, $0) }
+    }
+
+    
+
+    
+    /**
+     * Asks the run to stop at its next safe point; false when it has already ended.
+     */
+open func cancel() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_turnhandle_cancel(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The chat's id.
+     */
+open func chatId() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_turnhandle_chat_id(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Whether the callbacks have stopped (the run ended, or `stop_following`).
+     */
+open func isFinished() -> Bool  {
+    return try!  FfiConverterBool.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_turnhandle_is_finished(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The run's id.
+     */
+open func runId() -> String  {
+    return try!  FfiConverterString.lift(try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_turnhandle_run_id(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Stops the callbacks (the run goes on).
+     */
+open func stopFollowing()  {try! rustCall() {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_turnhandle_stop_following(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+}
+}
+    
+    /**
+     * Waits up to `timeout_secs` (at most 3600) for the run to end: its result, or none
+     * while it runs. Blocks: call it off the main thread.
+     */
+open func wait(timeoutSecs: UInt64)throws  -> TurnOutcome?  {
+    return try  FfiConverterOptionTypeTurnOutcome.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_turnhandle_wait(
+            self.uniffiCloneHandle(),
+        FfiConverterUInt64.lower(timeoutSecs),uniffiCallStatus
+    )
+})
+}
+    
+
+    
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTurnHandle: FfiConverter {
+    typealias FfiType = UInt64
+    typealias SwiftType = TurnHandle
+
+    public static func lift(_ handle: UInt64) throws -> TurnHandle {
+        return TurnHandle(unsafeFromHandle: handle)
+    }
+
+    public static func lower(_ value: TurnHandle) -> UInt64 {
+        return value.uniffiCloneHandle()
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TurnHandle {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+    public static func write(_ value: TurnHandle, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(value))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTurnHandle_lift(_ handle: UInt64) throws -> TurnHandle {
+    return try FfiConverterTypeTurnHandle.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTurnHandle_lower(_ value: TurnHandle) -> UInt64 {
+    return FfiConverterTypeTurnHandle.lower(value)
+}
+
+
+
+
 /**
  * An approval request as a card shows it.
  */
@@ -2667,6 +3151,95 @@ public func FfiConverterTypeBackupSummary_lift(_ buf: RustBuffer) throws -> Back
 #endif
 public func FfiConverterTypeBackupSummary_lower(_ value: BackupSummary) -> RustBuffer {
     return FfiConverterTypeBackupSummary.lower(value)
+}
+
+
+/**
+ * A chat.
+ */
+public struct ChatInfo: Equatable, Hashable {
+    /**
+     * Its id.
+     */
+    public var id: String
+    /**
+     * Its title (empty until set).
+     */
+    public var title: String
+    /**
+     * Unix seconds.
+     */
+    public var createdAt: Int64
+    /**
+     * Unix seconds of the last activity.
+     */
+    public var updatedAt: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id.
+         */id: String, 
+        /**
+         * Its title (empty until set).
+         */title: String, 
+        /**
+         * Unix seconds.
+         */createdAt: Int64, 
+        /**
+         * Unix seconds of the last activity.
+         */updatedAt: Int64) {
+        self.id = id
+        self.title = title
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ChatInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeChatInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ChatInfo {
+        return
+            try ChatInfo(
+                id: FfiConverterString.read(from: &buf), 
+                title: FfiConverterString.read(from: &buf), 
+                createdAt: FfiConverterInt64.read(from: &buf), 
+                updatedAt: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ChatInfo, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.title, into: &buf)
+        FfiConverterInt64.write(value.createdAt, into: &buf)
+        FfiConverterInt64.write(value.updatedAt, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChatInfo_lift(_ buf: RustBuffer) throws -> ChatInfo {
+    return try FfiConverterTypeChatInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeChatInfo_lower(_ value: ChatInfo) -> RustBuffer {
+    return FfiConverterTypeChatInfo.lower(value)
 }
 
 
@@ -4488,6 +5061,278 @@ public func FfiConverterTypeSystemStatus_lower(_ value: SystemStatus) -> RustBuf
 
 
 /**
+ * One event of a run.
+ */
+public struct TurnEventInfo: Equatable, Hashable {
+    /**
+     * Its position in the chats' feed.
+     */
+    public var seq: Int64
+    /**
+     * The run.
+     */
+    public var runId: String
+    /**
+     * The chat.
+     */
+    public var chatId: String
+    /**
+     * The kind: `turn_started`, `text_delta`, `tool_proposed`, `tool_started`,
+     * `tool_finished`, `approval_required`, `context_compacted`, `usage`, `turn_ended`, …
+     */
+    public var kind: String
+    /**
+     * For `text_delta`: the text; otherwise empty.
+     */
+    public var text: String
+    /**
+     * The whole event as JSON (`type` names it).
+     */
+    public var eventJson: String
+    /**
+     * Unix seconds.
+     */
+    public var at: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its position in the chats' feed.
+         */seq: Int64, 
+        /**
+         * The run.
+         */runId: String, 
+        /**
+         * The chat.
+         */chatId: String, 
+        /**
+         * The kind: `turn_started`, `text_delta`, `tool_proposed`, `tool_started`,
+         * `tool_finished`, `approval_required`, `context_compacted`, `usage`, `turn_ended`, …
+         */kind: String, 
+        /**
+         * For `text_delta`: the text; otherwise empty.
+         */text: String, 
+        /**
+         * The whole event as JSON (`type` names it).
+         */eventJson: String, 
+        /**
+         * Unix seconds.
+         */at: Int64) {
+        self.seq = seq
+        self.runId = runId
+        self.chatId = chatId
+        self.kind = kind
+        self.text = text
+        self.eventJson = eventJson
+        self.at = at
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TurnEventInfo: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTurnEventInfo: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TurnEventInfo {
+        return
+            try TurnEventInfo(
+                seq: FfiConverterInt64.read(from: &buf), 
+                runId: FfiConverterString.read(from: &buf), 
+                chatId: FfiConverterString.read(from: &buf), 
+                kind: FfiConverterString.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                eventJson: FfiConverterString.read(from: &buf), 
+                at: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TurnEventInfo, into buf: inout [UInt8]) {
+        FfiConverterInt64.write(value.seq, into: &buf)
+        FfiConverterString.write(value.runId, into: &buf)
+        FfiConverterString.write(value.chatId, into: &buf)
+        FfiConverterString.write(value.kind, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterString.write(value.eventJson, into: &buf)
+        FfiConverterInt64.write(value.at, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTurnEventInfo_lift(_ buf: RustBuffer) throws -> TurnEventInfo {
+    return try FfiConverterTypeTurnEventInfo.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTurnEventInfo_lower(_ value: TurnEventInfo) -> RustBuffer {
+    return FfiConverterTypeTurnEventInfo.lower(value)
+}
+
+
+/**
+ * What a run ended with.
+ */
+public struct TurnOutcome: Equatable, Hashable {
+    /**
+     * The run.
+     */
+    public var runId: String
+    /**
+     * The chat.
+     */
+    public var chatId: String
+    /**
+     * `completed`, `awaiting_approval`, `max_model_calls`, `max_tool_calls`, `budget`,
+     * `deadline`, `cancelled`, `model_unavailable` or `error`.
+     */
+    public var endReason: String
+    /**
+     * The approvals the chat waits for.
+     */
+    public var approvals: [Int64]
+    /**
+     * The final answer's text.
+     */
+    public var text: String
+    /**
+     * Model calls made.
+     */
+    public var modelCalls: Int64
+    /**
+     * Tool calls proposed.
+     */
+    public var toolCalls: Int64
+    /**
+     * Prompt tokens.
+     */
+    public var inputTokens: Int64
+    /**
+     * Output tokens.
+     */
+    public var outputTokens: Int64
+    /**
+     * The error, when there was one.
+     */
+    public var error: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The run.
+         */runId: String, 
+        /**
+         * The chat.
+         */chatId: String, 
+        /**
+         * `completed`, `awaiting_approval`, `max_model_calls`, `max_tool_calls`, `budget`,
+         * `deadline`, `cancelled`, `model_unavailable` or `error`.
+         */endReason: String, 
+        /**
+         * The approvals the chat waits for.
+         */approvals: [Int64], 
+        /**
+         * The final answer's text.
+         */text: String, 
+        /**
+         * Model calls made.
+         */modelCalls: Int64, 
+        /**
+         * Tool calls proposed.
+         */toolCalls: Int64, 
+        /**
+         * Prompt tokens.
+         */inputTokens: Int64, 
+        /**
+         * Output tokens.
+         */outputTokens: Int64, 
+        /**
+         * The error, when there was one.
+         */error: String?) {
+        self.runId = runId
+        self.chatId = chatId
+        self.endReason = endReason
+        self.approvals = approvals
+        self.text = text
+        self.modelCalls = modelCalls
+        self.toolCalls = toolCalls
+        self.inputTokens = inputTokens
+        self.outputTokens = outputTokens
+        self.error = error
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TurnOutcome: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTurnOutcome: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TurnOutcome {
+        return
+            try TurnOutcome(
+                runId: FfiConverterString.read(from: &buf), 
+                chatId: FfiConverterString.read(from: &buf), 
+                endReason: FfiConverterString.read(from: &buf), 
+                approvals: FfiConverterSequenceInt64.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                modelCalls: FfiConverterInt64.read(from: &buf), 
+                toolCalls: FfiConverterInt64.read(from: &buf), 
+                inputTokens: FfiConverterInt64.read(from: &buf), 
+                outputTokens: FfiConverterInt64.read(from: &buf), 
+                error: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TurnOutcome, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.runId, into: &buf)
+        FfiConverterString.write(value.chatId, into: &buf)
+        FfiConverterString.write(value.endReason, into: &buf)
+        FfiConverterSequenceInt64.write(value.approvals, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterInt64.write(value.modelCalls, into: &buf)
+        FfiConverterInt64.write(value.toolCalls, into: &buf)
+        FfiConverterInt64.write(value.inputTokens, into: &buf)
+        FfiConverterInt64.write(value.outputTokens, into: &buf)
+        FfiConverterOptionString.write(value.error, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTurnOutcome_lift(_ buf: RustBuffer) throws -> TurnOutcome {
+    return try FfiConverterTypeTurnOutcome.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTurnOutcome_lower(_ value: TurnOutcome) -> RustBuffer {
+    return FfiConverterTypeTurnOutcome.lower(value)
+}
+
+
+/**
  * One aggregated group of model requests.
  */
 public struct UsageGroup: Equatable, Hashable {
@@ -5353,6 +6198,27 @@ public enum LiveEvent: Equatable, Hashable {
          */at: Int64
     )
     /**
+     * Something happened in a chat's turn: streamed text, a tool call, an approval pause, the
+     * end (the event as JSON, `type` naming it, as `GET /chats/{id}/events` gives it).
+     */
+    case chat(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * The turn.
+         */runId: String, 
+        /**
+         * The chat.
+         */chatId: String, 
+        /**
+         * The event's JSON.
+         */eventJson: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
      * A sync run progressed or finished (an observation: the cursor does not move).
      */
     case ingest(
@@ -5434,10 +6300,13 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
         case 4: return .watchDelivery(cursor: try FfiConverterString.read(from: &buf), eventId: try FfiConverterInt64.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), outcome: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 5: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 5: return .chat(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterString.read(from: &buf), chatId: try FfiConverterString.read(from: &buf), eventJson: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 6: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 6: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 7: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
         default: throw UniffiInternalError.unexpectedEnumCase
@@ -5485,8 +6354,17 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             FfiConverterInt64.write(at, into: &buf)
             
         
-        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+        case let .chat(cursor,runId,chatId,eventJson,at):
             writeInt(&buf, Int32(5))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterString.write(runId, into: &buf)
+            FfiConverterString.write(chatId, into: &buf)
+            FfiConverterString.write(eventJson, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+            writeInt(&buf, Int32(6))
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterInt64.write(runId, into: &buf)
             FfiConverterString.write(account, into: &buf)
@@ -5497,7 +6375,7 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             
         
         case let .status(cursor,name,from,to,detail,at):
-            writeInt(&buf, Int32(6))
+            writeInt(&buf, Int32(7))
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterString.write(name, into: &buf)
             FfiConverterOptionString.write(from, into: &buf)
@@ -5871,6 +6749,205 @@ public func FfiConverterCallbackInterfaceSyncListener_lower(_ v: SyncListener) -
     return FfiConverterCallbackInterfaceSyncListener.lower(v)
 }
 
+
+
+
+/**
+ * Receives one run's events. Called on the run's own thread, never concurrently.
+ */
+public protocol TurnListener: AnyObject, Sendable {
+    
+    /**
+     * One event of the run, in order.
+     */
+    func onEvent(event: TurnEventInfo) 
+    
+    /**
+     * The run ended (after its `turn_ended` event): its result. The last call.
+     */
+    func onEnd(result: TurnOutcome) 
+    
+    /**
+     * Following the run failed; nothing more is sent.
+     */
+    func onError(error: FfiError) 
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceTurnListener {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceTurnListener = UniffiVTableCallbackInterfaceTurnListener(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceTurnListener.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface TurnListener: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceTurnListener.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface TurnListener: handle missing in uniffiClone")
+            }
+        },
+        onEvent: { (
+            uniffiHandle: UInt64,
+            event: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceTurnListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onEvent(
+                     event: try FfiConverterTypeTurnEventInfo_lift(event)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        onEnd: { (
+            uniffiHandle: UInt64,
+            result: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceTurnListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onEnd(
+                     result: try FfiConverterTypeTurnOutcome_lift(result)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        onError: { (
+            uniffiHandle: UInt64,
+            error: RustBuffer,
+            uniffiOutReturn: UnsafeMutableRawPointer,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> () in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceTurnListener.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.onError(
+                     error: try FfiConverterTypeFfiError_lift(error)
+                )
+            }
+
+            
+            let writeReturn = { () }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceTurnListener> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceTurnListener>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitTurnListener() {
+    uniffi_steward_ffi_fn_init_callback_vtable_turnlistener(UniffiCallbackInterfaceTurnListener.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceTurnListener {
+    fileprivate static let handleMap = UniffiHandleMap<TurnListener>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceTurnListener : FfiConverter {
+    typealias SwiftType = TurnListener
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceTurnListener_lift(_ handle: UInt64) throws -> TurnListener {
+    return try FfiConverterCallbackInterfaceTurnListener.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceTurnListener_lower(_ v: TurnListener) -> UInt64 {
+    return FfiConverterCallbackInterfaceTurnListener.lower(v)
+}
+
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
@@ -5994,6 +7071,30 @@ fileprivate struct FfiConverterOptionString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeTurnOutcome: FfiConverterRustBuffer {
+    typealias SwiftType = TurnOutcome?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeTurnOutcome.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeTurnOutcome.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionTypeWatchInfo: FfiConverterRustBuffer {
     typealias SwiftType = WatchInfo?
 
@@ -6060,6 +7161,31 @@ fileprivate struct FfiConverterOptionCallbackInterfaceSyncListener: FfiConverter
         case 1: return try FfiConverterCallbackInterfaceSyncListener.read(from: &buf)
         default: throw UniffiInternalError.unexpectedOptionalTag
         }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceInt64: FfiConverterRustBuffer {
+    typealias SwiftType = [Int64]
+
+    public static func write(_ value: [Int64], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterInt64.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [Int64] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [Int64]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterInt64.read(from: &buf))
+        }
+        return seq
     }
 }
 
@@ -6183,6 +7309,31 @@ fileprivate struct FfiConverterSequenceTypeBackupStore: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeBackupStore.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeChatInfo: FfiConverterRustBuffer {
+    typealias SwiftType = [ChatInfo]
+
+    public static func write(_ value: [ChatInfo], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeChatInfo.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [ChatInfo] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [ChatInfo]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeChatInfo.read(from: &buf))
         }
         return seq
     }
@@ -6508,6 +7659,45 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_backgroundrunner_wake() != 46223) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_chatagent_chats() != 58922) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_chatagent_create_chat() != 50641) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_chatagent_delete_chat() != 51663) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_chatagent_rename_chat() != 59836) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_chatagent_resolve_decided() != 47351) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_chatagent_result() != 35996) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_chatagent_start_turn() != 40361) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnhandle_cancel() != 49254) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnhandle_chat_id() != 18699) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnhandle_is_finished() != 5985) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnhandle_run_id() != 42912) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnhandle_stop_following() != 17489) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnhandle_wait() != 51961) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_taskhandle_cancel() != 27527) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -6545,6 +7735,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_backup_create_async() != 2397) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_open_agent() != 35460) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {
@@ -6634,6 +7827,15 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_constructor_stewardbuilder_new() != 8885) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_turnlistener_on_event() != 41715) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnlistener_on_end() != 51268) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_turnlistener_on_error() != 22126) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_livelistener_on_snapshot() != 3499) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -6649,6 +7851,7 @@ private let initializationResult: InitializationResult = {
 
     uniffiCallbackInitLiveListener()
     uniffiCallbackInitSyncListener()
+    uniffiCallbackInitTurnListener()
     return InitializationResult.ok
 }()
 

@@ -243,6 +243,27 @@ typedef void (*UniffiForeignFutureCompleteVoid)(uint64_t, UniffiForeignFutureRes
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TURN_LISTENER_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TURN_LISTENER_METHOD0
+typedef void (*UniffiCallbackInterfaceTurnListenerMethod0)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TURN_LISTENER_METHOD1
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TURN_LISTENER_METHOD1
+typedef void (*UniffiCallbackInterfaceTurnListenerMethod1)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_TURN_LISTENER_METHOD2
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_TURN_LISTENER_METHOD2
+typedef void (*UniffiCallbackInterfaceTurnListenerMethod2)(uint64_t, RustBuffer, void* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LIVE_LISTENER_METHOD0
 typedef void (*UniffiCallbackInterfaceLiveListenerMethod0)(uint64_t, RustBuffer, void* _Nonnull, 
@@ -269,6 +290,17 @@ typedef void (*UniffiCallbackInterfaceLiveListenerMethod2)(uint64_t, RustBuffer,
 typedef void (*UniffiCallbackInterfaceSyncListenerMethod0)(uint64_t, RustBuffer, uint64_t, uint64_t, int8_t* _Nonnull, 
         RustCallStatus *_Nonnull uniffiCallStatus
     );
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_TURN_LISTENER
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_TURN_LISTENER
+typedef struct UniffiVTableCallbackInterfaceTurnListener {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceTurnListenerMethod0 _Nonnull onEvent;
+    UniffiCallbackInterfaceTurnListenerMethod1 _Nonnull onEnd;
+    UniffiCallbackInterfaceTurnListenerMethod2 _Nonnull onError;
+} UniffiVTableCallbackInterfaceTurnListener;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LIVE_LISTENER
@@ -329,6 +361,91 @@ void uniffi_steward_ffi_fn_method_backgroundrunner_stop(uint64_t ptr, RustCallSt
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_BACKGROUNDRUNNER_WAKE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_BACKGROUNDRUNNER_WAKE
 void uniffi_steward_ffi_fn_method_backgroundrunner_wake(uint64_t ptr, RustBuffer job, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_CHATAGENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_CHATAGENT
+uint64_t uniffi_steward_ffi_fn_clone_chatagent(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_CHATAGENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_CHATAGENT
+void uniffi_steward_ffi_fn_free_chatagent(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_CHATS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_CHATS
+RustBuffer uniffi_steward_ffi_fn_method_chatagent_chats(uint64_t ptr, uint32_t offset, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_CREATE_CHAT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_CREATE_CHAT
+RustBuffer uniffi_steward_ffi_fn_method_chatagent_create_chat(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_DELETE_CHAT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_DELETE_CHAT
+void uniffi_steward_ffi_fn_method_chatagent_delete_chat(uint64_t ptr, RustBuffer id, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_RENAME_CHAT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_RENAME_CHAT
+RustBuffer uniffi_steward_ffi_fn_method_chatagent_rename_chat(uint64_t ptr, RustBuffer id, RustBuffer title, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_RESOLVE_DECIDED
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_RESOLVE_DECIDED
+uint64_t uniffi_steward_ffi_fn_method_chatagent_resolve_decided(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_RESULT
+RustBuffer uniffi_steward_ffi_fn_method_chatagent_result(uint64_t ptr, RustBuffer run_id, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_START_TURN
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_CHATAGENT_START_TURN
+uint64_t uniffi_steward_ffi_fn_method_chatagent_start_turn(uint64_t ptr, RustBuffer chat, RustBuffer text, uint64_t listener, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TURNHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TURNHANDLE
+uint64_t uniffi_steward_ffi_fn_clone_turnhandle(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_TURNHANDLE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_FREE_TURNHANDLE
+void uniffi_steward_ffi_fn_free_turnhandle(uint64_t handle, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_CANCEL
+int8_t uniffi_steward_ffi_fn_method_turnhandle_cancel(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_CHAT_ID
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_CHAT_ID
+RustBuffer uniffi_steward_ffi_fn_method_turnhandle_chat_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_IS_FINISHED
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_IS_FINISHED
+int8_t uniffi_steward_ffi_fn_method_turnhandle_is_finished(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_RUN_ID
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_RUN_ID
+RustBuffer uniffi_steward_ffi_fn_method_turnhandle_run_id(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_STOP_FOLLOWING
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_STOP_FOLLOWING
+void uniffi_steward_ffi_fn_method_turnhandle_stop_following(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_WAIT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_TURNHANDLE_WAIT
+RustBuffer uniffi_steward_ffi_fn_method_turnhandle_wait(uint64_t ptr, uint64_t timeout_secs, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_TASKHANDLE
@@ -419,6 +536,11 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_backup_create(uint64_t ptr, Rust
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_BACKUP_CREATE_ASYNC
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_BACKUP_CREATE_ASYNC
 uint64_t uniffi_steward_ffi_fn_method_steward_backup_create_async(uint64_t ptr, RustBuffer dir, int8_t include_secrets
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_OPEN_AGENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_OPEN_AGENT
+uint64_t uniffi_steward_ffi_fn_method_steward_open_agent(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
@@ -570,6 +692,11 @@ uint64_t uniffi_steward_ffi_fn_method_stewardbuilder_open(uint64_t ptr, RustCall
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARDBUILDER_WATCH_SOURCES
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARDBUILDER_WATCH_SOURCES
 uint64_t uniffi_steward_ffi_fn_method_stewardbuilder_watch_sources(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_TURNLISTENER
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_TURNLISTENER
+void uniffi_steward_ffi_fn_init_callback_vtable_turnlistener(const UniffiVTableCallbackInterfaceTurnListener* _Nonnull vtable
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
@@ -900,6 +1027,84 @@ uint16_t uniffi_steward_ffi_checksum_method_backgroundrunner_wake(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_CHATS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_CHATS
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_chats(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_CREATE_CHAT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_CREATE_CHAT
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_create_chat(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_DELETE_CHAT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_DELETE_CHAT
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_delete_chat(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_RENAME_CHAT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_RENAME_CHAT
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_rename_chat(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_RESOLVE_DECIDED
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_RESOLVE_DECIDED
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_resolve_decided(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_RESULT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_RESULT
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_result(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_START_TURN
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_CHATAGENT_START_TURN
+uint16_t uniffi_steward_ffi_checksum_method_chatagent_start_turn(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_CANCEL
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_CANCEL
+uint16_t uniffi_steward_ffi_checksum_method_turnhandle_cancel(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_CHAT_ID
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_CHAT_ID
+uint16_t uniffi_steward_ffi_checksum_method_turnhandle_chat_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_IS_FINISHED
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_IS_FINISHED
+uint16_t uniffi_steward_ffi_checksum_method_turnhandle_is_finished(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_RUN_ID
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_RUN_ID
+uint16_t uniffi_steward_ffi_checksum_method_turnhandle_run_id(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_STOP_FOLLOWING
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_STOP_FOLLOWING
+uint16_t uniffi_steward_ffi_checksum_method_turnhandle_stop_following(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_WAIT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNHANDLE_WAIT
+uint16_t uniffi_steward_ffi_checksum_method_turnhandle_wait(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_CANCEL
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TASKHANDLE_CANCEL
 uint16_t uniffi_steward_ffi_checksum_method_taskhandle_cancel(void
@@ -975,6 +1180,12 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_backup_create(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_BACKUP_CREATE_ASYNC
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_BACKUP_CREATE_ASYNC
 uint16_t uniffi_steward_ffi_checksum_method_steward_backup_create_async(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_OPEN_AGENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_OPEN_AGENT
+uint16_t uniffi_steward_ffi_checksum_method_steward_open_agent(void
     
 );
 #endif
@@ -1149,6 +1360,24 @@ uint16_t uniffi_steward_ffi_checksum_constructor_steward_open(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_CONSTRUCTOR_STEWARDBUILDER_NEW
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_CONSTRUCTOR_STEWARDBUILDER_NEW
 uint16_t uniffi_steward_ffi_checksum_constructor_stewardbuilder_new(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNLISTENER_ON_EVENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNLISTENER_ON_EVENT
+uint16_t uniffi_steward_ffi_checksum_method_turnlistener_on_event(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNLISTENER_ON_END
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNLISTENER_ON_END
+uint16_t uniffi_steward_ffi_checksum_method_turnlistener_on_end(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNLISTENER_ON_ERROR
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_TURNLISTENER_ON_ERROR
+uint16_t uniffi_steward_ffi_checksum_method_turnlistener_on_error(void
     
 );
 #endif
