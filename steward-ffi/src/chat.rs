@@ -257,6 +257,9 @@ fn follow(
             Err(e) => return listener.on_error(core(&e)),
         };
         for e in events {
+            if stopped.load(Ordering::Relaxed) {
+                return;
+            }
             cursor = e.seq;
             if e.run_id != run {
                 continue;

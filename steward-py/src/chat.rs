@@ -16,7 +16,7 @@ use steward_core::{
     agent::{Agent, AgentError, EventRecord, TurnEvent},
 };
 
-use crate::{awaitable, coded, to_py, to_python};
+use crate::{Deferred, awaitable, coded, to_py, to_python};
 
 /// The longest `timeout` one wait accepts, seconds (an hour: the longest turn deadline).
 pub(crate) const MAX_TURN_WAIT_SECS: f64 = 3600.0;
@@ -231,20 +231,28 @@ impl AgentSlot {
         py: Python<'_>,
         steward: &Arc<steward_core::Steward>,
     ) -> PyResult<Agent> {
-        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(a) = slot.as_ref() {
-            return Ok(a.clone());
-        }
-        let agent = py
-            .detach(|| steward_connectors::home::agent(Arc::clone(steward)))
-            .map_err(|e| to_py(&e))?;
-        if agent.runs_turns() && agent.config().resume_on_decision {
-            agent.watch_approvals().map_err(|e| {
-                coded(ErrorKind::Unavailable, "PY_THREAD", &format!("approval watcher: {e}"))
-            })?;
-        }
-        *slot = Some(agent.clone());
-        Ok(agent)
+        // The lock is taken without the GIL: a thread that holds the GIL never waits on it
+        // while the thread opening the agent waits for the GIL.
+        py.detach(|| {
+            let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(a) = slot.as_ref() {
+                return Ok(a.clone());
+            }
+            let agent = steward_connectors::home::agent(Arc::clone(steward))
+                .map_err(|e| Deferred::of(&e))?;
+            if agent.runs_turns() && agent.config().resume_on_decision {
+                agent.watch_approvals().map_err(|e| {
+                    Deferred(
+                        ErrorKind::Unavailable,
+                        "PY_THREAD".into(),
+                        format!("approval watcher: {e}"),
+                    )
+                })?;
+            }
+            *slot = Some(agent.clone());
+            Ok(agent)
+        })
+        .map_err(Deferred::raise)
     }
 }
 

@@ -84,7 +84,11 @@ fn wire_messages(messages: &[crate::llm::Message]) -> Value {
             let mut v = json!({"role": m.role});
             if let Some(c) = &m.content {
                 v["content"] = c.as_str().into();
-            } else if !m.tool_calls.is_empty() {
+            } else if m.tool_calls.is_empty() {
+                // An empty answer (a model that said nothing, a turn cancelled mid-stream):
+                // servers refuse an assistant message with neither text nor calls.
+                v["content"] = "".into();
+            } else {
                 v["content"] = Value::Null;
             }
             if !m.tool_calls.is_empty() {
@@ -613,4 +617,35 @@ fn read_stream(
         attempts: 0,
         request_id: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{Message, ToolCall};
+
+    #[test]
+    fn the_conversation_goes_out_in_the_openai_wire_form() {
+        let mut call = Message::text("assistant", "");
+        call.content = None;
+        call.tool_calls =
+            vec![ToolCall { id: "c1".into(), name: "mail.search".into(), arguments: "{}".into() }];
+        let mut empty = Message::text("assistant", "");
+        empty.content = None;
+        let mut result = Message::text("tool", "ok");
+        result.tool_call_id = Some("c1".into());
+        let wire = wire_messages(&[Message::text("user", "hi"), call, result, empty]);
+        assert_eq!(
+            wire,
+            json!([
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function",
+                     "function": {"name": "mail.search", "arguments": "{}"}}]},
+                {"role": "tool", "content": "ok", "tool_call_id": "c1"},
+                // Neither text nor calls: an empty text, never a bare role.
+                {"role": "assistant", "content": ""},
+            ])
+        );
+    }
 }
