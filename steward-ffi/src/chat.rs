@@ -11,14 +11,12 @@ use std::{
     time::Duration,
 };
 
-use steward_core::agent::{Agent, ChatSummary, EventRecord, TurnEvent, TurnResult};
+use steward_core::agent::{Agent, ChatSummary, EventRecord, RunFollower, TurnEvent, TurnResult};
 
 use crate::{FfiError, Steward};
 
 /// How long one wait of a turn's thread lasts before it checks for cancellation again.
 const WAIT: Duration = Duration::from_millis(500);
-/// Events read at once.
-const BATCH: usize = 100;
 /// The longest `wait` accepted, seconds.
 pub const MAX_TURN_WAIT_SECS: u64 = 3600;
 
@@ -214,20 +212,14 @@ impl ChatAgent {
         listener: Box<dyn TurnListener>,
     ) -> Result<Arc<TurnHandle>, FfiError> {
         let agent = &self.inner;
-        let chat = match chat {
-            Some(c) => agent.chat(&c).map_err(|e| core(&e))?.id,
-            None => {
-                agent.ready().map_err(|e| core(&e))?;
-                agent.create_chat().map_err(|e| core(&e))?.id
-            }
-        };
-        let cursor = agent.event_position(Some(&chat)).map_err(|e| core(&e))?;
-        let run = agent.start_turn(&chat, &text).map_err(|e| core(&e))?;
+        let sent = agent.send(chat.as_deref(), &text).map_err(|e| core(&e))?;
+        let follower = agent.follow(&sent.run_id, &sent.chat_id, sent.cursor);
+        let (run, chat) = (sent.run_id, sent.chat_id);
         let stopped = Arc::new(AtomicBool::new(false));
-        let (a, r, c, flag) = (agent.clone(), run.clone(), chat.clone(), Arc::clone(&stopped));
+        let (a, flag) = (agent.clone(), Arc::clone(&stopped));
         let thread = std::thread::Builder::new()
             .name("steward-turn".into())
-            .spawn(move || follow(&a, &r, &c, cursor, listener.as_ref(), &flag))
+            .spawn(move || follow(&a, follower, listener.as_ref(), &flag))
             .map_err(|e| FfiError::Steward {
                 kind: "unavailable".into(),
                 code: "AGENT_THREAD".into(),
@@ -245,34 +237,21 @@ impl ChatAgent {
 
 fn follow(
     agent: &Agent,
-    run: &str,
-    chat: &str,
-    mut cursor: i64,
+    mut follower: RunFollower,
     listener: &dyn TurnListener,
     stopped: &AtomicBool,
 ) {
-    while !stopped.load(Ordering::Relaxed) {
-        let events = match agent.wait_events(Some(chat), cursor, BATCH, WAIT) {
-            Ok(e) => e,
+    while !stopped.load(Ordering::Relaxed) && !follower.done() {
+        match follower.next(WAIT) {
+            Ok(Some(e)) => listener.on_event(e.into()),
+            Ok(None) => {}
             Err(e) => return listener.on_error(core(&e)),
-        };
-        for e in events {
-            if stopped.load(Ordering::Relaxed) {
-                return;
-            }
-            cursor = e.seq;
-            if e.run_id != run {
-                continue;
-            }
-            let end = matches!(e.event, TurnEvent::TurnEnded { .. });
-            listener.on_event(e.into());
-            if end {
-                match agent.result(run) {
-                    Ok(r) => listener.on_end(r.into()),
-                    Err(e) => listener.on_error(core(&e)),
-                }
-                return;
-            }
+        }
+    }
+    if follower.done() && !stopped.load(Ordering::Relaxed) {
+        match agent.result(follower.run_id()) {
+            Ok(r) => listener.on_end(r.into()),
+            Err(e) => listener.on_error(core(&e)),
         }
     }
 }

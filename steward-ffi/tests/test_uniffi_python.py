@@ -489,23 +489,22 @@ class TurnCollector(ffi.TurnListener):
         self.done.put(("error", error))
 
 
+SUPPORT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "support"
+
+
 def scripted_home(tmp_path, url):
+    import sys
+    sys.path.insert(0, str(SUPPORT))
+    from chat_server import config_toml
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text(f"""
-[llm.targets.scripted]
-base_url = "{url}"
-model = "scripted"
-tools = true
-[llm.tiers]
-tier-3 = ["scripted"]
-""")
+    (home / "config.toml").write_text(config_toml(url))
     return ffi.Steward.open(str(home))
 
 
 def test_a_turn_streams_its_events_to_a_listener_then_its_result(tmp_path):
     import sys
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "support"))
+    sys.path.insert(0, str(SUPPORT))
     from chat_server import answer, serve
 
     replies = [(200, answer("scripted", "", [("c1", "mail.search", '{"query": "one"}')])),

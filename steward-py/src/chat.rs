@@ -5,7 +5,6 @@
 //! converts.
 
 use std::{
-    collections::VecDeque,
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
 };
@@ -13,7 +12,7 @@ use std::{
 use pyo3::prelude::*;
 use steward_core::{
     ErrorKind, StewardError as _,
-    agent::{Agent, AgentError, EventRecord, TurnEvent},
+    agent::{Agent, RunFollower},
 };
 
 use crate::{Deferred, awaitable, coded, to_py, to_python};
@@ -22,8 +21,6 @@ use crate::{Deferred, awaitable, coded, to_py, to_python};
 pub(crate) const MAX_TURN_WAIT_SECS: f64 = 3600.0;
 /// How long a blocking wait runs between checks for Ctrl-C.
 const SLICE: Duration = Duration::from_millis(500);
-/// Events read from the store at once.
-const EVENT_BATCH: usize = 100;
 /// The error code an `async for` over a finished run ends with (never reaches Python).
 pub(crate) const END_OF_RUN: &str = "PY_END_OF_RUN";
 
@@ -38,62 +35,19 @@ pub(crate) fn check_timeout(timeout: f64) -> PyResult<Duration> {
     Ok(Duration::from_secs_f64(timeout))
 }
 
-/// Where a run's reader is.
-struct Position {
-    cursor: i64,
-    buffered: VecDeque<EventRecord>,
-    done: bool,
-}
-
-enum Next {
-    Event(Box<EventRecord>),
-    Nothing,
-    Done,
-}
-
 /// One turn of a chat (`Steward.chat`, `Steward.run`): its events in order, then its result.
 #[pyclass(name = "Run", module = "steward._steward", frozen)]
 pub(crate) struct PyRun {
     agent: Agent,
     run: String,
     chat: String,
-    position: Arc<Mutex<Position>>,
-}
-
-/// The next event of `run` (read from the store after the cursor, waiting up to `wait`).
-fn next_event(
-    agent: &Agent,
-    run: &str,
-    chat: &str,
-    position: &Mutex<Position>,
-    wait: Duration,
-) -> Result<Next, AgentError> {
-    let mut p = position.lock().unwrap_or_else(PoisonError::into_inner);
-    if p.buffered.is_empty() && !p.done {
-        let events = agent.wait_events(Some(chat), p.cursor, EVENT_BATCH, wait)?;
-        if let Some(last) = events.last() {
-            p.cursor = last.seq;
-        }
-        p.buffered.extend(events.into_iter().filter(|e| e.run_id == run));
-    }
-    match p.buffered.pop_front() {
-        Some(e) => {
-            if matches!(e.event, TurnEvent::TurnEnded { .. }) {
-                p.done = true;
-                p.buffered.clear();
-            }
-            Ok(Next::Event(Box::new(e)))
-        }
-        None if p.done => Ok(Next::Done),
-        None => Ok(Next::Nothing),
-    }
+    follower: Arc<Mutex<RunFollower>>,
 }
 
 impl PyRun {
-    pub(crate) fn new(agent: Agent, run: String, chat: String, cursor: i64) -> Self {
-        let position =
-            Arc::new(Mutex::new(Position { cursor, buffered: VecDeque::new(), done: false }));
-        Self { agent, run, chat, position }
+    pub(crate) fn new(agent: &Agent, follower: RunFollower) -> Self {
+        let (run, chat) = (follower.run_id().to_owned(), follower.chat_id().to_owned());
+        Self { agent: agent.clone(), run, chat, follower: Arc::new(Mutex::new(follower)) }
     }
 
     /// Blocks (GIL released, Ctrl-C checked every slice) until the run ends or `timeout`.
@@ -165,13 +119,16 @@ impl PyRun {
     /// the run's `turn_ended`. Blocks with the GIL released; Ctrl-C interrupts.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         loop {
-            let next = py
-                .detach(|| next_event(&self.agent, &self.run, &self.chat, &self.position, SLICE))
+            let (event, done) = py
+                .detach(|| {
+                    let mut f = self.follower.lock().unwrap_or_else(PoisonError::into_inner);
+                    if f.done() { Ok((None, true)) } else { f.next(SLICE).map(|e| (e, false)) }
+                })
                 .map_err(|e| to_py(&e))?;
-            match next {
-                Next::Event(e) => return to_python(py, &*e).map(Some),
-                Next::Done => return Ok(None),
-                Next::Nothing => py.check_signals()?,
+            match event {
+                Some(e) => return to_python(py, &e).map(Some),
+                None if done => return Ok(None),
+                None => py.check_signals()?,
             }
         }
     }
@@ -182,33 +139,22 @@ impl PyRun {
 
     /// `async for event in run`: the same events, awaited on a thread of their own.
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        if self.position.lock().unwrap_or_else(PoisonError::into_inner).done {
+        if self.follower.lock().unwrap_or_else(PoisonError::into_inner).done() {
             return Err(pyo3::exceptions::PyStopAsyncIteration::new_err(()));
         }
-        let (agent, run, chat) = (self.agent.clone(), self.run.clone(), self.chat.clone());
-        let position = Arc::clone(&self.position);
-        // Every run ends with `turn_ended` (a turn a dead process left is ended when its home
-        // is opened again); a run silent for longer than its deadline is given up on.
-        let silent = self.agent.config().deadline + Duration::from_secs(60);
+        let follower = Arc::clone(&self.follower);
         awaitable(py, move || {
-            let started = Instant::now();
             loop {
-                if started.elapsed() > silent {
-                    return Err((
-                        ErrorKind::Unavailable,
-                        "RUN_SILENT",
-                        format!("run {run} sent no event for {} s", silent.as_secs()),
-                    ));
+                let mut f = follower.lock().unwrap_or_else(PoisonError::into_inner);
+                if f.done() {
+                    return Err((ErrorKind::Internal, END_OF_RUN, String::new()));
                 }
-                match next_event(&agent, &run, &chat, &position, SLICE) {
-                    Ok(Next::Event(e)) => {
-                        return serde_json::to_string(&*e)
+                match f.next(SLICE) {
+                    Ok(Some(e)) => {
+                        return serde_json::to_string(&e)
                             .map_err(|e| (ErrorKind::Internal, "PY_SERIALIZE", e.to_string()));
                     }
-                    Ok(Next::Done) => {
-                        return Err((ErrorKind::Internal, END_OF_RUN, String::new()));
-                    }
-                    Ok(Next::Nothing) => {}
+                    Ok(None) => {}
                     Err(e) => return Err((e.kind(), e.code(), e.to_string())),
                 }
             }
@@ -264,32 +210,19 @@ impl Drop for AgentSlot {
     }
 }
 
-/// Starts a turn in `chat` (a new chat when `None`) and returns it to follow.
+/// Sends `text` to `chat` (a new chat when `None`) and returns the run to follow.
 pub(crate) fn start(
     py: Python<'_>,
     agent: &Agent,
     text: &str,
     chat: Option<&str>,
 ) -> PyResult<PyRun> {
-    let (run, chat, cursor) = py
-        .detach(|| -> Result<_, AgentError> {
-            let chat = match chat {
-                Some(c) => agent.chat(c)?.id,
-                None => {
-                    // A message that cannot run leaves no empty chat behind.
-                    agent.ready()?;
-                    agent.create_chat()?.id
-                }
-            };
-            let cursor = agent.event_position(Some(&chat))?;
-            Ok((agent.start_turn(&chat, text)?, chat, cursor))
-        })
-        .map_err(|e| to_py(&e))?;
-    Ok(PyRun::new(agent.clone(), run, chat, cursor))
+    let sent = py.detach(|| agent.send(chat, text)).map_err(|e| to_py(&e))?;
+    Ok(PyRun::new(agent, agent.follow(&sent.run_id, &sent.chat_id, sent.cursor)))
 }
 
-/// A run to follow from its first event.
+/// A recorded run to follow from its first event.
 pub(crate) fn follow(py: Python<'_>, agent: &Agent, run: &str) -> PyResult<PyRun> {
-    let chat = py.detach(|| agent.turn(run)).map_err(|e| to_py(&e))?.chat_id;
-    Ok(PyRun::new(agent.clone(), run.to_owned(), chat, 0))
+    let f = py.detach(|| agent.follow_run(run)).map_err(|e| to_py(&e))?;
+    Ok(PyRun::new(agent, f))
 }

@@ -655,7 +655,7 @@ impl PySteward {
     fn chat_run(&self, py: Python<'_>, chat: &str) -> PyResult<Option<chat::PyRun>> {
         let agent = self.agent.get(py, &self.inner)?;
         let run = py.detach(|| agent.latest_run(chat)).map_err(|e| to_py(&e))?;
-        Ok(run.map(|r| chat::PyRun::new(agent, r, chat.to_owned(), 0)))
+        Ok(run.map(|r| chat::PyRun::new(&agent, agent.follow(&r, chat, 0))))
     }
 
     /// Asks run `run_id` to stop at its next safe point; False when it is not running.

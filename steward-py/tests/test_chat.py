@@ -13,20 +13,13 @@ import pytest
 import steward
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "support"))
-from chat_server import answer, serve  # noqa: E402
+from chat_server import answer, config_toml, serve  # noqa: E402
 
 
 def home_with_mail(tmp_path, url):
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text(f"""
-[llm.targets.scripted]
-base_url = "{url}"
-model = "scripted"
-tools = true
-[llm.tiers]
-tier-3 = ["scripted"]
-""")
+    (home / "config.toml").write_text(config_toml(url))
     maildir = tmp_path / "Maildir"
     steward.demo_maildir(maildir, messages=40)
     s = steward.Steward(home)

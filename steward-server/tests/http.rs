@@ -1081,11 +1081,9 @@ async fn the_jobs_route_shows_the_runners_jobs_and_says_when_there_is_none() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chats_start_turns_that_run_on_the_server_and_are_followed_by_cursor() {
-    use std::collections::BTreeMap;
     use steward_connectors::testing::models::{Reply, ScriptedServer, chat_answer};
     use steward_core::{
         agent::{Agent, AgentConfig},
-        llm::{Capability, LlmConfig, Target},
         tools::Toolbox,
     };
     // Without an agent the chat routes say so.
@@ -1103,20 +1101,7 @@ async fn chats_start_turns_that_run_on_the_server_and_are_followed_by_cursor() {
     let dir = tempfile::tempdir().unwrap();
     let maildir = dir.path().join("maildir");
     generate_maildir(&maildir, &DemoOptions::new(30)).unwrap();
-    let llm = LlmConfig {
-        targets: BTreeMap::from([(
-            "m".to_owned(),
-            Target {
-                base_url: model.base_url.clone(),
-                model: "m".into(),
-                api_key: None,
-                tools: true,
-            },
-        )]),
-        tiers: BTreeMap::from([(Capability::Tier1, vec!["m".to_owned()])]),
-        rates: BTreeMap::new(),
-        deadline: std::time::Duration::from_secs(10),
-    };
+    let llm = steward_connectors::testing::models::one_chat_target(&model.base_url, "m");
     let steward =
         Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
     let opts = SyncOptions { account: Some("demo".to_owned()), cancel: None };

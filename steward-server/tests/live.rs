@@ -421,31 +421,16 @@ async fn quiet_levels(ws: &mut Ws, ms: u64) {
 /// the snapshot's cursor is replayed exactly the same turn events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turn_events_stream_on_the_socket_and_replay_after_a_reconnect() {
-    use std::collections::BTreeMap;
     use steward_connectors::testing::models::{Reply, ScriptedServer, chat_answer};
     use steward_core::{
         agent::{Agent, AgentConfig},
-        llm::{Capability, LlmConfig, Target},
         tools::Toolbox,
     };
     let model = ScriptedServer::start(|_, _| {
         Reply::Json(200, chat_answer("m", "Hello there.", &[], (20, 3, 0)))
     });
     let dir = tempfile::tempdir().unwrap();
-    let llm = LlmConfig {
-        targets: BTreeMap::from([(
-            "m".to_owned(),
-            Target {
-                base_url: model.base_url.clone(),
-                model: "m".into(),
-                api_key: None,
-                tools: true,
-            },
-        )]),
-        tiers: BTreeMap::from([(Capability::Tier1, vec!["m".to_owned()])]),
-        rates: BTreeMap::new(),
-        deadline: Duration::from_secs(10),
-    };
+    let llm = steward_connectors::testing::models::one_chat_target(&model.base_url, "m");
     let steward =
         Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
     let agent =

@@ -27,6 +27,18 @@ def answer(model: str, content: str, tool_calls: list[tuple[str, str, str]] = ()
                       "total_tokens": usage[0] + usage[1]}}
 
 
+def config_toml(url: str) -> str:
+    """A home's config.toml whose chat tier (tier-3) is the scripted server at `url`."""
+    return f"""
+[llm.targets.scripted]
+base_url = "{url}"
+model = "scripted"
+tools = true
+[llm.tiers]
+tier-3 = ["scripted"]
+"""
+
+
 @contextlib.contextmanager
 def serve(replies: list[tuple[Any, ...]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Serves `replies` (status, JSON body[, seconds to hold the answer back]) in order, then

@@ -137,6 +137,24 @@ impl Drop for LocalModel {
     }
 }
 
+/// Chat models for a test: one target, `model` at `base_url` (tool calls on), serving every
+/// request of tier 1 — the tier a turn falls back to — within 10 s.
+pub fn one_chat_target(base_url: &str, model: &str) -> steward_core::llm::LlmConfig {
+    use steward_core::llm::{Capability, LlmConfig, Target};
+    let target = Target {
+        base_url: base_url.to_owned(),
+        model: model.to_owned(),
+        api_key: None,
+        tools: true,
+    };
+    LlmConfig {
+        targets: std::collections::BTreeMap::from([("m".to_owned(), target)]),
+        tiers: std::collections::BTreeMap::from([(Capability::Tier1, vec!["m".to_owned()])]),
+        rates: std::collections::BTreeMap::new(),
+        deadline: Duration::from_secs(10),
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("port")
 }

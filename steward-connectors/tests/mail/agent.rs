@@ -4,7 +4,6 @@
 //! of the chat, every bound with its end reason, cancellation, and a crash mid-turn.
 
 use std::{
-    collections::BTreeMap,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -24,7 +23,6 @@ use steward_core::{
     Steward,
     agent::{Agent, AgentConfig, EndReason, TurnEvent, TurnResult},
     approval::{DecisionInput, DecisionKind},
-    llm::{Capability, LlmConfig, Target},
     outbox::Sender,
     tools::Toolbox,
 };
@@ -57,20 +55,7 @@ fn rig(
     generate_maildir(&md, &opts).unwrap();
     mirror_maildir(&steward(dir.path()), &md);
     let model = ScriptedServer::start(script);
-    let llm = LlmConfig {
-        targets: BTreeMap::from([(
-            "local".to_owned(),
-            Target {
-                base_url: model.base_url.clone(),
-                model: "scripted".into(),
-                api_key: None,
-                tools: true,
-            },
-        )]),
-        tiers: BTreeMap::from([(Capability::Tier1, vec!["local".to_owned()])]),
-        rates: BTreeMap::new(),
-        deadline: Duration::from_secs(10),
-    };
+    let llm = steward_connectors::testing::models::one_chat_target(&model.base_url, "scripted");
     let s = Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
     let sink = SmtpSink::start(dir.path(), &SinkOptions::default());
     let smtp = SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender()))
@@ -397,20 +382,8 @@ fn a_real_local_model_runs_a_whole_turn_with_a_tool_call() {
     opts.malformed = false;
     generate_maildir(&md, &opts).unwrap();
     mirror_maildir(&steward(dir.path()), &md);
-    let llm = LlmConfig {
-        targets: BTreeMap::from([(
-            "smollm2".to_owned(),
-            Target {
-                base_url: model.base_url.clone(),
-                model: "smollm2".into(),
-                api_key: None,
-                tools: true,
-            },
-        )]),
-        tiers: BTreeMap::from([(Capability::Tier1, vec!["smollm2".to_owned()])]),
-        rates: BTreeMap::new(),
-        deadline: Duration::from_secs(300),
-    };
+    let mut llm = steward_connectors::testing::models::one_chat_target(&model.base_url, "smollm2");
+    llm.deadline = Duration::from_secs(300);
     let s = Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
     let toolbox = Arc::new(Toolbox::new(Arc::clone(&s)));
     let names: Vec<String> = toolbox.definitions().into_iter().map(|t| t.name).collect();

@@ -296,6 +296,9 @@ pub enum AgentError {
     /// The run has not ended yet.
     #[error("run {0} is still running")]
     Running(String),
+    /// A followed run sent no event for longer than the turn deadline allows.
+    #[error("run {0} sent no event for {1} s")]
+    Silent(String, u64),
     /// Bad input.
     #[error("{0}")]
     Invalid(String),
@@ -324,6 +327,7 @@ impl StewardError for AgentError {
             Self::ChatNotFound(_) => "CHAT_NOT_FOUND",
             Self::RunNotFound(_) => "RUN_NOT_FOUND",
             Self::Running(_) => "RUN_RUNNING",
+            Self::Silent(..) => "RUN_SILENT",
             Self::Invalid(_) => "AGENT_INVALID_INPUT",
             Self::Busy(_) => "CHAT_BUSY",
             Self::NoModel(_) => "AGENT_NO_MODEL",
@@ -341,10 +345,95 @@ impl StewardError for AgentError {
             // The home's state refuses the request (no model configured, or another process
             // runs its turns): a conflict to resolve by configuration, not a server failure.
             Self::NoModel(_) | Self::Elsewhere => ErrorKind::Conflict,
+            Self::Silent(..) => ErrorKind::Unavailable,
             Self::Store(e) => e.kind(),
             Self::Approval(e) => e.kind(),
         }
     }
+}
+
+/// A message sent ([`Agent::send`]): its chat, its run, and the chat's event position
+/// before it (follow the run from there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The chat.
+    pub chat_id: String,
+    /// The run that carries the message.
+    pub run_id: String,
+    /// The chat's newest event before the message.
+    pub cursor: i64,
+}
+
+/// Reads one run's events in order, ending after its `turn_ended` ([`Agent::follow`]).
+#[derive(Debug)]
+pub struct RunFollower {
+    agent: Agent,
+    run: String,
+    chat: String,
+    cursor: i64,
+    buffered: VecDeque<EventRecord>,
+    done: bool,
+    heard: std::time::Instant,
+}
+
+/// Events read from the store at once by a [`RunFollower`].
+const FOLLOW_BATCH: usize = 100;
+/// How much longer than the turn deadline a followed run may stay silent.
+const SILENCE_MARGIN: Duration = Duration::from_secs(60);
+
+impl RunFollower {
+    /// The run.
+    pub fn run_id(&self) -> &str {
+        &self.run
+    }
+
+    /// The chat.
+    pub fn chat_id(&self) -> &str {
+        &self.chat
+    }
+
+    /// Whether the run's `turn_ended` has been returned.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// The next event of the run, waiting up to `wait` for one: `None` when none came (or the
+    /// run has ended). A run silent for longer than the turn deadline plus a minute (its
+    /// process died and no one reopened the home) is `RUN_SILENT`.
+    pub fn next(&mut self, wait: Duration) -> Result<Option<EventRecord>, AgentError> {
+        if self.buffered.is_empty() && !self.done {
+            let events =
+                self.agent.wait_events(Some(&self.chat), self.cursor, FOLLOW_BATCH, wait)?;
+            if let Some(last) = events.last() {
+                self.cursor = last.seq;
+            }
+            self.buffered.extend(events.into_iter().filter(|e| e.run_id == self.run));
+        }
+        let Some(e) = self.buffered.pop_front() else {
+            let silent = self.agent.config().deadline + SILENCE_MARGIN;
+            if !self.done && self.heard.elapsed() > silent {
+                return Err(AgentError::Silent(self.run.clone(), silent.as_secs()));
+            }
+            return Ok(None);
+        };
+        self.heard = std::time::Instant::now();
+        if matches!(e.event, TurnEvent::TurnEnded { .. }) {
+            self.done = true;
+            self.buffered.clear();
+        }
+        Ok(Some(e))
+    }
+}
+
+/// `text` trimmed, when it is a message the runner takes.
+fn checked_text(text: &str) -> Result<&str, AgentError> {
+    let text = text.trim();
+    if text.is_empty() || text.chars().count() > MAX_USER_MESSAGE_CHARS {
+        return Err(AgentError::Invalid(format!(
+            "a message has 1..={MAX_USER_MESSAGE_CHARS} characters"
+        )));
+    }
+    Ok(text)
 }
 
 /// What one run used.
@@ -558,12 +647,7 @@ impl Agent {
     /// runs in this chat — queues the text for that turn's next model boundary and returns
     /// its run id.
     pub fn start_turn(&self, chat: &str, text: &str) -> Result<String, AgentError> {
-        let text = text.trim();
-        if text.is_empty() || text.chars().count() > MAX_USER_MESSAGE_CHARS {
-            return Err(AgentError::Invalid(format!(
-                "a message has 1..={MAX_USER_MESSAGE_CHARS} characters"
-            )));
-        }
+        let text = checked_text(text)?;
         self.shared.store.chat(chat)?;
         self.ready()?;
         let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -655,6 +739,43 @@ impl Agent {
         let newest = self.shared.store.turns(chat, 1)?.into_iter().next().map(|t| t.run_id);
         drop(lanes);
         Ok(newest)
+    }
+
+    /// Sends `text` to chat `chat` (a new chat when `None`) and returns where to follow it
+    /// from: what every frontend does with a person's message. A message that cannot run (bad
+    /// text, no model, turns run elsewhere, unknown chat) is refused before any chat is made.
+    pub fn send(&self, chat: Option<&str>, text: &str) -> Result<Sent, AgentError> {
+        checked_text(text)?;
+        let chat_id = match chat {
+            Some(c) => self.chat(c)?.id,
+            None => {
+                self.ready()?;
+                self.create_chat()?.id
+            }
+        };
+        let cursor = self.event_position(Some(&chat_id))?;
+        let run_id = self.start_turn(&chat_id, text)?;
+        Ok(Sent { chat_id, run_id, cursor })
+    }
+
+    /// A follower of run `run` of chat `chat`, reading its events after `cursor` ([`Sent`]
+    /// says where a new run starts; 0 reads the chat from its beginning).
+    pub fn follow(&self, run: &str, chat: &str, cursor: i64) -> RunFollower {
+        RunFollower {
+            agent: self.clone(),
+            run: run.to_owned(),
+            chat: chat.to_owned(),
+            cursor,
+            buffered: VecDeque::new(),
+            done: false,
+            heard: std::time::Instant::now(),
+        }
+    }
+
+    /// A follower of recorded run `run` from its first event.
+    pub fn follow_run(&self, run: &str) -> Result<RunFollower, AgentError> {
+        let chat = self.shared.store.turn(run)?.chat_id;
+        Ok(self.follow(run, &chat, 0))
     }
 
     /// A turn as recorded.

@@ -184,13 +184,10 @@ fn ask(prompt: &str) -> Option<String> {
 
 pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
     let (steward, agent) = agent(home)?;
-    let chat = match &a.chat {
-        Some(id) => agent.chat(id)?.id,
-        None => {
-            // A message that cannot run leaves no empty chat behind.
-            agent.ready()?;
-            agent.create_chat()?.id
-        }
+    // Made by the first message (one that cannot run leaves no empty chat behind).
+    let mut chat = match &a.chat {
+        Some(id) => Some(agent.chat(id)?.id),
+        None => None,
     };
     let interactive = !a.json && std::io::stdin().is_terminal();
     let person =
@@ -200,13 +197,14 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
         None if interactive => ask("you: ").filter(|t| !t.is_empty()),
         None => return Err(usage("a message is needed (or run on a terminal)".into())),
     };
-    if !a.json {
-        out!("chat {chat}");
-    }
     while let Some(text) = next.take() {
-        let cursor = agent.event_position(Some(&chat))?;
-        let run = agent.start_turn(&chat, &text)?;
-        let mut f = follow(&agent, &chat, cursor, a.json)?;
+        let sent = agent.send(chat.as_deref(), &text)?;
+        if !a.json && chat.is_none() {
+            out!("chat {}", sent.chat_id);
+        }
+        let (chat_id, run) = (sent.chat_id.clone(), sent.run_id);
+        chat = Some(sent.chat_id);
+        let mut f = follow(&agent, &chat_id, sent.cursor, a.json)?;
         // Approvals asked for inline: the person at this terminal decides, the chat resumes.
         while interactive && f.reason == EndReason::AwaitingApproval {
             for id in std::mem::take(&mut f.approvals) {
@@ -226,7 +224,7 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
                 steward.decide_approval(id, kind, &DecisionInput::default(), &who)?;
             }
             agent.resolve_decided()?;
-            f = follow(&agent, &chat, f.cursor, false)?;
+            f = follow(&agent, &chat_id, f.cursor, false)?;
         }
         if a.json {
             // The turn ended (its TurnEnded event was read): its result is recorded.
