@@ -135,6 +135,9 @@ struct AgentSection {
     deadline_secs: Option<u64>,
     max_turn_tokens: Option<u64>,
     max_concurrent_turns: Option<usize>,
+    summary_tier: Option<String>,
+    summary_chars: Option<usize>,
+    context_chars: Option<usize>,
 }
 
 impl AgentSection {
@@ -170,6 +173,25 @@ impl AgentSection {
                 return Err(bad("max_turn_tokens", "1000..=10000000"));
             }
             c.max_turn_tokens = n;
+        }
+        if let Some(t) = self.summary_tier {
+            c.summary_capability = Some(
+                steward_core::llm::Capability::parse(&t)
+                    .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
+                    .ok_or_else(|| bad("summary_tier", "tier-1 … tier-6"))?,
+            );
+        }
+        if let Some(n) = self.context_chars {
+            if !(10_000..=2_000_000).contains(&n) {
+                return Err(bad("context_chars", "10000..=2000000"));
+            }
+            c.context_chars = n;
+        }
+        if let Some(n) = self.summary_chars {
+            if !(200..=50_000).contains(&n) {
+                return Err(bad("summary_chars", "200..=50000"));
+            }
+            c.summary_chars = n;
         }
         if let Some(n) = self.max_concurrent_turns {
             if !(1..=64).contains(&n) {
@@ -327,6 +349,9 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
 /// deadline_secs = 300        # per turn, 10..=3600
 /// max_turn_tokens = 400000   # per turn
 /// max_concurrent_turns = 8   # across chats, 1..=64
+/// context_chars = 200000    # the model's context, 10000..=2000000
+/// summary_tier = "tier-2"    # summarizes old messages (default: the tier below the chat's)
+/// summary_chars = 4000       # longest summary, 200..=50000
 /// ```
 pub fn agent(steward: Arc<Steward>) -> Result<Agent, HomeError> {
     let person = services(steward.home())?.sender.map(|s| match s.from_name {

@@ -932,3 +932,80 @@ fn chat_streams_json_events_then_the_result_and_chats_show_it() {
     assert!(!none.status.success());
     assert!(String::from_utf8_lossy(&none.stderr).contains("AGENT_NO_MODEL"));
 }
+
+#[test]
+fn ctrl_c_cancels_the_running_turn_which_ends_in_order_and_runs_no_tool() {
+    use std::{
+        io::BufRead as _,
+        sync::{Mutex, mpsc},
+        time::Duration,
+    };
+    use steward_connectors::testing::models::{Reply, ScriptedServer, chat_answer};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    json(
+        &steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["demo", "--messages", "20", "--json", "--no-serve"])
+            .output()
+            .unwrap(),
+    );
+    // The model holds its first answer (a tool call) until the test lets it go.
+    let (release, held) = mpsc::channel::<()>();
+    let held = Mutex::new(held);
+    let model = ScriptedServer::start(move |_, n| {
+        if n == 0 {
+            held.lock().unwrap().recv_timeout(Duration::from_secs(60)).expect("released");
+        }
+        Reply::Json(
+            200,
+            chat_answer("m", "", &[("c1", "mail.search", r#"{"query":"","limit":2}"#)], (50, 5, 0)),
+        )
+    });
+    let mut child = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["chat", "--json", "What is new?"])
+        .env("STEWARD_LLM_BASE_URL", &model.base_url)
+        .env("STEWARD_LLM_MODEL", "m")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = |r: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(r).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
+    };
+    let out = lines(Box::new(child.stdout.take().unwrap()));
+    let err = lines(Box::new(child.stderr.take().unwrap()));
+    let first = out.recv_timeout(Duration::from_secs(60)).expect("the turn starts");
+    assert!(first.contains("turn_started"), "{first}");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let said = loop {
+        let l = err.recv_timeout(Duration::from_secs(60)).expect("Ctrl-C is acknowledged");
+        if l.contains("cancelling run") {
+            break l;
+        }
+    };
+    assert!(said.contains("run_"), "{said}");
+    release.send(()).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "a cancelled turn is an orderly end: {status:?}");
+    let rest: Vec<serde_json::Value> =
+        out.iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+    let result = rest.last().unwrap();
+    assert_eq!(result["end_reason"], "cancelled", "{result}");
+    assert_eq!(result["usage"]["tool_calls"], 0, "no tool ran: {result}");
+    assert!(
+        rest.iter().all(|e| e["event"]["type"] != "tool_started"),
+        "nothing started after the cancel"
+    );
+    assert_eq!(model.requests().len(), 1, "no model call after the cancel");
+}

@@ -416,3 +416,224 @@ fn a_real_local_model_runs_a_whole_turn_with_a_tool_call() {
     assert!(usage.total.input_tokens > 0 && usage.total.output_tokens > 0, "{usage:?}");
     eprintln!("local model: {} ({}) then {:?}", calls[0].tool, calls[0].status, result.text);
 }
+
+/// Whether a request is the one that condenses old messages (its system message says so).
+fn is_summary_request(r: &Recorded) -> bool {
+    r.body["messages"][0]["content"].as_str().is_some_and(|s| s.starts_with("You condense"))
+}
+
+#[test]
+fn a_long_chat_is_summarized_once_by_a_model_call_and_the_summary_stands_for_its_start() {
+    let mut config = AgentConfig::default();
+    config.context_chars = 6_000;
+    config.summary_chars = 500;
+    let long = "x".repeat(3_000);
+    let r = rig(config, move |req, _| {
+        if is_summary_request(req) {
+            let convo = last_message(req);
+            assert!(convo.contains("ALPHA-MARK"), "the summarizer sees the oldest exchange");
+            assert!(!convo.contains("GAMMA"), "but not the exchange it keeps");
+            return say("SUMMARY-ONE: the person asked about ALPHA-MARK.");
+        }
+        let told = last_message(req);
+        if told.contains("ALPHA") || told.contains("BETA") { say(&long) } else { say("short") }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    for text in ["First: ALPHA-MARK", "Second: BETA", "Third: GAMMA", "Fourth: DELTA"] {
+        assert_eq!(r.turn(&chat, text).end_reason, EndReason::Completed, "{text}");
+    }
+    let reqs = r._model.requests();
+    let summaries: Vec<usize> =
+        reqs.iter().enumerate().filter(|(_, q)| is_summary_request(q)).map(|(i, _)| i).collect();
+    assert_eq!(summaries.len(), 1, "summarized once; the stored summary is reused after");
+    // Every chat request after the summary carries it, fenced as data, instead of the start.
+    for q in &reqs[summaries[0] + 1..] {
+        let msgs = q.body["messages"].as_array().unwrap();
+        let second = msgs[1]["content"].as_str().unwrap();
+        assert!(second.contains("context.summary") && second.contains("SUMMARY-ONE"), "{second}");
+        assert!(second.starts_with("<untrusted_data"), "the summary is data: {second}");
+        assert!(
+            !msgs.iter().any(|m| m["content"].as_str() == Some("First: ALPHA-MARK")),
+            "the summarized exchange is not sent again"
+        );
+        assert!(msgs.iter().any(|m| m["content"].as_str() == Some("Second: BETA")));
+    }
+    let compacted: Vec<Value> = r
+        .events(&chat)
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["type"] == "context_compacted")
+        .collect();
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert_eq!(
+        (compacted[0]["summarized"].as_bool(), compacted[0]["dropped"].as_u64()),
+        (Some(true), Some(2))
+    );
+    // The messages themselves are kept: the person can still read the whole chat.
+    let stored = r.agent.messages(&chat, 0, 100).unwrap();
+    assert_eq!(stored[0].content.as_deref(), Some("First: ALPHA-MARK"));
+    // The summary call is in the usage ledger as the agent's `compact`.
+    let report = r.steward.usage_report("all", steward_core::time::now_secs()).unwrap();
+    let compact = report.by_action.iter().find(|g| g.key == "compact").expect("a compact row");
+    assert_eq!(compact.requests, 1);
+}
+
+#[test]
+fn when_the_summary_fails_the_oldest_exchanges_are_left_out_and_the_turn_still_answers() {
+    let mut config = AgentConfig::default();
+    config.context_chars = 6_000;
+    config.summary_chars = 500;
+    let long = "y".repeat(3_500);
+    let r = rig(config, move |req, _| {
+        if is_summary_request(req) {
+            return Reply::Json(400, json!({"error": {"message": "no summaries today"}}));
+        }
+        if last_message(req).contains("LONG") { say(&long) } else { say("fine") }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    assert_eq!(r.turn(&chat, "ONE LONG").end_reason, EndReason::Completed);
+    assert_eq!(r.turn(&chat, "TWO LONG").end_reason, EndReason::Completed);
+    let res = r.turn(&chat, "THREE");
+    assert_eq!((res.end_reason, res.text.as_str()), (EndReason::Completed, "fine"));
+    let last = r._model.requests().into_iter().rev().find(|q| !is_summary_request(q)).unwrap();
+    let msgs = last.body["messages"].as_array().unwrap();
+    assert!(!msgs.iter().any(|m| m["content"].as_str() == Some("ONE LONG")), "left out");
+    assert!(msgs.iter().any(|m| m["content"].as_str() == Some("TWO LONG")), "kept");
+    assert!(
+        !msgs.iter().any(|m| m["content"].as_str().is_some_and(|c| c.contains("context.summary")))
+    );
+    let compacted: Vec<Value> = r
+        .events(&chat)
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["type"] == "context_compacted")
+        .collect();
+    assert!(
+        !compacted.is_empty() && compacted.iter().all(|e| e["summarized"] == false),
+        "{compacted:?}"
+    );
+}
+
+/// Holds chosen model requests until the test releases them, and says when one arrived: the
+/// test sends a message at a known point of a turn, with no timing involved.
+#[derive(Clone)]
+struct Gate {
+    arrived: Arc<Mutex<std::sync::mpsc::Sender<usize>>>,
+    release: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl Gate {
+    fn new() -> (Self, std::sync::mpsc::Receiver<usize>, std::sync::mpsc::Sender<()>) {
+        let (arrived_tx, arrived) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel();
+        let gate = Self {
+            arrived: Arc::new(Mutex::new(arrived_tx)),
+            release: Arc::new(Mutex::new(release_rx)),
+        };
+        (gate, arrived, release)
+    }
+
+    fn hold(&self, n: usize) {
+        self.arrived.lock().unwrap().send(n).unwrap();
+        self.release.lock().unwrap().recv_timeout(WAIT).expect("released");
+    }
+}
+
+/// The person's messages of a request, in order.
+fn person_said(r: &Recorded) -> Vec<String> {
+    r.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_message_sent_during_a_turn_is_answered_by_the_run_whose_id_it_was_given() {
+    let (gate, arrived, release) = Gate::new();
+    let g = gate;
+    let r = rig(AgentConfig::default(), move |req, n| {
+        let said = person_said(req);
+        match n {
+            // Held mid-turn, then a tool call: the message waits for the next model call.
+            0 => {
+                g.hold(n);
+                call("c1", "ops.list", json!({}))
+            }
+            1 => {
+                assert_eq!(said, ["first", "second"], "applied after the tool, before the model");
+                say("answer to both")
+            }
+            // Held while the final answer is on its way: that answer is a boundary too.
+            2 => {
+                g.hold(n);
+                say("answer to third")
+            }
+            3 => {
+                assert_eq!(said.last().map(String::as_str), Some("fourth"));
+                say("answer to fourth")
+            }
+            _ => say("unexpected"),
+        }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    let a = r.agent.start_turn(&chat, "first").unwrap();
+    assert_eq!(arrived.recv_timeout(WAIT).unwrap(), 0);
+    assert_eq!(r.agent.start_turn(&chat, "second").unwrap(), a, "the running run takes it");
+    release.send(()).unwrap();
+    let res = r.agent.wait(&a, WAIT).unwrap().unwrap();
+    assert_eq!((res.end_reason, res.text.as_str()), (EndReason::Completed, "answer to both"));
+
+    let b = r.agent.start_turn(&chat, "third").unwrap();
+    assert_eq!(arrived.recv_timeout(WAIT).unwrap(), 2);
+    assert_eq!(r.agent.start_turn(&chat, "fourth").unwrap(), b);
+    release.send(()).unwrap();
+    let res = r.agent.wait(&b, WAIT).unwrap().unwrap();
+    assert_eq!(res.text, "answer to fourth", "the run answered the message it was given");
+    assert_eq!(res.usage.model_calls, 2);
+    assert_eq!(r.agent.turns(&chat, 10).unwrap().len(), 2, "no run nobody was told about");
+    let applied =
+        r.events(&chat).iter().filter(|e| matches!(e, TurnEvent::MessageApplied { .. })).count();
+    assert_eq!(applied, 2);
+}
+
+#[test]
+fn a_run_that_ends_on_a_bound_hands_its_queued_message_to_the_next_run_and_says_which() {
+    let (gate, arrived, release) = Gate::new();
+    let g = gate;
+    let mut config = AgentConfig::default();
+    config.max_model_calls = 1;
+    let r = rig(config, move |req, n| match n {
+        0 => {
+            g.hold(n);
+            call("c1", "ops.list", json!({}))
+        }
+        _ => {
+            assert_eq!(person_said(req).last().map(String::as_str), Some("later"));
+            say("answer to later")
+        }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    let cursor = r.agent.event_position(Some(&chat)).unwrap();
+    let a = r.agent.start_turn(&chat, "now").unwrap();
+    assert_eq!(arrived.recv_timeout(WAIT).unwrap(), 0);
+    assert_eq!(r.agent.start_turn(&chat, "later").unwrap(), a);
+    release.send(()).unwrap();
+    let mut f = r.agent.follow(&a, &chat, cursor);
+    let mut ends = Vec::new();
+    while !f.done() {
+        if let Some(e) = f.next(WAIT).unwrap()
+            && let TurnEvent::TurnEnded { reason, next_run, .. } = e.event
+        {
+            ends.push((e.run_id, reason, next_run));
+        }
+    }
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!((ends[0].0.as_str(), ends[0].1), (a.as_str(), EndReason::MaxModelCalls));
+    let next = ends[0].2.clone().expect("the end names the run that takes the message");
+    assert_eq!((&ends[1].0, ends[1].1), (&next, EndReason::Completed));
+    assert_eq!(f.run_id(), next);
+    assert_eq!(r.agent.result(&next).unwrap().text, "answer to later");
+}

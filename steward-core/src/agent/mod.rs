@@ -75,6 +75,15 @@ pub const MAX_USER_MESSAGE_CHARS: usize = 32_000;
 pub const CONTEXT_CHARS: usize = 200_000;
 /// Output tokens asked for per model call.
 pub const MAX_OUTPUT_TOKENS: u32 = 2_048;
+/// Longest summary that stands for a chat's oldest messages, characters.
+pub const SUMMARY_CHARS: usize = 4_000;
+/// Most conversation text one summary request carries, characters (each message is cut to
+/// [`SUMMARY_MESSAGE_CHARS`] first).
+pub const SUMMARY_INPUT_CHARS: usize = 60_000;
+/// Longest single message in a summary request, characters.
+pub const SUMMARY_MESSAGE_CHARS: usize = 2_000;
+/// Output tokens asked for a summary.
+pub const SUMMARY_MAX_TOKENS: u32 = 1_024;
 /// Streamed text buffered before a `text_delta` event is recorded, characters.
 pub const DELTA_FLUSH_CHARS: usize = 200;
 
@@ -102,6 +111,11 @@ pub struct AgentConfig {
     pub context_chars: usize,
     /// See [`MAX_OUTPUT_TOKENS`].
     pub max_output_tokens: u32,
+    /// The tier that summarizes old messages; `None`: the nearest tier below the chat's with
+    /// a model, else the chat's own.
+    pub summary_capability: Option<Capability>,
+    /// See [`SUMMARY_CHARS`].
+    pub summary_chars: usize,
     /// Who the person is, for the host's context ("Ada Lovelace <ada@example.org>").
     pub person: Option<String>,
     /// Resume chats automatically when a person decides an approval (the approval watcher).
@@ -121,6 +135,8 @@ impl Default for AgentConfig {
             max_concurrent_turns: MAX_CONCURRENT_TURNS,
             context_chars: CONTEXT_CHARS,
             max_output_tokens: MAX_OUTPUT_TOKENS,
+            summary_capability: None,
+            summary_chars: SUMMARY_CHARS,
             person: None,
             resume_on_decision: true,
         }
@@ -249,10 +265,15 @@ pub enum TurnEvent {
         /// The input's fields copied from untrusted content, with their sources.
         taint: Option<crate::approval::Taint>,
     },
-    /// Old tool results were dropped to fit the context.
+    /// The context was made to fit: old tool results dropped (their calls kept, answered),
+    /// then, when that was not enough, the oldest exchanges replaced by a summary a cheaper
+    /// tier wrote (or, when that failed, left out).
     ContextCompacted {
-        /// How many results were dropped.
+        /// How many tool results and messages were dropped or summarized.
         dropped: usize,
+        /// Whether a new summary now stands for the oldest messages.
+        #[serde(default)]
+        summarized: bool,
         /// Characters of context before.
         before_chars: usize,
         /// Characters after.
@@ -273,6 +294,10 @@ pub enum TurnEvent {
         reason: EndReason,
         /// The error, for `error` and `model_unavailable`.
         error: Option<String>,
+        /// The run that takes the messages sent while this one ran and not applied by it
+        /// (it ended on a bound, a cancellation or an approval pause first).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        next_run: Option<String>,
     },
 }
 
@@ -364,7 +389,9 @@ pub struct Sent {
     pub cursor: i64,
 }
 
-/// Reads one run's events in order, ending after its `turn_ended` ([`Agent::follow`]).
+/// Reads one run's events in order, ending after its `turn_ended` ([`Agent::follow`]). When
+/// that run ended before applying a message sent to it, the follower goes on with the run
+/// that takes the message (`turn_ended.next_run`); [`RunFollower::run_id`] then names it.
 #[derive(Debug)]
 pub struct RunFollower {
     agent: Agent,
@@ -417,9 +444,19 @@ impl RunFollower {
             return Ok(None);
         };
         self.heard = std::time::Instant::now();
-        if matches!(e.event, TurnEvent::TurnEnded { .. }) {
-            self.done = true;
-            self.buffered.clear();
+        if let TurnEvent::TurnEnded { next_run, .. } = &e.event {
+            match next_run {
+                // The messages it did not apply go on in the next run: follow that one.
+                Some(next) => {
+                    self.run.clone_from(next);
+                    let rest: Vec<EventRecord> = self.buffered.drain(..).collect();
+                    self.buffered.extend(rest.into_iter().filter(|r| r.run_id == *next));
+                }
+                None => {
+                    self.done = true;
+                    self.buffered.clear();
+                }
+            }
         }
         Ok(Some(e))
     }
@@ -471,6 +508,11 @@ pub struct TurnResult {
 #[derive(Default)]
 struct Lane {
     run: Option<String>,
+    /// The run takes no more messages (it passed its last model boundary); later ones go
+    /// to `next`.
+    closing: bool,
+    /// The run id reserved for the messages the current run will not apply.
+    next: Option<String>,
     queued: VecDeque<String>,
     /// A decision arrived while the lane ran: start a turn when it ends.
     resume: bool,
@@ -554,6 +596,7 @@ impl Agent {
             let ended = TurnEvent::TurnEnded {
                 reason: EndReason::Error,
                 error: Some("interrupted: the process stopped during the turn".to_owned()),
+                next_run: None,
             };
             agent.shared.event(&run, &chat, &ended);
         }
@@ -656,8 +699,13 @@ impl Agent {
             if lane.queued.len() >= MAX_QUEUED_MESSAGES {
                 return Err(AgentError::Busy(chat.to_owned()));
             }
+            let carrier = if lane.closing {
+                lane.next.get_or_insert_with(|| new_id("run")).clone()
+            } else {
+                run.clone()
+            };
             lane.queued.push_back(text.to_owned());
-            return Ok(run.clone());
+            return Ok(carrier);
         }
         let run = new_id("run");
         lane.run = Some(run.clone());
@@ -687,6 +735,7 @@ impl Agent {
             let ended = TurnEvent::TurnEnded {
                 reason: EndReason::Error,
                 error: Some(format!("cannot start the turn: {e}")),
+                next_run: None,
             };
             self.shared.event(run, chat, &ended);
             self.finish_lane(chat, run);
@@ -699,12 +748,14 @@ impl Agent {
         let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(lane) = lanes.get_mut(chat) else { return };
         lane.run = None;
+        lane.closing = false;
+        let reserved = lane.next.take();
         let next_text = lane.queued.pop_front();
         let resume = std::mem::take(&mut lane.resume);
         if next_text.is_none() && !resume {
             return;
         }
-        let next = new_id("run");
+        let next = reserved.unwrap_or_else(|| new_id("run"));
         lane.run = Some(next.clone());
         drop(lanes);
         if self.shared.stop.load(Ordering::SeqCst) {

@@ -15,11 +15,18 @@ use crate::{
 
 const SCHEMA: Schema = Schema {
     name: "chats",
-    migrations: &[Migration {
-        version: 1,
-        name: "chats",
-        sql: include_str!("../../migrations/chats/001_chats.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "chats",
+            sql: include_str!("../../migrations/chats/001_chats.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "summaries",
+            sql: include_str!("../../migrations/chats/002_summaries.sql"),
+        },
+    ],
 };
 
 /// Most chats one page lists.
@@ -280,6 +287,7 @@ impl ChatStore {
                 "DELETE FROM messages WHERE chat_id = ?1",
                 "DELETE FROM tool_calls WHERE chat_id = ?1",
                 "DELETE FROM events WHERE chat_id = ?1",
+                "DELETE FROM summaries WHERE chat_id = ?1",
                 "UPDATE turns SET error = NULL WHERE chat_id = ?1",
             ] {
                 tx.execute(sql, [id]).map_err(q("purge chat"))?;
@@ -315,6 +323,40 @@ impl ChatStore {
                 .map_err(q("touch chat"))?;
             Ok::<_, StoreError>(tx.last_insert_rowid())
         })?)
+    }
+
+    /// The summary standing for the chat's oldest messages: the last message id it covers
+    /// and its text.
+    pub(crate) fn summary(&self, chat: &str) -> Result<Option<(i64, String)>, AgentError> {
+        Ok(self.db.read(|c| {
+            c.query_row("SELECT upto, text FROM summaries WHERE chat_id = ?1", [chat], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+            .map_err(q("read summary"))
+        })?)
+    }
+
+    /// Records that `text` (by `model`) now stands for every message up to `upto`.
+    pub(crate) fn set_summary(
+        &self,
+        chat: &str,
+        upto: i64,
+        text: &str,
+        model: &str,
+        now: i64,
+    ) -> Result<(), AgentError> {
+        self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO summaries (chat_id, upto, text, model, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (chat_id) DO UPDATE SET \
+                 upto = excluded.upto, text = excluded.text, model = excluded.model, \
+                 created_at = excluded.created_at WHERE excluded.upto > summaries.upto",
+                params![chat, upto, text, model, now],
+            )
+            .map_err(q("store summary"))
+        })?;
+        Ok(())
     }
 
     /// The tool message answering `call_id` gets `content` (a pending call's final result).

@@ -778,3 +778,148 @@ fn every_frozen_watches_db_upgrades_in_place_and_keeps_running() {
         assert_eq!(schema(&db), fresh, "v{v}: the upgraded schema is the fresh one");
     }
 }
+
+// ---- chats.db, as each migration shipped (migrations/chats/NNN_*.sql) ----------------------
+
+const CHATS_001_CHATS: &str = r"
+-- chats.db v1: conversations with the agent. Primary data (the person's chats); backed up.
+CREATE TABLE chats (
+    id          TEXT PRIMARY KEY,
+    title       TEXT NOT NULL DEFAULT '',
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    deleted_at  INTEGER                      -- tombstone: content purged, id kept
+) STRICT;
+
+-- What the model sees next, in order: the person's messages, the assistant's answers and
+-- tool calls, and one tool message answering each call.
+CREATE TABLE messages (
+    id           INTEGER PRIMARY KEY,
+    chat_id      TEXT NOT NULL REFERENCES chats(id),
+    run_id       TEXT,
+    role         TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+    content      TEXT,
+    tool_calls   TEXT,                       -- JSON [{id, name, arguments}] on an assistant message
+    tool_call_id TEXT,                       -- on a tool message
+    created_at   INTEGER NOT NULL
+) STRICT;
+CREATE INDEX messages_by_chat ON messages(chat_id, id);
+
+-- Every call the model proposed, with the gate's decision and what came of it.
+CREATE TABLE tool_calls (
+    id           INTEGER PRIMARY KEY,
+    chat_id      TEXT NOT NULL REFERENCES chats(id),
+    run_id       TEXT NOT NULL,
+    call_id      TEXT NOT NULL,              -- the provider's id, answered by a tool message
+    tool         TEXT NOT NULL,
+    input        TEXT NOT NULL,              -- the arguments as the model wrote them
+    input_key    TEXT NOT NULL,              -- tool + SHA-256 of the canonical input
+    status       TEXT NOT NULL,
+    approval_id  INTEGER,
+    result       TEXT,                       -- what the model was told
+    detail       TEXT,                       -- JSON: sources, data
+    created_at   INTEGER NOT NULL,
+    finished_at  INTEGER,
+    UNIQUE (chat_id, call_id)
+) STRICT;
+CREATE INDEX tool_calls_by_approval ON tool_calls(approval_id) WHERE approval_id IS NOT NULL;
+CREATE INDEX tool_calls_by_key ON tool_calls(chat_id, input_key);
+
+CREATE TABLE turns (
+    run_id        TEXT PRIMARY KEY,
+    chat_id       TEXT NOT NULL REFERENCES chats(id),
+    status        TEXT NOT NULL CHECK (status IN ('running', 'ended', 'interrupted')),
+    end_reason    TEXT,
+    model_calls   INTEGER NOT NULL DEFAULT 0,
+    tool_calls    INTEGER NOT NULL DEFAULT 0,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    error         TEXT,
+    started_at    INTEGER NOT NULL,
+    ended_at      INTEGER
+) STRICT;
+CREATE INDEX turns_by_chat ON turns(chat_id, started_at);
+
+-- The turn events, in order: what a client resumes from with its cursor.
+CREATE TABLE events (
+    seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id   TEXT NOT NULL,
+    chat_id  TEXT NOT NULL,
+    event    TEXT NOT NULL,                  -- JSON of the event
+    at       INTEGER NOT NULL
+) STRICT;
+CREATE INDEX events_by_chat ON events(chat_id, seq);
+";
+
+const CHATS_VERSIONS: [&str; 1] = [CHATS_001_CHATS];
+
+fn chats_rows(c: &rusqlite::Connection, _version: usize) {
+    c.execute_batch(&format!(
+        "INSERT INTO chats (id, title, created_at, updated_at) VALUES ('chat_old', 'Trip', {NOW}, {NOW});
+         INSERT INTO messages (chat_id, run_id, role, content, tool_calls, tool_call_id, created_at)
+           VALUES ('chat_old', 'run_old', 'user', 'When is my train?', NULL, NULL, {NOW}),
+                  ('chat_old', 'run_old', 'assistant', NULL,
+                   '[{{\"id\":\"c1\",\"name\":\"trains.next\",\"arguments\":\"{{}}\"}}]', NULL, {NOW}),
+                  ('chat_old', 'run_old', 'tool', 'The 9:05 to Milano.', NULL, 'c1', {NOW}),
+                  ('chat_old', 'run_old', 'assistant', 'At 9:05.', NULL, NULL, {NOW});
+         INSERT INTO tool_calls (chat_id, run_id, call_id, tool, input, input_key, status, result, created_at)
+           VALUES ('chat_old', 'run_old', 'c1', 'trains.next', '{{}}', 'trains.next:x', 'ran',
+                   'The 9:05 to Milano.', {NOW});
+         INSERT INTO turns (run_id, chat_id, status, end_reason, model_calls, tool_calls,
+                            input_tokens, output_tokens, started_at, ended_at)
+           VALUES ('run_old', 'chat_old', 'ended', 'completed', 2, 1, 300, 20, {NOW}, {NOW});
+         INSERT INTO events (run_id, chat_id, event, at)
+           VALUES ('run_old', 'chat_old', '{{\"type\":\"turn_ended\",\"reason\":\"completed\",\"error\":null}}', {NOW});"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn every_frozen_chats_db_upgrades_in_place_and_keeps_its_conversations() {
+    use steward_core::{
+        agent::{Agent, AgentConfig, EndReason, TurnEvent},
+        tools::Toolbox,
+    };
+    let open_agent = |home: &Path| {
+        let s = Arc::new(Steward::builder().home(home).open().unwrap());
+        Agent::open(Arc::new(Toolbox::new(s)), AgentConfig::default()).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fresh_home = dir.path().join("fresh");
+    drop(open_agent(&fresh_home));
+    let fresh = schema(&fresh_home.join("chats.db"));
+    let latest = version(&fresh_home.join("chats.db"));
+    assert!(latest >= CHATS_VERSIONS.len() as i64, "a migration was added: freeze it here");
+    for v in 1..=CHATS_VERSIONS.len() {
+        let home = dir.path().join(format!("v{v}"));
+        frozen(&home, "chats.db", &CHATS_VERSIONS, v, chats_rows);
+        let db = home.join("chats.db");
+        let agent = open_agent(&home);
+        let chat = agent.chat("chat_old").unwrap();
+        assert_eq!(chat.title, "Trip", "v{v}");
+        let msgs = agent.messages("chat_old", 0, 50).unwrap();
+        assert_eq!(msgs.len(), 4, "v{v}");
+        assert_eq!(msgs[1].tool_calls[0].name, "trains.next");
+        assert_eq!(msgs[2].tool_call_id.as_deref(), Some("c1"));
+        let calls = agent.tool_calls("chat_old").unwrap();
+        assert_eq!((calls[0].tool.as_str(), calls[0].status.as_str()), ("trains.next", "ran"));
+        let r = agent.result("run_old").unwrap();
+        assert_eq!((r.end_reason, r.text.as_str()), (EndReason::Completed, "At 9:05."), "v{v}");
+        let events = agent.events_after(Some("chat_old"), 0, 10).unwrap();
+        assert!(
+            matches!(
+                events[0].event,
+                TurnEvent::TurnEnded { reason: EndReason::Completed, next_run: None, .. }
+            ),
+            "v{v}: an old event reads as the current type"
+        );
+        // Still a live chat: it can be renamed and deleted, and the deletion purges it.
+        agent.rename_chat("chat_old", "Train").unwrap();
+        agent.delete_chat("chat_old").unwrap();
+        assert!(agent.messages("chat_old", 0, 50).is_err(), "v{v}");
+        drop(agent);
+        assert_eq!(version(&db), latest, "v{v}");
+        assert!(tables(&db).iter().any(|t| t == "summaries"), "v{v}");
+        assert_eq!(schema(&db), fresh, "v{v}: the upgraded schema is the fresh one");
+    }
+}

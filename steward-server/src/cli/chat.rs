@@ -4,7 +4,10 @@
 use std::{
     io::{BufRead as _, IsTerminal as _, Write as _},
     path::PathBuf,
-    sync::Arc,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+    },
     time::Duration,
 };
 
@@ -12,7 +15,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use serde_json::json;
 use steward_core::{
     Steward,
-    agent::{Agent, EndReason, TurnEvent},
+    agent::{Agent, EndReason, RunFollower, TurnEvent},
     approval::{DecisionInput, DecisionKind},
 };
 
@@ -128,48 +131,88 @@ pub(super) fn chats(home: Option<PathBuf>, cmd: ChatsCmd) -> Result<(), Failure>
     Ok(())
 }
 
-/// What following a chat's events ended with.
+/// What following a run ended with.
 struct Followed {
-    cursor: i64,
+    /// The run followed last (a run that ended with a message still queued hands over to
+    /// the one that takes it).
+    run: String,
     reason: EndReason,
     approvals: Vec<i64>,
 }
 
-/// Prints the chat's events after `cursor` until a turn ends.
-fn follow(agent: &Agent, chat: &str, mut cursor: i64, json: bool) -> Result<Followed, Failure> {
-    let mut approvals = Vec::new();
-    loop {
-        for e in agent.wait_events(Some(chat), cursor, 100, Duration::from_secs(1))? {
-            cursor = e.seq;
-            if json {
-                json_line(&e);
+/// The run Ctrl-C cancels (`None`: between turns, where Ctrl-C leaves), and how many
+/// Ctrl-Cs this turn had (a second one leaves).
+static CURRENT_RUN: Mutex<Option<String>> = Mutex::new(None);
+static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+
+fn set_current(run: Option<&str>) {
+    *CURRENT_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = run.map(str::to_owned);
+    INTERRUPTS.store(0, Ordering::SeqCst);
+}
+
+/// Ctrl-C (SIGINT) while a turn runs cancels it — the turn ends `cancelled`, its result is
+/// printed as usual — and says so on stderr; between turns, or a second time, it leaves.
+fn install_ctrl_c(agent: &Agent) {
+    let agent = agent.clone();
+    let handler = move || {
+        let run = CURRENT_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match run {
+            Some(run) if INTERRUPTS.fetch_add(1, Ordering::SeqCst) == 0 => {
+                if agent.cancel(&run) {
+                    eprintln!("\nsteward: cancelling run {run} (Ctrl-C again leaves)");
+                }
             }
-            match &e.event {
-                TurnEvent::TextDelta { text } if !json => {
-                    print!("{text}");
-                    let _ = std::io::stdout().flush();
-                }
-                TurnEvent::ToolProposed { tool, input, .. } if !json => out!("\n· {tool} {input}"),
-                TurnEvent::ToolFinished { status, sources, .. } if !json => {
-                    out!("  → {status} ({} source(s))", sources.len());
-                }
-                TurnEvent::ApprovalRequired { approval_id, summary, .. } => {
-                    approvals.push(*approval_id);
-                    if !json {
-                        out!("\n⏸ approval #{approval_id}: {summary}");
-                    }
-                }
-                TurnEvent::TurnEnded { reason, error } => {
-                    if !json {
-                        let error = error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
-                        out!("\n({}{error})", reason.as_str());
-                    }
-                    return Ok(Followed { cursor, reason: *reason, approvals });
-                }
-                _ => {}
-            }
+            _ => std::process::exit(130),
         }
+    };
+    if let Err(e) = ctrlc::set_handler(handler) {
+        tracing::warn!(error = %e, "Ctrl-C cannot cancel turns here");
     }
+}
+
+/// Prints a run's events until it (and any run it hands over to) ends; Ctrl-C cancels it.
+fn follow(mut f: RunFollower, json: bool) -> Result<Followed, Failure> {
+    let mut approvals = Vec::new();
+    set_current(Some(f.run_id()));
+    let result = loop {
+        let Some(e) = f.next(Duration::from_secs(1))? else { continue };
+        if json {
+            json_line(&e);
+        }
+        match &e.event {
+            TurnEvent::TextDelta { text } if !json => {
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+            }
+            TurnEvent::ToolProposed { tool, input, .. } if !json => out!("\n· {tool} {input}"),
+            TurnEvent::ToolFinished { status, sources, .. } if !json => {
+                out!("  → {status} ({} source(s))", sources.len());
+            }
+            TurnEvent::ContextCompacted { dropped, summarized, .. } if !json => {
+                let how = if *summarized { "summarized" } else { "left out" };
+                out!("\n(older context {how}: {dropped} item(s))");
+            }
+            TurnEvent::ApprovalRequired { approval_id, summary, .. } => {
+                approvals.push(*approval_id);
+                if !json {
+                    out!("\n⏸ approval #{approval_id}: {summary}");
+                }
+            }
+            TurnEvent::TurnEnded { reason, error, .. } => {
+                if !json {
+                    let error = error.as_ref().map(|e| format!(": {e}")).unwrap_or_default();
+                    out!("\n({}{error})", reason.as_str());
+                }
+                if f.done() {
+                    break Followed { run: f.run_id().to_owned(), reason: *reason, approvals };
+                }
+                set_current(Some(f.run_id()));
+            }
+            _ => {}
+        }
+    };
+    set_current(None);
+    Ok(result)
 }
 
 fn ask(prompt: &str) -> Option<String> {
@@ -190,6 +233,7 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
         None => None,
     };
     let interactive = !a.json && std::io::stdin().is_terminal();
+    install_ctrl_c(&agent);
     let person =
         a.person.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "person".into());
     let mut next = match a.text.clone() {
@@ -202,9 +246,9 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
         if !a.json && chat.is_none() {
             out!("chat {}", sent.chat_id);
         }
-        let (chat_id, run) = (sent.chat_id.clone(), sent.run_id);
-        chat = Some(sent.chat_id);
-        let mut f = follow(&agent, &chat_id, sent.cursor, a.json)?;
+        let chat_id = sent.chat_id.clone();
+        chat = Some(sent.chat_id.clone());
+        let mut f = follow(agent.follow(&sent.run_id, &sent.chat_id, sent.cursor), a.json)?;
         // Approvals asked for inline: the person at this terminal decides, the chat resumes.
         while interactive && f.reason == EndReason::AwaitingApproval {
             for id in std::mem::take(&mut f.approvals) {
@@ -224,14 +268,18 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
                 steward.decide_approval(id, kind, &DecisionInput::default(), &who)?;
             }
             agent.resolve_decided()?;
-            f = follow(&agent, &chat_id, f.cursor, false)?;
+            // The decision resumed the chat in a run of its own.
+            let Some(resumed) = agent.latest_run(&chat_id)?.filter(|r| *r != f.run) else {
+                break;
+            };
+            f = follow(agent.follow_run(&resumed)?, false)?;
         }
         if a.json {
             // The turn ended (its TurnEnded event was read): its result is recorded.
-            json_line(&agent.result(&run)?);
+            json_line(&agent.result(&f.run)?);
         }
         if f.reason == EndReason::Error {
-            let t = agent.turn(&run)?;
+            let t = agent.turn(&f.run)?;
             return Err(Failure {
                 code: "TURN_FAILED".into(),
                 kind: steward_core::ErrorKind::Unavailable,
