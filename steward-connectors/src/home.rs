@@ -21,7 +21,10 @@ use std::{
 use serde::Deserialize;
 use steward_core::{
     ErrorKind, OpenError, Steward, StewardBuilder, StewardError,
-    agent::{Agent, AgentConfig, AgentError},
+    agent::{
+        Agent, AgentConfig, AgentError,
+        notify::{ComposedDelivery, NotifyConfig},
+    },
     mirror::MailSource,
     outbox::MailTransport,
     runner::{ConfiguredSource, FeedDelivery, Runner, RunnerConfig, RunnerError, Services},
@@ -138,11 +141,35 @@ struct AgentSection {
     summary_tier: Option<String>,
     summary_chars: Option<usize>,
     context_chars: Option<usize>,
+    notify_tier: Option<String>,
+    notify_chars: Option<usize>,
+}
+
+fn bad(what: &str, range: &str) -> ConfigError {
+    ConfigError(format!("[agent] {what} must be {range}"))
 }
 
 impl AgentSection {
+    fn apply_notify(&self, c: &mut NotifyConfig) -> Result<(), ConfigError> {
+        if let Some(t) = &self.notify_tier {
+            c.capability = Some(
+                steward_core::llm::Capability::parse(t)
+                    .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
+                    .ok_or_else(|| bad("notify_tier", "tier-1 … tier-6"))?,
+            );
+        }
+        if let Some(n) = self.notify_chars {
+            if !(80..=2_000).contains(&n) {
+                return Err(bad("notify_chars", "80..=2000"));
+            }
+            c.max_chars = n;
+        }
+        Ok(())
+    }
+
     fn apply(self, c: &mut AgentConfig) -> Result<(), ConfigError> {
-        let bad = |what: &str, range: &str| ConfigError(format!("[agent] {what} must be {range}"));
+        // The notification settings are checked here too, so a bad one fails either way.
+        self.apply_notify(&mut NotifyConfig::default())?;
         if let Some(t) = self.tier {
             c.capability = Some(
                 steward_core::llm::Capability::parse(&t)
@@ -299,11 +326,30 @@ pub fn services(home: &Path) -> Result<Services, HomeError> {
     Ok(Services { mail_sources, transport, sender, delivery: Arc::new(FeedDelivery) })
 }
 
-/// The runner of `steward`'s home with its configured jobs and services.
+/// The runner of `steward`'s home with its configured jobs and services. With a model
+/// configured, watch notifications are written by its cheapest tier (`[agent] notify_tier`,
+/// `notify_chars`), checked by code, with the event's own text as the fallback.
 pub fn runner(steward: Arc<Steward>) -> Result<Runner, HomeError> {
     let config = RunnerConfig::load(steward.home())?;
-    let services = services(steward.home())?;
+    let mut services = services(steward.home())?;
+    if steward.llm().is_ok() {
+        let mut notify = NotifyConfig::default();
+        notify.person = services.sender.as_ref().map(person_of);
+        if let Some(section) = read_config(steward.home())?.agent {
+            section.apply_notify(&mut notify)?;
+        }
+        services.delivery =
+            Arc::new(ComposedDelivery::new(Arc::clone(&steward), services.delivery, notify));
+    }
     Ok(Runner::new(steward, config, services))
+}
+
+/// "Name <address>", as the host tells models who the person is.
+fn person_of(s: &steward_core::outbox::Sender) -> String {
+    match &s.from_name {
+        Some(name) => format!("{name} <{}>", s.from),
+        None => s.from.clone(),
+    }
 }
 
 /// The tools of `steward`'s home: the core's, the mail write tools when outgoing mail is
@@ -352,12 +398,11 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
 /// context_chars = 200000    # the model's context, 10000..=2000000
 /// summary_tier = "tier-2"    # summarizes old messages (default: the tier below the chat's)
 /// summary_chars = 4000       # longest summary, 200..=50000
+/// notify_tier = "tier-1"     # writes watch notifications (default: the cheapest with a model)
+/// notify_chars = 400         # longest notification, 80..=2000
 /// ```
 pub fn agent(steward: Arc<Steward>) -> Result<Agent, HomeError> {
-    let person = services(steward.home())?.sender.map(|s| match s.from_name {
-        Some(name) => format!("{name} <{}>", s.from),
-        None => s.from,
-    });
+    let person = services(steward.home())?.sender.as_ref().map(person_of);
     let mut config = AgentConfig::default();
     if let Some(section) = read_config(steward.home())?.agent {
         section.apply(&mut config)?;

@@ -11,6 +11,7 @@ mod embed;
 mod eval;
 mod fixtures;
 mod lexical;
+mod notify;
 mod reads;
 mod search;
 mod smtp;

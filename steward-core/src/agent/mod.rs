@@ -21,6 +21,7 @@
 //! model boundary, never in the middle of a tool call. Different chats run concurrently, at
 //! most [`AgentConfig::max_concurrent_turns`] at once.
 
+pub mod notify;
 pub(crate) mod store;
 mod taint;
 mod turn;

@@ -85,6 +85,16 @@ pub(crate) fn untrusted_of<'a>(contents: impl Iterator<Item = &'a str>) -> Vec<U
     out
 }
 
+/// The values in `text` that would steer a person's action — addresses, links, IBANs, phone
+/// numbers — as `(kind, value)`.
+pub(crate) fn steering_values(text: &str) -> Vec<(&'static str, String)> {
+    candidates(text)
+        .into_iter()
+        .filter(|c| matches!(c.kind, "email" | "url" | "iban" | "phone"))
+        .map(|c| (c.kind, c.value))
+        .collect()
+}
+
 /// A value of the input worth tracking: its kind, the text as written and its normal form.
 struct Candidate {
     kind: &'static str,

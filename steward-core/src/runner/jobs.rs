@@ -252,8 +252,9 @@ fn deliver(runner: &Runner, now: i64) -> Result<Done, Failure> {
 }
 
 /// Delivers watch notifications into the protocol feed (`/ws`, the launcher's stream, the
-/// web client): the deterministic text of the event, never a model's, and never busy. A
-/// delivered event is a `watch_delivery` feed event carrying the text.
+/// web client), never busy; by itself it sends the event's deterministic text (with a model
+/// configured, [`crate::agent::notify::ComposedDelivery`] writes the text and sends through
+/// this). A delivered event is a `watch_delivery` feed event carrying the text.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FeedDelivery;
 
