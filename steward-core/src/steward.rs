@@ -222,6 +222,7 @@ impl StewardBuilder {
             watch_adapters: self.watch_adapters,
             watches: std::sync::OnceLock::new(),
             chats: std::sync::OnceLock::new(),
+            agent: std::sync::Mutex::new(std::sync::Weak::new()),
             jobs: std::sync::OnceLock::new(),
         })
     }
@@ -309,6 +310,8 @@ pub struct Steward {
     watches: std::sync::OnceLock<crate::watch::Watches>,
     /// `chats.db` (the agent's chats and turn events), opened on first use.
     chats: std::sync::OnceLock<Arc<crate::agent::store::ChatStore>>,
+    /// The handle's agent while one lives (a handle has one: see [`crate::agent::Agent::open`]).
+    pub(crate) agent: std::sync::Mutex<std::sync::Weak<crate::agent::Shared>>,
     /// The runner's jobs table (`steward.db`), opened on first use.
     pub(crate) jobs: std::sync::OnceLock<crate::runner::JobBoard>,
     /// Held while a store or derived index is opened for the first time.

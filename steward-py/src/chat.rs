@@ -15,7 +15,7 @@ use steward_core::{
     agent::{Agent, RunFollower},
 };
 
-use crate::{Deferred, awaitable, coded, to_py, to_python};
+use crate::{Deferred, awaitable_with, coded, to_py, to_python};
 
 /// The longest `timeout` one wait accepts, seconds (an hour: the longest turn deadline).
 pub(crate) const MAX_TURN_WAIT_SECS: f64 = 3600.0;
@@ -142,23 +142,40 @@ impl PyRun {
         if self.follower.lock().unwrap_or_else(PoisonError::into_inner).done() {
             return Err(pyo3::exceptions::PyStopAsyncIteration::new_err(()));
         }
-        let follower = Arc::clone(&self.follower);
-        awaitable(py, move || {
-            loop {
-                let mut f = follower.lock().unwrap_or_else(PoisonError::into_inner);
-                if f.done() {
-                    return Err((ErrorKind::Internal, END_OF_RUN, String::new()));
-                }
-                match f.next(SLICE) {
-                    Ok(Some(e)) => {
-                        return serde_json::to_string(&e)
-                            .map_err(|e| (ErrorKind::Internal, "PY_SERIALIZE", e.to_string()));
+        // The event is only looked at on the worker; it is taken once the future has it, so
+        // a cancelled `await` (a timeout around `anext`) loses nothing, and its worker gives
+        // up within a slice instead of holding an async slot until the next event.
+        let (follower, taker) = (Arc::clone(&self.follower), Arc::clone(&self.follower));
+        let seen = Arc::new(Mutex::new(None::<i64>));
+        let seen_by_taker = Arc::clone(&seen);
+        awaitable_with(
+            py,
+            move |abandoned| {
+                loop {
+                    if abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+                        return Err((ErrorKind::Internal, "PY_ABANDONED", String::new()));
                     }
-                    Ok(None) => {}
-                    Err(e) => return Err((e.kind(), e.code(), e.to_string())),
+                    let mut f = follower.lock().unwrap_or_else(PoisonError::into_inner);
+                    if f.done() {
+                        return Err((ErrorKind::Internal, END_OF_RUN, String::new()));
+                    }
+                    match f.peek(SLICE) {
+                        Ok(Some(e)) => {
+                            *seen.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.seq);
+                            return serde_json::to_string(&e)
+                                .map_err(|e| (ErrorKind::Internal, "PY_SERIALIZE", e.to_string()));
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Err((e.kind(), e.code(), e.to_string())),
+                    }
                 }
-            }
-        })
+            },
+            move || {
+                if let Some(seq) = *seen_by_taker.lock().unwrap_or_else(PoisonError::into_inner) {
+                    taker.lock().unwrap_or_else(PoisonError::into_inner).take(seq);
+                }
+            },
+        )
     }
 
     fn __repr__(&self) -> String {

@@ -148,9 +148,37 @@ fn awaitable<'py>(
     py: Python<'py>,
     work: impl FnOnce() -> Outcome + Send + 'static,
 ) -> PyResult<Bound<'py, PyAny>> {
+    awaitable_with(py, |_| work(), || {})
+}
+
+/// [`awaitable`], where `work` can see (through the flag) that the future was cancelled and
+/// give up, and `delivered` runs (on the loop's thread, without the GIL) once the result was
+/// set — never when the future was cancelled first.
+fn awaitable_with<'py>(
+    py: Python<'py>,
+    work: impl FnOnce(&std::sync::atomic::AtomicBool) -> Outcome + Send + 'static,
+    delivered: impl FnOnce() + Send + 'static,
+) -> PyResult<Bound<'py, PyAny>> {
     use std::sync::atomic::Ordering;
     let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
     let future = event_loop.call_method0("create_future")?;
+    let abandoned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&abandoned);
+    let on_done = pyo3::types::PyCFunction::new_closure(
+        py,
+        None,
+        None,
+        move |args: &Bound<'_, pyo3::types::PyTuple>,
+              _kw: Option<&Bound<'_, PyDict>>|
+              -> PyResult<()> {
+            if args.get_item(0)?.call_method0("cancelled")?.extract::<bool>()? {
+                flag.store(true, Ordering::SeqCst);
+            }
+            Ok(())
+        },
+    )?;
+    future.call_method1("add_done_callback", (on_done,))?;
+    let delivered = std::sync::Mutex::new(Some(delivered));
     if ASYNC_CALLS.fetch_add(1, Ordering::SeqCst) >= MAX_ASYNC_CALLS {
         ASYNC_CALLS.fetch_sub(1, Ordering::SeqCst);
         return Err(coded(
@@ -161,7 +189,7 @@ fn awaitable<'py>(
     }
     let (loop_ref, future_ref) = (event_loop.unbind(), future.clone().unbind());
     let spawned = std::thread::Builder::new().name("steward-async".into()).spawn(move || {
-        let out = work();
+        let out = work(&abandoned);
         ASYNC_CALLS.fetch_sub(1, Ordering::SeqCst);
         Python::attach(|py| {
             let target = future_ref.clone_ref(py);
@@ -181,6 +209,13 @@ fn awaitable<'py>(
                         Ok(json) => {
                             let v = py.import("json")?.call_method1("loads", (json,))?;
                             fut.call_method1("set_result", (v,))?;
+                            let then = delivered
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .take();
+                            if let Some(then) = then {
+                                py.detach(then);
+                            }
                         }
                         Err((_, code, _)) if *code == chat::END_OF_RUN => {
                             let e = pyo3::exceptions::PyStopAsyncIteration::new_err(());

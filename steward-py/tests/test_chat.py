@@ -84,6 +84,33 @@ def test_events_by_async_for_and_turn_sync_in_the_same_chat(tmp_path):
     assert [c["id"] for c in s.chats()] == [chat]
 
 
+def test_awaits_cancelled_by_timeouts_lose_no_event(tmp_path):
+    # The model holds its answers back; meanwhile every `anext` is cut short by a timeout,
+    # which cancels its future. The events still all arrive, once each, in order.
+    replies = [(200, answer("scripted", "", [("c1", "mail.search", '{"query": "x"}')]), 0.6),
+               (200, answer("scripted", "Done."), 0.6)]
+    with serve(replies) as (url, _seen):
+        s = home_with_mail(tmp_path, url)
+
+        async def follow():
+            run = s.chat("search")
+            it = run.__aiter__()
+            got, timeouts = [], 0
+            while True:
+                try:
+                    got.append(await asyncio.wait_for(it.__anext__(), 0.05))
+                except asyncio.TimeoutError:
+                    timeouts += 1
+                except StopAsyncIteration:
+                    return run, got, timeouts
+
+        run, got, timeouts = asyncio.run(follow())
+        everything = list(s.run(run.run_id))
+    assert timeouts > 0, "the test cut some awaits short"
+    assert [e["seq"] for e in got] == [e["seq"] for e in everything]
+    assert kinds(got)[0] == "turn_started" and kinds(got)[-1] == "turn_ended"
+
+
 def test_an_approval_pause_is_resolved_by_a_person_and_nothing_runs_after_a_denial(tmp_path):
     watch = {"source": "time", "resource_ref": "2099-01-01T00:00:00Z",
              "instruction": "remind me", "rules": [{"id": "r", "event": "time.reached"}]}

@@ -123,6 +123,7 @@ fn a_turn_calls_a_read_tool_and_answers_with_the_result_fenced_as_data() {
     assert_eq!(result.end_reason, EndReason::Completed, "{result:?}");
     assert_eq!((result.usage.model_calls, result.usage.tool_calls), (2, 1));
     assert_eq!(result.text, "You have mail from the demo.");
+    assert_eq!(r.agent.chat(&chat).unwrap().title, "What came in lately?", "titled by the person");
     assert_eq!((result.usage.input_tokens, result.usage.output_tokens), (220, 30));
     let kinds: Vec<String> = r
         .events(&chat)
@@ -333,8 +334,12 @@ fn a_turn_killed_mid_call_is_interrupted_and_the_next_context_answers_the_open_c
     ))
     .unwrap();
     drop(db);
+    // Another handle on the same home, as another process has.
     let open = || {
-        Agent::open(Arc::new(Toolbox::new(Arc::clone(&r.steward))), AgentConfig::default()).unwrap()
+        let llm =
+            steward_connectors::testing::models::one_chat_target(&r._model.base_url, "scripted");
+        let s = Steward::builder().home(r.steward.home()).llm(llm).open().unwrap();
+        Agent::open(Arc::new(Toolbox::new(Arc::new(s))), AgentConfig::default()).unwrap()
     };
     // While a live agent holds the home, another process's agent reads but starts nothing,
     // and never calls the live agent's turns dead.
@@ -439,9 +444,11 @@ fn a_long_chat_is_summarized_once_by_a_model_call_and_the_summary_stands_for_its
         if told.contains("ALPHA") || told.contains("BETA") { say(&long) } else { say("short") }
     });
     let chat = r.agent.create_chat().unwrap().id;
+    r.agent.rename_chat(&chat, "Greek letters").unwrap();
     for text in ["First: ALPHA-MARK", "Second: BETA", "Third: GAMMA", "Fourth: DELTA"] {
         assert_eq!(r.turn(&chat, text).end_reason, EndReason::Completed, "{text}");
     }
+    assert_eq!(r.agent.chat(&chat).unwrap().title, "Greek letters", "a person's title is kept");
     let reqs = r._model.requests();
     let summaries: Vec<usize> =
         reqs.iter().enumerate().filter(|(_, q)| is_summary_request(q)).map(|(i, _)| i).collect();
@@ -636,4 +643,16 @@ fn a_run_that_ends_on_a_bound_hands_its_queued_message_to_the_next_run_and_says_
     assert_eq!((&ends[1].0, ends[1].1), (&next, EndReason::Completed));
     assert_eq!(f.run_id(), next);
     assert_eq!(r.agent.result(&next).unwrap().text, "answer to later");
+}
+
+#[test]
+fn opening_the_agent_of_a_handle_again_gives_the_same_running_agent() {
+    let r = rig(AgentConfig::default(), |_, _| say("hello"));
+    assert!(r.agent.runs_turns());
+    let again = Agent::open(Arc::new(Toolbox::new(Arc::clone(&r.steward))), AgentConfig::default())
+        .unwrap();
+    assert!(again.runs_turns(), "not a second agent that thinks another process runs the turns");
+    let chat = again.create_chat().unwrap().id;
+    let run = again.start_turn(&chat, "hi").unwrap();
+    assert_eq!(r.agent.wait(&run, WAIT).unwrap().unwrap().text, "hello", "one agent, one run");
 }

@@ -429,37 +429,62 @@ impl RunFollower {
     /// run has ended). A run silent for longer than the turn deadline plus a minute (its
     /// process died and no one reopened the home) is `RUN_SILENT`.
     pub fn next(&mut self, wait: Duration) -> Result<Option<EventRecord>, AgentError> {
-        if self.buffered.is_empty() && !self.done {
+        let e = self.peek(wait)?;
+        if let Some(e) = &e {
+            self.take(e.seq);
+        }
+        Ok(e)
+    }
+
+    /// The next event of the run without taking it: the same event again until
+    /// [`RunFollower::take`] takes it (a frontend that may fail to hand it over — a cancelled
+    /// Python future — takes it only once handed over, so nothing is lost).
+    pub fn peek(&mut self, wait: Duration) -> Result<Option<EventRecord>, AgentError> {
+        let mut filled = false;
+        loop {
+            // Other runs of the chat share its feed; they are not this follower's.
+            while self.buffered.front().is_some_and(|e| e.run_id != self.run) {
+                self.buffered.pop_front();
+            }
+            if let Some(e) = self.buffered.front() {
+                self.heard = std::time::Instant::now();
+                return Ok(Some(e.clone()));
+            }
+            if self.done || filled {
+                let silent = self.agent.config().deadline + SILENCE_MARGIN;
+                if !self.done && self.heard.elapsed() > silent {
+                    return Err(AgentError::Silent(self.run.clone(), silent.as_secs()));
+                }
+                return Ok(None);
+            }
             let events =
                 self.agent.wait_events(Some(&self.chat), self.cursor, FOLLOW_BATCH, wait)?;
             if let Some(last) = events.last() {
                 self.cursor = last.seq;
             }
-            self.buffered.extend(events.into_iter().filter(|e| e.run_id == self.run));
+            self.buffered.extend(events);
+            filled = true;
         }
-        let Some(e) = self.buffered.pop_front() else {
-            let silent = self.agent.config().deadline + SILENCE_MARGIN;
-            if !self.done && self.heard.elapsed() > silent {
-                return Err(AgentError::Silent(self.run.clone(), silent.as_secs()));
-            }
-            return Ok(None);
-        };
-        self.heard = std::time::Instant::now();
-        if let TurnEvent::TurnEnded { next_run, .. } = &e.event {
+    }
+
+    /// Takes event `seq` if it is the one [`RunFollower::peek`] shows; false otherwise.
+    pub fn take(&mut self, seq: i64) -> bool {
+        if !self.buffered.front().is_some_and(|e| e.seq == seq && e.run_id == self.run) {
+            return false;
+        }
+        let Some(e) = self.buffered.pop_front() else { return false };
+        if let TurnEvent::TurnEnded { next_run, .. } = e.event {
             match next_run {
-                // The messages it did not apply go on in the next run: follow that one.
-                Some(next) => {
-                    self.run.clone_from(next);
-                    let rest: Vec<EventRecord> = self.buffered.drain(..).collect();
-                    self.buffered.extend(rest.into_iter().filter(|r| r.run_id == *next));
-                }
+                // The messages it did not apply go on in the next run: follow that one (its
+                // events already read stay buffered).
+                Some(next) => self.run = next,
                 None => {
                     self.done = true;
                     self.buffered.clear();
                 }
             }
         }
-        Ok(Some(e))
+        true
     }
 }
 
@@ -564,9 +589,18 @@ fn new_id(prefix: &str) -> String {
 impl Agent {
     /// The agent over `toolbox` (and its handle), with `config`. Turns a dead process left
     /// running are marked interrupted, and approvals decided while nobody watched are
-    /// resolved into their chats.
+    /// resolved into their chats. A handle has one agent: while one opened on it lives (and
+    /// is not shut down), opening again returns that one, with its tools and configuration —
+    /// two agents of one handle would each think the other process runs the turns.
     pub fn open(toolbox: Arc<Toolbox>, config: AgentConfig) -> Result<Self, AgentError> {
         let steward = Arc::clone(toolbox.steward());
+        let handle = Arc::clone(&steward);
+        let mut slot = handle.agent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(shared) = slot.upgrade()
+            && !shared.stop.load(Ordering::SeqCst)
+        {
+            return Ok(Self { shared });
+        }
         let store = Arc::clone(steward.chat_store()?);
         // One process runs a home's turns: the one holding the lock. Only it may call turns
         // that are still `running` dead (their process is gone, or it would hold the lock).
@@ -593,6 +627,8 @@ impl Agent {
                 owner,
             }),
         };
+        *slot = Arc::downgrade(&agent.shared);
+        drop(slot);
         for (run, chat) in interrupted {
             let ended = TurnEvent::TurnEnded {
                 reason: EndReason::Error,

@@ -273,6 +273,18 @@ impl ChatStore {
         self.chat(id)
     }
 
+    /// Gives an untitled chat `title` (a title a person set is kept).
+    pub(crate) fn title_if_untitled(&self, id: &str, title: &str) -> Result<(), AgentError> {
+        self.db.write(|tx| {
+            tx.execute(
+                "UPDATE chats SET title = ?2 WHERE id = ?1 AND title = '' AND deleted_at IS NULL",
+                params![id, title],
+            )
+            .map_err(q("title chat"))
+        })?;
+        Ok(())
+    }
+
     /// Tombstones a chat and purges its content (messages, calls, events); turns keep their
     /// counters for usage, without text.
     pub(crate) fn delete(&self, id: &str, now: i64) -> Result<(), AgentError> {

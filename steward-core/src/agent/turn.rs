@@ -161,7 +161,12 @@ pub(super) fn run(
     let Stop::End(reason, error) = match text {
         Some(text) => {
             match shared.store.add_message(chat, Some(run), &Message::text("user", &text), now) {
-                Ok(_) => t.work(),
+                Ok(_) => {
+                    if let Err(e) = shared.store.title_if_untitled(chat, &title_of(&text)) {
+                        tracing::warn!(error = %e, "the chat could not be titled");
+                    }
+                    t.work()
+                }
                 Err(e) => Stop::from(e),
             }
         }
@@ -802,6 +807,33 @@ impl Turn<'_> {
     }
 }
 
+/// Longest title a chat gets from its first message, characters.
+const AUTO_TITLE_CHARS: usize = 60;
+
+/// A chat's title from the person's first message: its first line, cut at a word within
+/// [`AUTO_TITLE_CHARS`] (no model involved: free, instant, and the person's own words).
+pub(crate) fn title_of(text: &str) -> String {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    if line.chars().count() <= AUTO_TITLE_CHARS {
+        return line.to_owned();
+    }
+    let mut out = String::new();
+    for word in line.split_whitespace() {
+        if out.chars().count() + word.chars().count() + 2 > AUTO_TITLE_CHARS {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if out.is_empty() {
+        out = line.chars().take(AUTO_TITLE_CHARS - 1).collect();
+    }
+    out.push('…');
+    out
+}
+
 /// `text` cut to `max` characters (an ellipsis marks the cut).
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -969,4 +1001,21 @@ pub(super) fn resolve_one(shared: &Shared, approval_id: i64) -> Result<Option<St
         },
     );
     Ok(Some(chat))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::title_of;
+
+    #[test]
+    fn a_chat_is_titled_by_the_first_line_of_its_first_message_cut_at_a_word() {
+        assert_eq!(title_of("  \n Find the lease PDF \nplease"), "Find the lease PDF");
+        let long = "Please find every invoice from the electricity company that arrived this year";
+        let t = title_of(long);
+        assert!(t.chars().count() <= 60 && t.ends_with('…'), "{t}");
+        assert!(long.starts_with(t.trim_end_matches('…')), "{t}");
+        let one_word = "x".repeat(100);
+        assert_eq!(title_of(&one_word).chars().count(), 60);
+        assert_eq!(title_of("é".repeat(61).as_str()).chars().count(), 60);
+    }
 }
