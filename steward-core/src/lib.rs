@@ -34,6 +34,7 @@ pub mod protocol;
 pub mod replay;
 pub mod runner;
 pub mod search;
+pub mod state;
 pub mod status;
 mod steward;
 pub mod store;

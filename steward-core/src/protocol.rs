@@ -179,8 +179,8 @@ pub enum ProtocolEvent {
         event_id: i64,
         /// The watch.
         watch_id: i64,
-        /// `delivered` or `failed`.
-        outcome: String,
+        /// Delivered, or given up.
+        outcome: crate::watch::DeliveryResult,
         /// The notification the person was given (absent when none was composed).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,

@@ -147,7 +147,8 @@ fn run(seed: u64) -> Result<(), String> {
     engine.create_approved(&def, 1, now).map_err(|e| e.to_string())?;
     // action key → times executed; run id → the furthest status seen.
     let mut executed: std::collections::BTreeMap<String, u32> = Default::default();
-    let mut journal: std::collections::BTreeMap<i64, String> = Default::default();
+    let mut journal: std::collections::BTreeMap<i64, steward_core::watch::ActionRunStatus> =
+        Default::default();
     let mut handled = std::collections::BTreeSet::new();
     let channel =
         Channel { rng: Mutex::new(Rng(seed ^ 0xdead_beef | 1)), sent: Mutex::new(Vec::new()) };
@@ -288,7 +289,7 @@ fn run(seed: u64) -> Result<(), String> {
 fn check_journal(
     engine: &Watches,
     events: &[QueuedEvent],
-    journal: &mut std::collections::BTreeMap<i64, String>,
+    journal: &mut std::collections::BTreeMap<i64, steward_core::watch::ActionRunStatus>,
 ) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for ev in events {
@@ -298,7 +299,7 @@ fn check_journal(
         }
         for r in runs {
             seen.insert(r.id);
-            let before = journal.insert(r.id, r.status.clone());
+            let before = journal.insert(r.id, r.status);
             if before.is_some_and(|b| b != "claimed" && b != r.status) {
                 return Err(format!("run {} moved back to {}", r.id, r.status));
             }

@@ -22,10 +22,10 @@ pub struct ApprovalCard {
     pub input_json: String,
     /// A person-readable summary.
     pub summary: String,
-    /// `confirm` or `secure`.
-    pub level: String,
-    /// `requested`, `approved`, `edited`, `denied`, `revision_requested`, `expired`, `cancelled`.
-    pub status: String,
+    /// How much the person must do.
+    pub level: crate::states::ApprovalLevel,
+    /// Its state.
+    pub status: crate::states::ApprovalState,
     /// The agent identity that asked.
     pub requested_by: String,
     /// The chat it came from.
@@ -45,8 +45,8 @@ impl From<Approval> for ApprovalCard {
             tool: a.tool,
             input_json,
             summary: a.summary,
-            level: a.level.as_str().to_owned(),
-            status: a.status.as_str().to_owned(),
+            level: a.level.into(),
+            status: a.status.into(),
             requested_by: a.requested_by,
             chat: a.chat,
             expires_at: a.expires_at,
@@ -63,7 +63,7 @@ pub struct OperationSummary {
     /// `mail.send`, `mail.reply`, `mail.send_later`.
     pub kind: String,
     /// Its state.
-    pub state: String,
+    pub state: crate::states::OperationState,
     /// Backend attempts (0 or 1).
     pub attempts: i64,
     /// Confirmation checks so far.
@@ -77,7 +77,7 @@ impl From<CoreSummary> for OperationSummary {
         Self {
             id: o.id,
             kind: o.kind,
-            state: o.state.as_str().to_owned(),
+            state: o.state.into(),
             attempts: o.attempts,
             confirmation_attempts: o.confirmation_attempts,
             error: o.error,
@@ -184,7 +184,7 @@ impl Steward {
             summary: OperationSummary {
                 id: op.id,
                 kind: op.kind.clone(),
-                state: op.state.as_str().to_owned(),
+                state: op.state.into(),
                 attempts: op.attempts,
                 confirmation_attempts: op.confirmation_attempts,
                 error: op.error.clone(),

@@ -16,6 +16,7 @@ mod live;
 mod mirror;
 mod runtime;
 mod search;
+mod states;
 mod steward;
 mod system;
 mod watches;
@@ -33,6 +34,9 @@ pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
 pub use runtime::MAX_BLOCKING_CALLS;
 pub use search::{SearchHit, SearchQuery, SearchResults};
+pub use states::{
+    ApprovalLevel, ApprovalState, DeliveryResult, OperationState, WatchEventStatus, WatchStatus,
+};
 pub use steward::{Steward, StewardBuilder, SyncListener};
 pub use system::{StatusItem, SystemStatus, UsageGroup, UsageReport};
 pub use watches::{PollSummary, WatchEventInfo, WatchInfo, WatchProposalInfo};

@@ -106,7 +106,7 @@ pub enum LiveEvent {
         /// The watch.
         watch_id: i64,
         /// `delivered` or `failed`.
-        outcome: String,
+        outcome: crate::states::DeliveryResult,
         /// Unix seconds.
         at: i64,
     },
@@ -172,7 +172,7 @@ impl From<Envelope> for LiveEvent {
                 Self::Watch { cursor, watch_id, event_type, matched_rules, text, at }
             }
             ProtocolEvent::WatchDelivery { event_id, watch_id, outcome, at, .. } => {
-                Self::WatchDelivery { cursor, event_id, watch_id, outcome, at }
+                Self::WatchDelivery { cursor, event_id, watch_id, outcome: outcome.into(), at }
             }
             ProtocolEvent::Chat { run_id, chat_id, event, at, .. } => {
                 Self::Chat { cursor, run_id, chat_id, event_json: event.to_json(), at }

@@ -19,8 +19,8 @@ pub struct WatchInfo {
     pub resource_ref: String,
     /// The person's words.
     pub instruction: String,
-    /// `active`, `stopped`, `expired` or `completed`.
-    pub status: String,
+    /// Its state.
+    pub status: crate::states::WatchStatus,
     /// Unix seconds.
     pub expires_at: i64,
     /// The last source failure, until a check succeeds.
@@ -47,7 +47,7 @@ impl From<WatchSummary> for WatchInfo {
             source: w.source,
             resource_ref: w.resource_ref,
             instruction: w.instruction,
-            status: w.status,
+            status: w.status.into(),
             expires_at: w.expires_at,
             last_error: w.last_error,
             approval_id: w.approval_id,
@@ -68,8 +68,8 @@ pub struct WatchEventInfo {
     pub matched_rules: Vec<String>,
     /// The deterministic text.
     pub text: String,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    /// Its state.
+    pub status: crate::states::WatchEventStatus,
 }
 
 impl From<QueuedEvent> for WatchEventInfo {
@@ -80,7 +80,7 @@ impl From<QueuedEvent> for WatchEventInfo {
             event_type: e.event.kind,
             matched_rules: e.matched_rules,
             text: e.event.fallback_text,
-            status: e.status,
+            status: e.status.into(),
         }
     }
 }
@@ -152,11 +152,15 @@ impl Steward {
     /// Watches, newest first, optionally in one state.
     pub fn watches(
         &self,
-        status: Option<String>,
+        status: Option<crate::states::WatchStatus>,
         offset: u32,
         limit: u32,
     ) -> Result<Vec<WatchInfo>, FfiError> {
-        let q = WatchQuery { status, offset: offset as usize, limit: Some(limit as usize) };
+        let q = WatchQuery {
+            status: status.map(Into::into),
+            offset: offset as usize,
+            limit: Some(limit as usize),
+        };
         let list = self.inner().watches().and_then(|w| w.list(&q)).map_err(|e| ffi(&e))?;
         Ok(list.into_iter().map(Into::into).collect())
     }

@@ -92,14 +92,15 @@ def test_a_person_resolves_a_pending_send_and_the_journal_is_readable(tmp_path):
                    check=True, capture_output=True, env=env)
     s = ffi.Steward.open(str(home))
     [card] = s.approvals(True, 0, 10)
-    assert (card.tool, card.level, card.status) == ("mail.send", "confirm", "requested")
+    assert (card.tool, card.level, card.status) == \
+        ("mail.send", ffi.ApprovalLevel.CONFIRM, ffi.ApprovalState.REQUESTED)
     assert '"subject":"Nine"' in card.input_json
     with pytest.raises(ffi.FfiError.Steward) as e:
         s.human("agent:helper")
     assert e.value.code == "APPROVAL_BAD_PERSON"
     ada = s.human("ada")
     denied = ada.deny(card.id, "not now")
-    assert denied.status == "denied"
+    assert denied.status == ffi.ApprovalState.DENIED
     with pytest.raises(ffi.FfiError.Steward) as e:
         ada.approve(card.id, None, None)
     assert (e.value.kind, e.value.code) == ("conflict", "APPROVAL_ALREADY_RESOLVED")
@@ -109,7 +110,7 @@ def test_a_person_resolves_a_pending_send_and_the_journal_is_readable(tmp_path):
         s.write_operations("sent", 0, 10)
     assert e.value.code == "JOURNAL_INVALID"
     # One card, the journal entry and the audit trail, read back.
-    assert s.approval(card.id).status == "denied"
+    assert s.approval(card.id).status == ffi.ApprovalState.DENIED
     with pytest.raises(ffi.FfiError.Steward) as e:
         s.approval(999)
     assert e.value.kind == "not_found"
@@ -176,7 +177,7 @@ def test_a_stream_sends_the_state_then_watch_events_resumes_and_stops_when_cance
     s = ffi.Steward.open(str(tmp_path / "home"))
     now = int(time.time())
     w = s.create_watch(time_watch(now + 60))
-    assert (w.source, w.status) == ("time", "active")
+    assert (w.source, w.status) == ("time", ffi.WatchStatus.ACTIVE)
     assert [x.id for x in s.watches(None, 0, 10)] == [w.id]
 
     c = Collector()
@@ -191,7 +192,7 @@ def test_a_stream_sends_the_state_then_watch_events_resumes_and_stops_when_cance
     assert kind == "event" and event.is_watch(), (kind, event)
     assert (event.watch_id, event.event_type, event.matched_rules) == (w.id, "time.reached", ["ring"])
     [queued] = s.watch_events(True, 0, 10)
-    assert (queued.watch_id, queued.status) == (w.id, "pending")
+    assert (queued.watch_id, queued.status) == (w.id, ffi.WatchEventStatus.PENDING)
 
     # Resuming from the snapshot's cursor replays the event; from the event's cursor, nothing.
     replay = Collector()
@@ -214,7 +215,7 @@ def test_a_stream_sends_the_state_then_watch_events_resumes_and_stops_when_cance
     w2 = s.create_watch(time_watch(now + 120, "second"))
     assert s.poll_watches(now + 121).queued == 1
     c.quiet(0.8)
-    assert s.stop_watch(w2.id).status in ("completed", "stopped")
+    assert s.stop_watch(w2.id).status in (ffi.WatchStatus.COMPLETED, ffi.WatchStatus.STOPPED)
 
 
 def test_live_and_watch_input_errors_are_typed(tmp_path):
@@ -434,7 +435,7 @@ def test_a_builder_chains_and_each_step_is_a_new_builder(tmp_path):
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
     definition = json.dumps({"source": "time", "resource_ref": at, "instruction": "ring",
                              "rules": [{"id": "ring", "event": "time.reached"}]})
-    assert b.create_watch(definition).status == "active"
+    assert b.create_watch(definition).status == ffi.WatchStatus.ACTIVE
     with pytest.raises(ffi.FfiError.Steward) as e:
         a.create_watch(definition)
     assert e.value.code == "WATCH_UNKNOWN_SOURCE"

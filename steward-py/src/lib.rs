@@ -1060,6 +1060,10 @@ impl PySteward {
         offset: usize,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let status = status
+            .map(|s| s.parse::<steward_core::watch::WatchStatus>())
+            .transpose()
+            .map_err(|e| to_py(&steward_core::watch::WatchError::from(e)))?;
         let q = steward_core::watch::WatchQuery { status, offset, limit: Some(limit) };
         let page =
             py.detach(|| self.inner.watches().and_then(|w| w.list(&q))).map_err(|e| to_py(&e))?;

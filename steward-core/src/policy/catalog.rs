@@ -122,9 +122,9 @@ impl From<MailSendLaterInput> for MailSendInput {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchesListInput {
-    /// Only this state: active, stopped, expired, completed.
+    /// Only this state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<crate::watch::WatchStatus>,
     /// The `cursor` of a previous result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,

@@ -45,9 +45,10 @@ pub use model::{
     DomainEvent, SourceError, Trigger, WatchAdapter, WatchDefinition, WatchRule, at_path,
 };
 pub use store::{
-    ActionClaim, ActionExecutor, ActionResult, ActionRun, ActionStatus, Delivery, DeliveryError,
-    DeliveryOutcome, DeliveryReport, GrantedAction, GrantedRunReport, PollBudget, PollReport,
-    QueuedEvent, WatchEventQuery, WatchHealth, WatchQuery, WatchSummary, Watches,
+    ActionClaim, ActionExecutor, ActionResult, ActionRun, ActionRunStatus, ActionStatus, Delivery,
+    DeliveryError, DeliveryOutcome, DeliveryReport, DeliveryResult, EventStatus, GrantedAction,
+    GrantedRunReport, PollBudget, PollReport, QueuedEvent, WatchEventQuery, WatchHealth,
+    WatchQuery, WatchStatus, WatchSummary, Watches,
 };
 
 use crate::{ErrorKind, StewardError, store::StoreError};
@@ -134,6 +135,12 @@ pub enum WatchError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<crate::state::UnknownState> for WatchError {
+    fn from(e: crate::state::UnknownState) -> Self {
+        Self::Invalid(e.to_string())
+    }
 }
 
 impl StewardError for WatchError {

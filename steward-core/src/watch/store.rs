@@ -69,6 +69,56 @@ fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> WatchError {
     }
 }
 
+crate::state::state_enum! {
+    /// A watch's state.
+    pub enum WatchStatus {
+        /// Polled; its events are queued.
+        Active => "active",
+        /// A person stopped it.
+        Stopped => "stopped",
+        /// Its time ran out.
+        Expired => "expired",
+        /// Its resource reached an end (a train arrived).
+        Completed => "completed",
+    }
+}
+
+crate::state::state_enum! {
+    /// A queued event's state.
+    pub enum EventStatus {
+        /// Waiting for delivery.
+        Pending => "pending",
+        /// The person was told.
+        Delivered => "delivered",
+        /// Given up after its attempts ran out.
+        Failed => "failed",
+    }
+}
+
+crate::state::state_enum! {
+    /// What came of delivering an event.
+    pub enum DeliveryResult {
+        /// The person was told.
+        Delivered => "delivered",
+        /// Given up.
+        Failed => "failed",
+    }
+}
+
+crate::state::state_enum! {
+    /// A granted action run's state.
+    pub enum ActionRunStatus {
+        /// Claimed: running, or cut off by a crash (never run again).
+        Claimed => "claimed",
+        /// It took effect.
+        Succeeded => "succeeded",
+        /// It did not.
+        Failed => "failed",
+        /// Nobody knows (a crash, a timeout after sending).
+        Unknown => "unknown",
+    }
+}
+
 /// A watch as a list shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WatchSummary {
@@ -84,8 +134,8 @@ pub struct WatchSummary {
     pub instruction: String,
     /// The chat it came from.
     pub chat: Option<String>,
-    /// `active`, `stopped`, `expired` or `completed`.
-    pub status: String,
+    /// Its state.
+    pub status: WatchStatus,
     /// The last observed state.
     pub snapshot: Value,
     /// Unix seconds.
@@ -113,8 +163,8 @@ pub struct DeliveryOutcome {
     pub event_id: i64,
     /// Its watch.
     pub watch_id: i64,
-    /// `delivered`, or `failed` (given up).
-    pub outcome: String,
+    /// Delivered, or given up.
+    pub outcome: DeliveryResult,
     /// The notification as it was sent (absent when none was composed).
     pub text: Option<String>,
     /// Unix seconds.
@@ -149,8 +199,8 @@ pub struct QueuedEvent {
     pub matched_rules: Vec<String>,
     /// The event.
     pub event: DomainEvent,
-    /// `pending`, `delivered` or `failed`.
-    pub status: String,
+    /// Its state.
+    pub status: EventStatus,
     /// The composed text, once made (a retry sends the same text).
     pub notification: Option<String>,
     /// Failed attempts.
@@ -167,8 +217,8 @@ pub struct QueuedEvent {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchQuery {
-    /// Only this state: active, stopped, expired, completed.
-    pub status: Option<String>,
+    /// Only this state.
+    pub status: Option<WatchStatus>,
     /// Watches to skip.
     pub offset: usize,
     /// Watches to return (1..=100; absent: 20).
@@ -324,8 +374,8 @@ pub struct ActionRun {
     pub rule_id: String,
     /// The capability.
     pub tool: String,
-    /// `claimed` (running, or cut off), `succeeded`, `failed` or `unknown`.
-    pub status: String,
+    /// Its state.
+    pub status: ActionRunStatus,
     /// The checked arguments.
     pub arguments: Value,
     /// The structured outcome.
@@ -643,13 +693,6 @@ impl Watches {
     /// A page of watches, newest first.
     pub fn list(&self, query: &WatchQuery) -> Result<Vec<WatchSummary>, WatchError> {
         let limit = page(query.limit)?;
-        if let Some(s) = &query.status
-            && !["active", "stopped", "expired", "completed"].contains(&s.as_str())
-        {
-            return Err(WatchError::Invalid(format!(
-                "unknown status {s:?}: expected active, stopped, expired or completed"
-            )));
-        }
         self.db.read(|c| {
             c.prepare_cached(&format!(
                 "SELECT {WATCH_COLUMNS} FROM watches WHERE (?1 IS NULL OR status = ?1)
@@ -1077,7 +1120,7 @@ impl Watches {
                                 params![ev.id, now],
                             )
                             .map_err(q("delivered"))?;
-                        record_outcome(tx, changed, &ev, "delivered", now)
+                        record_outcome(tx, changed, &ev, DeliveryResult::Delivered, now)
                     })?;
                     report.delivered += 1;
                 }
@@ -1128,7 +1171,11 @@ impl Watches {
                     params![ev.id, error, now, give_up],
                 )
                 .map_err(q("delivery failure"))?;
-            if give_up { record_outcome(tx, changed, ev, "failed", now) } else { Ok(()) }
+            if give_up {
+                record_outcome(tx, changed, ev, DeliveryResult::Failed, now)
+            } else {
+                Ok(())
+            }
         })?;
         Ok(give_up)
     }
@@ -1278,7 +1325,7 @@ impl Watches {
         now: i64,
     ) -> Result<ActionRun, WatchError> {
         let run = self.action_run(run_id)?;
-        if run.status != "claimed" {
+        if run.status != ActionRunStatus::Claimed {
             return Err(WatchError::AlreadyClaimed(format!("{} (finished)", run.action_key)));
         }
         let clip = |s: &Option<String>, n: usize| {
@@ -1469,7 +1516,7 @@ fn record_outcome(
     tx: &rusqlite::Transaction<'_>,
     changed: usize,
     ev: &QueuedEvent,
-    outcome: &str,
+    outcome: DeliveryResult,
     now: i64,
 ) -> Result<(), WatchError> {
     if changed == 0 {

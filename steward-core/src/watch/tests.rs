@@ -682,3 +682,24 @@ fn a_hanging_source_stalls_neither_the_other_sources_nor_the_cycle() {
     assert_eq!((r.checked, r.deferred, r.failed), (5, 0, 0), "{r:?}");
     assert!(w.list(&WatchQuery::default()).unwrap().iter().all(|s| s.last_error.is_none()));
 }
+
+#[test]
+fn states_are_enums_and_a_state_no_version_wrote_is_a_damaged_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, w) = engine(dir.path());
+    let id = w.create(&def(json!([{"id": "p", "event": "x.platform"}])), 1_000).unwrap().id;
+    assert_eq!(w.get(id).unwrap().status, WatchStatus::Active);
+    assert_eq!(serde_json::to_value(w.get(id).unwrap().status).unwrap(), "active");
+    let q = |s: &str| WatchQuery { status: Some(s.parse().unwrap()), ..WatchQuery::default() };
+    assert_eq!(w.list(&q("active")).unwrap().len(), 1);
+    assert_eq!(w.list(&q("stopped")).unwrap().len(), 0);
+    let bad = "paused".parse::<WatchStatus>().unwrap_err();
+    assert_eq!(WatchError::from(bad).code(), "WATCH_INVALID");
+    // The table's CHECK refuses it; a damaged file does not ask.
+    let c = rusqlite::Connection::open(dir.path().join("watches.db")).unwrap();
+    c.pragma_update(None, "ignore_check_constraints", true).unwrap();
+    c.execute("UPDATE watches SET status = 'paused' WHERE id = ?1", [id]).unwrap();
+    drop(c);
+    let e = w.get(id).unwrap_err();
+    assert_eq!(e.code(), "WATCH_CORRUPT", "{e}");
+}

@@ -113,8 +113,13 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
             }
         }
         WatchCmd::List { status, json } => {
-            let page =
-                watches.list(&WatchQuery { status, limit: Some(100), ..WatchQuery::default() })?;
+            let page = watches.list(&WatchQuery {
+                status: status
+                    .map(|s| s.parse().map_err(steward_core::watch::WatchError::from))
+                    .transpose()?,
+                limit: Some(100),
+                ..WatchQuery::default()
+            })?;
             if json {
                 json_line(&page);
             } else if page.is_empty() {

@@ -1343,7 +1343,7 @@ public protocol StewardProtocol: AnyObject, Sendable {
     /**
      * Watches, newest first, optionally in one state.
      */
-    func watches(status: String?, offset: UInt32, limit: UInt32) throws  -> [WatchInfo]
+    func watches(status: WatchStatus?, offset: UInt32, limit: UInt32) throws  -> [WatchInfo]
     
 }
 /**
@@ -1918,12 +1918,12 @@ open func watchEvents(pending: Bool, offset: UInt32, limit: UInt32)throws  -> [W
     /**
      * Watches, newest first, optionally in one state.
      */
-open func watches(status: String?, offset: UInt32, limit: UInt32)throws  -> [WatchInfo]  {
+open func watches(status: WatchStatus?, offset: UInt32, limit: UInt32)throws  -> [WatchInfo]  {
     return try  FfiConverterSequenceTypeWatchInfo.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_watches(
             self.uniffiCloneHandle(),
-        FfiConverterOptionString.lower(status),
+        FfiConverterOptionTypeWatchStatus.lower(status),
         FfiConverterUInt32.lower(offset),
         FfiConverterUInt32.lower(limit),uniffiCallStatus
     )
@@ -2578,13 +2578,13 @@ public struct ApprovalCard: Equatable, Hashable {
      */
     public var summary: String
     /**
-     * `confirm` or `secure`.
+     * How much the person must do.
      */
-    public var level: String
+    public var level: ApprovalLevel
     /**
-     * `requested`, `approved`, `edited`, `denied`, `revision_requested`, `expired`, `cancelled`.
+     * Its state.
      */
-    public var status: String
+    public var status: ApprovalState
     /**
      * The agent identity that asked.
      */
@@ -2619,11 +2619,11 @@ public struct ApprovalCard: Equatable, Hashable {
          * A person-readable summary.
          */summary: String, 
         /**
-         * `confirm` or `secure`.
-         */level: String, 
+         * How much the person must do.
+         */level: ApprovalLevel, 
         /**
-         * `requested`, `approved`, `edited`, `denied`, `revision_requested`, `expired`, `cancelled`.
-         */status: String, 
+         * Its state.
+         */status: ApprovalState, 
         /**
          * The agent identity that asked.
          */requestedBy: String, 
@@ -2669,8 +2669,8 @@ public struct FfiConverterTypeApprovalCard: FfiConverterRustBuffer {
                 tool: FfiConverterString.read(from: &buf), 
                 inputJson: FfiConverterString.read(from: &buf), 
                 summary: FfiConverterString.read(from: &buf), 
-                level: FfiConverterString.read(from: &buf), 
-                status: FfiConverterString.read(from: &buf), 
+                level: FfiConverterTypeApprovalLevel.read(from: &buf), 
+                status: FfiConverterTypeApprovalState.read(from: &buf), 
                 requestedBy: FfiConverterString.read(from: &buf), 
                 chat: FfiConverterOptionString.read(from: &buf), 
                 expiresAt: FfiConverterInt64.read(from: &buf), 
@@ -2683,8 +2683,8 @@ public struct FfiConverterTypeApprovalCard: FfiConverterRustBuffer {
         FfiConverterString.write(value.tool, into: &buf)
         FfiConverterString.write(value.inputJson, into: &buf)
         FfiConverterString.write(value.summary, into: &buf)
-        FfiConverterString.write(value.level, into: &buf)
-        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterTypeApprovalLevel.write(value.level, into: &buf)
+        FfiConverterTypeApprovalState.write(value.status, into: &buf)
         FfiConverterString.write(value.requestedBy, into: &buf)
         FfiConverterOptionString.write(value.chat, into: &buf)
         FfiConverterInt64.write(value.expiresAt, into: &buf)
@@ -4002,7 +4002,7 @@ public struct OperationSummary: Equatable, Hashable {
     /**
      * Its state.
      */
-    public var state: String
+    public var state: OperationState
     /**
      * Backend attempts (0 or 1).
      */
@@ -4027,7 +4027,7 @@ public struct OperationSummary: Equatable, Hashable {
          */kind: String, 
         /**
          * Its state.
-         */state: String, 
+         */state: OperationState, 
         /**
          * Backend attempts (0 or 1).
          */attempts: Int64, 
@@ -4063,7 +4063,7 @@ public struct FfiConverterTypeOperationSummary: FfiConverterRustBuffer {
             try OperationSummary(
                 id: FfiConverterInt64.read(from: &buf), 
                 kind: FfiConverterString.read(from: &buf), 
-                state: FfiConverterString.read(from: &buf), 
+                state: FfiConverterTypeOperationState.read(from: &buf), 
                 attempts: FfiConverterInt64.read(from: &buf), 
                 confirmationAttempts: FfiConverterInt64.read(from: &buf), 
                 error: FfiConverterOptionString.read(from: &buf)
@@ -4073,7 +4073,7 @@ public struct FfiConverterTypeOperationSummary: FfiConverterRustBuffer {
     public static func write(_ value: OperationSummary, into buf: inout [UInt8]) {
         FfiConverterInt64.write(value.id, into: &buf)
         FfiConverterString.write(value.kind, into: &buf)
-        FfiConverterString.write(value.state, into: &buf)
+        FfiConverterTypeOperationState.write(value.state, into: &buf)
         FfiConverterInt64.write(value.attempts, into: &buf)
         FfiConverterInt64.write(value.confirmationAttempts, into: &buf)
         FfiConverterOptionString.write(value.error, into: &buf)
@@ -5635,9 +5635,9 @@ public struct WatchEventInfo: Equatable, Hashable {
      */
     public var text: String
     /**
-     * `pending`, `delivered` or `failed`.
+     * Its state.
      */
-    public var status: String
+    public var status: WatchEventStatus
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -5658,8 +5658,8 @@ public struct WatchEventInfo: Equatable, Hashable {
          * The deterministic text.
          */text: String, 
         /**
-         * `pending`, `delivered` or `failed`.
-         */status: String) {
+         * Its state.
+         */status: WatchEventStatus) {
         self.id = id
         self.watchId = watchId
         self.eventType = eventType
@@ -5689,7 +5689,7 @@ public struct FfiConverterTypeWatchEventInfo: FfiConverterRustBuffer {
                 eventType: FfiConverterString.read(from: &buf), 
                 matchedRules: FfiConverterSequenceString.read(from: &buf), 
                 text: FfiConverterString.read(from: &buf), 
-                status: FfiConverterString.read(from: &buf)
+                status: FfiConverterTypeWatchEventStatus.read(from: &buf)
         )
     }
 
@@ -5699,7 +5699,7 @@ public struct FfiConverterTypeWatchEventInfo: FfiConverterRustBuffer {
         FfiConverterString.write(value.eventType, into: &buf)
         FfiConverterSequenceString.write(value.matchedRules, into: &buf)
         FfiConverterString.write(value.text, into: &buf)
-        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterTypeWatchEventStatus.write(value.status, into: &buf)
     }
 }
 
@@ -5740,9 +5740,9 @@ public struct WatchInfo: Equatable, Hashable {
      */
     public var instruction: String
     /**
-     * `active`, `stopped`, `expired` or `completed`.
+     * Its state.
      */
-    public var status: String
+    public var status: WatchStatus
     /**
      * Unix seconds.
      */
@@ -5772,8 +5772,8 @@ public struct WatchInfo: Equatable, Hashable {
          * The person's words.
          */instruction: String, 
         /**
-         * `active`, `stopped`, `expired` or `completed`.
-         */status: String, 
+         * Its state.
+         */status: WatchStatus, 
         /**
          * Unix seconds.
          */expiresAt: Int64, 
@@ -5813,7 +5813,7 @@ public struct FfiConverterTypeWatchInfo: FfiConverterRustBuffer {
                 source: FfiConverterString.read(from: &buf), 
                 resourceRef: FfiConverterString.read(from: &buf), 
                 instruction: FfiConverterString.read(from: &buf), 
-                status: FfiConverterString.read(from: &buf), 
+                status: FfiConverterTypeWatchStatus.read(from: &buf), 
                 expiresAt: FfiConverterInt64.read(from: &buf), 
                 lastError: FfiConverterOptionString.read(from: &buf), 
                 approvalId: FfiConverterOptionInt64.read(from: &buf)
@@ -5825,7 +5825,7 @@ public struct FfiConverterTypeWatchInfo: FfiConverterRustBuffer {
         FfiConverterString.write(value.source, into: &buf)
         FfiConverterString.write(value.resourceRef, into: &buf)
         FfiConverterString.write(value.instruction, into: &buf)
-        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterTypeWatchStatus.write(value.status, into: &buf)
         FfiConverterInt64.write(value.expiresAt, into: &buf)
         FfiConverterOptionString.write(value.lastError, into: &buf)
         FfiConverterOptionInt64.write(value.approvalId, into: &buf)
@@ -5925,6 +5925,301 @@ public func FfiConverterTypeWatchProposalInfo_lift(_ buf: RustBuffer) throws -> 
 public func FfiConverterTypeWatchProposalInfo_lower(_ value: WatchProposalInfo) -> RustBuffer {
     return FfiConverterTypeWatchProposalInfo.lower(value)
 }
+
+
+/**
+ * How much a person must do before a tool runs.
+ */
+
+public enum ApprovalLevel: Equatable, Hashable {
+    
+    /**
+     * Runs without a trace beyond the tool's own.
+     */
+    case auto
+    /**
+     * Runs, audited.
+     */
+    case logged
+    /**
+     * A person confirms first.
+     */
+    case confirm
+    /**
+     * A person confirms with their PIN.
+     */
+    case secure
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension ApprovalLevel: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeApprovalLevel: FfiConverterRustBuffer {
+    typealias SwiftType = ApprovalLevel
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ApprovalLevel {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .auto
+        
+        case 2: return .logged
+        
+        case 3: return .confirm
+        
+        case 4: return .secure
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: ApprovalLevel, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .auto:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .logged:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .confirm:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .secure:
+            writeInt(&buf, Int32(4))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeApprovalLevel_lift(_ buf: RustBuffer) throws -> ApprovalLevel {
+    return try FfiConverterTypeApprovalLevel.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeApprovalLevel_lower(_ value: ApprovalLevel) -> RustBuffer {
+    return FfiConverterTypeApprovalLevel.lower(value)
+}
+
+
+
+/**
+ * An approval request's state.
+ */
+
+public enum ApprovalState: Equatable, Hashable {
+    
+    /**
+     * Waiting for a person.
+     */
+    case requested
+    /**
+     * Approved as proposed.
+     */
+    case approved
+    /**
+     * Approved with the person's replacement input.
+     */
+    case edited
+    /**
+     * Denied.
+     */
+    case denied
+    /**
+     * Sent back with the person's feedback.
+     */
+    case revisionRequested
+    /**
+     * Nobody answered in time: a denial.
+     */
+    case expired
+    /**
+     * Withdrawn before anyone answered.
+     */
+    case cancelled
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension ApprovalState: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeApprovalState: FfiConverterRustBuffer {
+    typealias SwiftType = ApprovalState
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ApprovalState {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .requested
+        
+        case 2: return .approved
+        
+        case 3: return .edited
+        
+        case 4: return .denied
+        
+        case 5: return .revisionRequested
+        
+        case 6: return .expired
+        
+        case 7: return .cancelled
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: ApprovalState, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .requested:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .approved:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .edited:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .denied:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .revisionRequested:
+            writeInt(&buf, Int32(5))
+        
+        
+        case .expired:
+            writeInt(&buf, Int32(6))
+        
+        
+        case .cancelled:
+            writeInt(&buf, Int32(7))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeApprovalState_lift(_ buf: RustBuffer) throws -> ApprovalState {
+    return try FfiConverterTypeApprovalState.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeApprovalState_lower(_ value: ApprovalState) -> RustBuffer {
+    return FfiConverterTypeApprovalState.lower(value)
+}
+
+
+
+/**
+ * What came of delivering a watch event.
+ */
+
+public enum DeliveryResult: Equatable, Hashable {
+    
+    /**
+     * The person was told.
+     */
+    case delivered
+    /**
+     * Given up.
+     */
+    case failed
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension DeliveryResult: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeDeliveryResult: FfiConverterRustBuffer {
+    typealias SwiftType = DeliveryResult
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> DeliveryResult {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .delivered
+        
+        case 2: return .failed
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: DeliveryResult, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .delivered:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .failed:
+            writeInt(&buf, Int32(2))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDeliveryResult_lift(_ buf: RustBuffer) throws -> DeliveryResult {
+    return try FfiConverterTypeDeliveryResult.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDeliveryResult_lower(_ value: DeliveryResult) -> RustBuffer {
+    return FfiConverterTypeDeliveryResult.lower(value)
+}
+
 
 
 /**
@@ -6192,7 +6487,7 @@ public enum LiveEvent: Equatable, Hashable {
          */watchId: Int64, 
         /**
          * `delivered` or `failed`.
-         */outcome: String, 
+         */outcome: DeliveryResult, 
         /**
          * Unix seconds.
          */at: Int64
@@ -6297,7 +6592,7 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
         case 3: return .watch(cursor: try FfiConverterString.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), eventType: try FfiConverterString.read(from: &buf), matchedRules: try FfiConverterSequenceString.read(from: &buf), text: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 4: return .watchDelivery(cursor: try FfiConverterString.read(from: &buf), eventId: try FfiConverterInt64.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), outcome: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 4: return .watchDelivery(cursor: try FfiConverterString.read(from: &buf), eventId: try FfiConverterInt64.read(from: &buf), watchId: try FfiConverterInt64.read(from: &buf), outcome: try FfiConverterTypeDeliveryResult.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
         case 5: return .chat(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterString.read(from: &buf), chatId: try FfiConverterString.read(from: &buf), eventJson: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
@@ -6350,7 +6645,7 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterInt64.write(eventId, into: &buf)
             FfiConverterInt64.write(watchId, into: &buf)
-            FfiConverterString.write(outcome, into: &buf)
+            FfiConverterTypeDeliveryResult.write(outcome, into: &buf)
             FfiConverterInt64.write(at, into: &buf)
             
         
@@ -6400,6 +6695,321 @@ public func FfiConverterTypeLiveEvent_lift(_ buf: RustBuffer) throws -> LiveEven
 #endif
 public func FfiConverterTypeLiveEvent_lower(_ value: LiveEvent) -> RustBuffer {
     return FfiConverterTypeLiveEvent.lower(value)
+}
+
+
+
+/**
+ * Where a journaled operation is.
+ */
+
+public enum OperationState: Equatable, Hashable {
+    
+    /**
+     * Waiting for its time.
+     */
+    case scheduled
+    /**
+     * Claimed; the backend is (about to be) called.
+     */
+    case started
+    /**
+     * The backend returned; not yet observed.
+     */
+    case backendReturned
+    /**
+     * Unknown: only evidence can tell.
+     */
+    case unknown
+    /**
+     * Refused before anything could have happened.
+     */
+    case failed
+    /**
+     * Observed in the mirror.
+     */
+    case confirmed
+    /**
+     * Not confirmed in time: a person looks.
+     */
+    case needsReview
+    /**
+     * Not confirmed in time (calendar).
+     */
+    case retryExhausted
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension OperationState: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeOperationState: FfiConverterRustBuffer {
+    typealias SwiftType = OperationState
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> OperationState {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .scheduled
+        
+        case 2: return .started
+        
+        case 3: return .backendReturned
+        
+        case 4: return .unknown
+        
+        case 5: return .failed
+        
+        case 6: return .confirmed
+        
+        case 7: return .needsReview
+        
+        case 8: return .retryExhausted
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: OperationState, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .scheduled:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .started:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .backendReturned:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .unknown:
+            writeInt(&buf, Int32(4))
+        
+        
+        case .failed:
+            writeInt(&buf, Int32(5))
+        
+        
+        case .confirmed:
+            writeInt(&buf, Int32(6))
+        
+        
+        case .needsReview:
+            writeInt(&buf, Int32(7))
+        
+        
+        case .retryExhausted:
+            writeInt(&buf, Int32(8))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeOperationState_lift(_ buf: RustBuffer) throws -> OperationState {
+    return try FfiConverterTypeOperationState.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeOperationState_lower(_ value: OperationState) -> RustBuffer {
+    return FfiConverterTypeOperationState.lower(value)
+}
+
+
+
+/**
+ * A queued watch event's state.
+ */
+
+public enum WatchEventStatus: Equatable, Hashable {
+    
+    /**
+     * Waiting for delivery.
+     */
+    case pending
+    /**
+     * The person was told.
+     */
+    case delivered
+    /**
+     * Given up after its attempts ran out.
+     */
+    case failed
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension WatchEventStatus: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeWatchEventStatus: FfiConverterRustBuffer {
+    typealias SwiftType = WatchEventStatus
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> WatchEventStatus {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .pending
+        
+        case 2: return .delivered
+        
+        case 3: return .failed
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: WatchEventStatus, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .pending:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .delivered:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .failed:
+            writeInt(&buf, Int32(3))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchEventStatus_lift(_ buf: RustBuffer) throws -> WatchEventStatus {
+    return try FfiConverterTypeWatchEventStatus.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchEventStatus_lower(_ value: WatchEventStatus) -> RustBuffer {
+    return FfiConverterTypeWatchEventStatus.lower(value)
+}
+
+
+
+/**
+ * A watch's state.
+ */
+
+public enum WatchStatus: Equatable, Hashable {
+    
+    /**
+     * Polled; its events are queued.
+     */
+    case active
+    /**
+     * A person stopped it.
+     */
+    case stopped
+    /**
+     * Its time ran out.
+     */
+    case expired
+    /**
+     * Its resource reached an end.
+     */
+    case completed
+
+
+
+
+
+}
+
+#if compiler(>=6)
+extension WatchStatus: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeWatchStatus: FfiConverterRustBuffer {
+    typealias SwiftType = WatchStatus
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> WatchStatus {
+        let variant: Int32 = try readInt(&buf)
+        switch variant {
+        
+        case 1: return .active
+        
+        case 2: return .stopped
+        
+        case 3: return .expired
+        
+        case 4: return .completed
+        
+        default: throw UniffiInternalError.unexpectedEnumCase
+        }
+    }
+
+    public static func write(_ value: WatchStatus, into buf: inout [UInt8]) {
+        switch value {
+        
+        
+        case .active:
+            writeInt(&buf, Int32(1))
+        
+        
+        case .stopped:
+            writeInt(&buf, Int32(2))
+        
+        
+        case .expired:
+            writeInt(&buf, Int32(3))
+        
+        
+        case .completed:
+            writeInt(&buf, Int32(4))
+        
+        }
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchStatus_lift(_ buf: RustBuffer) throws -> WatchStatus {
+    return try FfiConverterTypeWatchStatus.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeWatchStatus_lower(_ value: WatchStatus) -> RustBuffer {
+    return FfiConverterTypeWatchStatus.lower(value)
 }
 
 
@@ -7143,6 +7753,30 @@ fileprivate struct FfiConverterOptionTypeJobOutcome: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionTypeWatchStatus: FfiConverterRustBuffer {
+    typealias SwiftType = WatchStatus?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterTypeWatchStatus.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterTypeWatchStatus.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionCallbackInterfaceSyncListener: FfiConverterRustBuffer {
     typealias SwiftType = SyncListener?
 
@@ -7803,7 +8437,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_watch_events() != 6759) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_steward_ffi_checksum_method_steward_watches() != 59519) {
+    if (uniffi_steward_ffi_checksum_method_steward_watches() != 39653) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_stewardbuilder_embedder_from_config() != 32922) {
