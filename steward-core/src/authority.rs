@@ -384,9 +384,7 @@ impl Steward {
                 "approval {approval_id} is not a {WATCH_GRANTS_TOOL} request"
             )));
         }
-        let input = approvals.authorize_approved(approval_id).map_err(boxed)?.into_input();
-        let def: WatchDefinition =
-            serde_json::from_value(input).map_err(|e| WatchError::Invalid(e.to_string()))?;
-        self.watches()?.create_approved(&def, approval_id, now())
+        let approved = approvals.authorize_approved(approval_id).map_err(boxed)?;
+        self.watches()?.create_approved(&approved, now())
     }
 }

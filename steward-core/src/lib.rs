@@ -38,7 +38,7 @@ pub mod state;
 pub mod status;
 mod steward;
 pub mod store;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time;
 pub mod tools;

@@ -144,7 +144,8 @@ fn run(seed: u64) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     // 2026-10-25T00:30:00Z: half an hour before Europe/Rome falls back.
     let mut now: i64 = 1_792_888_200;
-    engine.create_approved(&def, 1, now).map_err(|e| e.to_string())?;
+    let approved = steward_core::testing::approved_watch(dir.path(), &def, now);
+    engine.create_approved(&approved, now).map_err(|e| e.to_string())?;
     // action key → times executed; run id → the furthest status seen.
     let mut executed: std::collections::BTreeMap<String, u32> = Default::default();
     let mut journal: std::collections::BTreeMap<i64, steward_core::watch::ActionRunStatus> =

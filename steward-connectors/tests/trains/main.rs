@@ -640,11 +640,14 @@ fn a_simulated_journey_across_the_dst_changeover_yields_each_event_once_through_
     let mut loose = def.clone();
     loose.rules[2].filter.clear();
     let mut watches = open();
+    let approve = |d: &WatchDefinition| steward_core::testing::approved_watch(dir.path(), d, t0);
     assert_eq!(
-        steward_core::StewardError::code(&watches.create_approved(&loose, 1, t0).unwrap_err()),
+        steward_core::StewardError::code(
+            &watches.create_approved(&approve(&loose), t0).unwrap_err()
+        ),
         "WATCH_INVALID"
     );
-    let watch = watches.create_approved(&def, 1, t0).unwrap();
+    let watch = watches.create_approved(&approve(&def), t0).unwrap();
     let mailer = Mailer::default();
     let end = stops[n - 1]["arrivo_teorico"].as_i64().unwrap() / 1_000 + 10 * 60;
     let mut t = t0;

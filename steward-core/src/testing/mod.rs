@@ -9,11 +9,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod approvals;
 mod embedder;
 mod mail_source;
 mod transport;
 mod watch_adapter;
 
+pub use approvals::approved_watch;
 pub use embedder::{EmbedderExpectations, embedder_contract};
 pub use mail_source::{MailSourceExpectations, mail_source_contract, missing_root_contract};
 pub use transport::{TransportExpectations, mail_transport_contract};

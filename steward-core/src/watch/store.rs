@@ -623,19 +623,28 @@ impl Watches {
         self.insert(&def, &Origin::default(), now)
     }
 
-    /// Creates the watch a person approved (`approval_id`, checked by the caller against the
-    /// approval's hash). Idempotent: a second activation of the same approval returns the
-    /// watch the first made.
+    /// Creates the watch a person approved: `approved` is the approval store's token for a
+    /// `watch.create_agent` request, and the watch started is exactly its input. Idempotent: a
+    /// second activation of the same approval returns the watch the first made.
     pub fn create_approved(
         &self,
-        def: &WatchDefinition,
-        approval_id: i64,
+        approved: &crate::approval::ApprovedInput,
         now: i64,
     ) -> Result<WatchSummary, WatchError> {
+        if approved.tool() != crate::WATCH_GRANTS_TOOL {
+            return Err(WatchError::Invalid(format!(
+                "approval {} is not a {} request",
+                approved.approval_id(),
+                crate::WATCH_GRANTS_TOOL
+            )));
+        }
+        let approval_id = approved.approval_id();
         if let Some(w) = self.by_approval(approval_id)? {
             return Ok(w);
         }
-        let def = self.prepare(def, now)?;
+        let def: WatchDefinition = serde_json::from_value(approved.input().clone())
+            .map_err(|e| WatchError::Invalid(e.to_string()))?;
+        let def = self.prepare(&def, now)?;
         let origin = Origin { approval_id: Some(approval_id), ..Origin::default() };
         match self.insert(&def, &origin, now) {
             // A concurrent activation won the unique index.

@@ -68,6 +68,11 @@ fn engine(dir: &std::path::Path) -> (Arc<Scripted>, Watches) {
     (a, w)
 }
 
+/// A person's approval of `d` in `home`'s approval store, as the executor's token.
+fn approve(home: &std::path::Path, d: &WatchDefinition) -> crate::approval::ApprovedInput {
+    crate::testing::approved_watch(home, d, 1_000)
+}
+
 fn def(rules: Value) -> WatchDefinition {
     serde_json::from_value(json!({
         "source": "scripted", "resource_ref": "r1", "instruction": "tell me", "rules": rules
@@ -355,8 +360,10 @@ fn grants_are_checked_against_the_registry_at_creation() {
     let (_a, w) = granted_engine(dir.path());
     let with = |grant: Value| {
         w.create_approved(
-            &def(json!([{"id": "g", "event": "x.platform", "grants": [grant]}])),
-            7,
+            &approve(
+                dir.path(),
+                &def(json!([{"id": "g", "event": "x.platform", "grants": [grant]}])),
+            ),
             1_000,
         )
     };
@@ -389,9 +396,13 @@ fn grants_are_checked_against_the_registry_at_creation() {
     assert!(w.create(&bad_cont, 1_000).unwrap_err().to_string().contains("needs a grant"));
     assert_eq!(w.list(&WatchQuery::default()).unwrap().len(), 0, "nothing was stored");
     // Well-formed: one watch per approval, however often it is activated.
-    let a = with(mail_grant()).unwrap();
-    let b = with(mail_grant()).unwrap();
-    assert_eq!((a.id, a.approval_id, a.attempt), (b.id, Some(7), 1));
+    let approved = approve(
+        dir.path(),
+        &def(json!([{"id": "g", "event": "x.platform", "grants": [mail_grant()]}])),
+    );
+    let a = w.create_approved(&approved, 1_000).unwrap();
+    let b = w.create_approved(&approved, 1_000).unwrap();
+    assert_eq!((a.id, a.approval_id, a.attempt), (b.id, Some(approved.approval_id()), 1));
     assert_eq!(w.list(&WatchQuery::default()).unwrap().len(), 1);
 }
 
@@ -419,17 +430,19 @@ fn the_second_guard_checks_every_argument_and_a_claim_never_runs_twice() {
     let (a, w) = granted_engine(dir.path());
     let watch = w
         .create_approved(
-            &def(json!([
-                {"id": "mail", "event": "x.platform", "where": {"platform": "7"}, "once": true,
-                 "grants": [mail_grant()]},
-                {"id": "cal", "event": "x.arrived", "grants": [{"tool": "calendar.create_event",
-                  "constraints": {"fields": {
-                    "title": {"kind": "one_of", "values": ["Pick up", "Meet"]},
-                    "start": {"kind": "relative_time", "field": "state.eta", "minutes": -30},
-                    "end": {"kind": "relative_time", "field": "state.eta", "minutes": 0}}}}]},
-                {"id": "plain", "event": "x.platform"}
-            ])),
-            9,
+            &approve(
+                dir.path(),
+                &def(json!([
+                    {"id": "mail", "event": "x.platform", "where": {"platform": "7"}, "once": true,
+                     "grants": [mail_grant()]},
+                    {"id": "cal", "event": "x.arrived", "grants": [{"tool": "calendar.create_event",
+                      "constraints": {"fields": {
+                        "title": {"kind": "one_of", "values": ["Pick up", "Meet"]},
+                        "start": {"kind": "relative_time", "field": "state.eta", "minutes": -30},
+                        "end": {"kind": "relative_time", "field": "state.eta", "minutes": 0}}}}]},
+                    {"id": "plain", "event": "x.platform"}
+                ])),
+            ),
             1_000,
         )
         .unwrap();
@@ -508,9 +521,8 @@ fn a_continuation_inherits_grants_and_context_exactly_and_stops_at_max_attempts(
     let (a, w) = granted_engine(dir.path());
     let parent = w
         .create_approved(
-            &def(json!([{"id": "mail", "event": "x.platform", "once": true, "grants": [mail_grant()],
-                "continuation": {"outcomes": ["not_answered"], "after_minutes": 2, "max_attempts": 2}}])),
-            11,
+            &approve(dir.path(), &def(json!([{"id": "mail", "event": "x.platform", "once": true, "grants": [mail_grant()],
+                "continuation": {"outcomes": ["not_answered"], "after_minutes": 2, "max_attempts": 2}}]))),
             1_000,
         )
         .unwrap();
@@ -526,7 +538,8 @@ fn a_continuation_inherits_grants_and_context_exactly_and_stops_at_max_attempts(
         (child.source.as_str(), child.parent_id, child.attempt),
         ("time", Some(parent.id), 2)
     );
-    assert_eq!(child.approval_id, Some(11));
+    assert_eq!(child.approval_id, parent.approval_id);
+    assert!(parent.approval_id.is_some());
     assert_eq!(child.rules[0].grants, parent.rules[0].grants, "exactly the parent's grants");
     assert_eq!(child.rules[0].continuation, parent.rules[0].continuation);
     assert_eq!(child.resource_ref, "1970-01-01T00:19:00Z", "finished at 1,020 + 2 minutes");
@@ -560,12 +573,8 @@ fn a_continuation_inherits_grants_and_context_exactly_and_stops_at_max_attempts(
     // Without a `time` source the outcome is still recorded; only the follow-up is missing.
     let dir2 = tempfile::tempdir().unwrap();
     let (a2, w2) = engine(dir2.path());
-    w2.create_approved(
-        &def(json!([{"id": "mail", "event": "x.platform", "once": true, "grants": [mail_grant()],
-            "continuation": {"outcomes": ["not_answered"], "after_minutes": 2, "max_attempts": 2}}])),
-        12,
-        1_000,
-    )
+    w2.create_approved(&approve(dir2.path(), &def(json!([{"id": "mail", "event": "x.platform", "once": true, "grants": [mail_grant()],
+            "continuation": {"outcomes": ["not_answered"], "after_minutes": 2, "max_attempts": 2}}]))), 1_000)
     .unwrap();
     *a2.state.lock().unwrap() = json!({"platform": "3", "station": "Milano", "eta": 100_000});
     w2.poll(1_010).unwrap();
@@ -702,4 +711,35 @@ fn states_are_enums_and_a_state_no_version_wrote_is_a_damaged_row() {
     drop(c);
     let e = w.get(id).unwrap_err();
     assert_eq!(e.code(), "WATCH_CORRUPT", "{e}");
+}
+
+#[test]
+fn only_an_approved_watch_request_starts_a_watch_from_a_token() {
+    use crate::approval::{Approvals, HumanAuthority, NewApproval, Resolution};
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, w) = granted_engine(dir.path());
+    // A person approved something else (a mail): its token does not start a watch.
+    let approvals = Approvals::open(dir.path(), &Limits::default()).unwrap();
+    let mail = approvals
+        .request(
+            &NewApproval {
+                chat: None,
+                requested_by: "agent:test".into(),
+                tool: "mail.send".into(),
+                input: json!({"to": ["a@example.org"], "subject": "s", "body": "b"}),
+                summary: "Send s".into(),
+                level: crate::policy::Level::Confirm,
+                timeout_secs: None,
+                taint: None,
+            },
+            None,
+            1_000,
+        )
+        .unwrap();
+    let person = HumanAuthority::new("ada").unwrap();
+    approvals.resolve(mail.id, &Resolution::Approve, None, &person, None, None, 1_000).unwrap();
+    let token = approvals.authorize_approved(mail.id).unwrap();
+    let e = w.create_approved(&token, 1_000).unwrap_err();
+    assert_eq!(e.code(), "WATCH_INVALID", "{e}");
+    assert!(w.list(&WatchQuery::default()).unwrap().is_empty(), "nothing started");
 }
