@@ -302,6 +302,27 @@ pub struct OpUpdate {
     pub evidence: Option<Value>,
 }
 
+/// What confirms an operation: what a confirmation check observed in the mirror (the sent
+/// copy it matched). Only such a check builds one, so no caller can call an operation
+/// confirmed without having looked — `Started → Confirmed` needs it in the type
+/// ([`Journal::confirm`]; [`Journal::transition`] refuses `confirmed`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirmation {
+    evidence: Value,
+}
+
+impl Confirmation {
+    /// What a confirmation check found and matched.
+    pub(crate) fn observed(evidence: Value) -> Self {
+        Self { evidence }
+    }
+
+    /// The evidence, as stored with the operation.
+    pub fn evidence(&self) -> &Value {
+        &self.evidence
+    }
+}
+
 /// Errors of the journal.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -750,6 +771,33 @@ impl Journal {
     /// Moves `id` from the state it is in to `to`, recording `update`. An illegal transition
     /// is an error and writes nothing; a concurrent move makes this one fail the same way.
     pub fn transition(
+        &self,
+        id: i64,
+        to: OpState,
+        update: &OpUpdate,
+        now: i64,
+    ) -> Result<Operation, JournalError> {
+        if to == OpState::Confirmed {
+            return Err(JournalError::Invalid(format!(
+                "operation {id}: only a confirmation with evidence confirms (Journal::confirm)"
+            )));
+        }
+        self.move_to(id, to, update, now)
+    }
+
+    /// Confirms `id` with what a confirmation check observed (from any state that may become
+    /// `confirmed`); the evidence is stored with it.
+    pub fn confirm(
+        &self,
+        id: i64,
+        confirmation: Confirmation,
+        now: i64,
+    ) -> Result<Operation, JournalError> {
+        let update = OpUpdate { evidence: Some(confirmation.evidence), ..OpUpdate::default() };
+        self.move_to(id, OpState::Confirmed, &update, now)
+    }
+
+    fn move_to(
         &self,
         id: i64,
         to: OpState,

@@ -74,14 +74,12 @@ fn journal_before_execute_idempotency_and_typed_transitions() {
     let bad = j.transition(op.id, OpState::Started, &OpUpdate::default(), NOW).unwrap_err();
     assert_eq!(bad.code(), "JOURNAL_ILLEGAL_TRANSITION");
     assert_eq!(j.get(op.id).unwrap().state, OpState::BackendReturned, "refusal wrote nothing");
-    let done = j
-        .transition(
-            op.id,
-            OpState::Confirmed,
-            &OpUpdate { evidence: Some(json!({"sent_message": 42})), ..Default::default() },
-            NOW + 2,
-        )
-        .unwrap();
+    // Confirmed only with what a check observed: a bare transition is refused, writes nothing.
+    let bare = j.transition(op.id, OpState::Confirmed, &OpUpdate::default(), NOW + 2).unwrap_err();
+    assert_eq!(bare.code(), "JOURNAL_INVALID");
+    assert_eq!(j.get(op.id).unwrap().state, OpState::BackendReturned);
+    let done =
+        j.confirm(op.id, Confirmation::observed(json!({"sent_message": 42})), NOW + 2).unwrap();
     assert_eq!(done.evidence, Some(json!({"sent_message": 42})));
     assert_eq!(done.backend_result, Some(json!({"smtp": "250 OK"})), "earlier fields kept");
 

@@ -24,7 +24,9 @@ use sha2::{Digest, Sha256};
 use crate::{
     Steward,
     error::{ErrorKind, StewardError},
-    journal::{JournalError, NewOperation, OpState, OpUpdate, Operation, OperationSummary},
+    journal::{
+        Confirmation, JournalError, NewOperation, OpState, OpUpdate, Operation, OperationSummary,
+    },
     mirror::hex,
     paths::{MAX_ATTACHMENT_BYTES, PathError},
     policy::catalog::{MAX_ATTACHMENTS, MAX_RECIPIENTS, MailReplyInput, MailSendInput},
@@ -726,17 +728,12 @@ impl Steward {
                 .sent_evidence(&op.expected, op.attempted_at.unwrap_or(op.created_at))?;
             fail::fail_point!("outbox::during_confirm", |_| std::process::abort());
             let evidence = serde_json::to_value(&found).ok();
-            match found.matched() {
-                Some(_) => {
-                    journal.transition(
-                        op.id,
-                        OpState::Confirmed,
-                        &OpUpdate { evidence, ..OpUpdate::default() },
-                        now,
-                    )?;
+            match (found.matched(), &evidence) {
+                (Some(_), Some(seen)) => {
+                    journal.confirm(op.id, Confirmation::observed(seen.clone()), now)?;
                     report.confirmed += 1;
                 }
-                None => {
+                _ => {
                     if found.is_ambiguous() {
                         report.ambiguous += 1;
                     }
