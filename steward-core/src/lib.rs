@@ -50,4 +50,6 @@ pub use authority::{
 };
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;
-pub use steward::{OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home};
+pub use steward::{
+    AuditPage, OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home,
+};

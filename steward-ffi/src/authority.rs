@@ -154,9 +154,13 @@ impl Steward {
         offset: u32,
         limit: u32,
     ) -> Result<Vec<ApprovalCard>, FfiError> {
-        let a = self.inner().approvals().map_err(|e| ffi(&e))?;
-        let page =
-            a.list(pending_only, None, offset as usize, limit as usize).map_err(|e| ffi(&e))?;
+        let q = steward_core::approval::ApprovalQuery {
+            status: pending_only.then(|| "pending".to_owned()),
+            chat: None,
+            offset: offset as usize,
+            limit: Some(limit as usize),
+        };
+        let page = self.inner().list_approvals(&q).map_err(|e| ffi(&e))?;
         Ok(page.into_iter().map(Into::into).collect())
     }
 
@@ -202,8 +206,8 @@ impl Steward {
     /// for none).
     pub fn audit(&self, query_json: String) -> Result<Vec<AuditEntry>, FfiError> {
         let q = steward_core::audit::AuditQuery::from_json(&query_json).map_err(|e| ffi(&e))?;
-        let rows = self.inner().audit().and_then(|a| a.query(&q)).map_err(|e| ffi(&e))?;
-        Ok(rows.into_iter().map(Into::into).collect())
+        let page = self.inner().audit_page(&q).map_err(|e| ffi(&e))?;
+        Ok(page.events.into_iter().map(Into::into).collect())
     }
 
     /// The authority of the person using this launcher. Only a human frontend calls this, and

@@ -175,7 +175,7 @@ impl Steward {
 
     /// Counts over the mirror.
     pub fn mirror_stats(&self) -> Result<MirrorStats, FfiError> {
-        Ok(self.inner.mirror().stats()?.into())
+        Ok(self.inner.mail_stats()?.into())
     }
 }
 

@@ -2,7 +2,6 @@
 
 use steward_core::{
     WatchProposal,
-    time::now_secs,
     watch::{PollReport, QueuedEvent, WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary},
 };
 
@@ -122,7 +121,7 @@ impl Steward {
     /// `rules`, …: the same document `POST /watches` takes).
     pub fn create_watch(&self, definition_json: String) -> Result<WatchInfo, FfiError> {
         let def = WatchDefinition::from_json(&definition_json).map_err(|e| ffi(&e))?;
-        let w = self.inner().watches().and_then(|w| w.create(&def, now_secs()));
+        let w = self.inner().create_watch(&def);
         w.map(Into::into).map_err(|e| ffi(&e))
     }
 
@@ -161,29 +160,27 @@ impl Steward {
             offset: offset as usize,
             limit: Some(limit as usize),
         };
-        let list = self.inner().watches().and_then(|w| w.list(&q)).map_err(|e| ffi(&e))?;
+        let list = self.inner().list_watches(&q).map_err(|e| ffi(&e))?;
         Ok(list.into_iter().map(Into::into).collect())
     }
 
     /// Stops a watch (idempotent).
     pub fn stop_watch(&self, id: i64) -> Result<WatchInfo, FfiError> {
-        let w = self.inner().watches().and_then(|w| w.stop(id, now_secs()));
+        let w = self.inner().stop_watch(id);
         w.map(Into::into).map_err(|e| ffi(&e))
     }
 
     /// Runs one poll cycle at `now` (Unix seconds; absent: the clock).
     pub fn poll_watches(&self, now: Option<i64>) -> Result<PollSummary, FfiError> {
-        let now = now.unwrap_or_else(now_secs);
-        self.inner().watches().and_then(|w| w.poll(now)).map(Into::into).map_err(|e| ffi(&e))
+        self.inner().poll_watches(now).map(Into::into).map_err(|e| ffi(&e))
     }
 
     /// [`Steward::poll_watches`] as an async call: the poll (which asks sources over the
     /// network) runs on the library's runtime.
     pub async fn poll_watches_async(&self, now: Option<i64>) -> Result<PollSummary, FfiError> {
-        let now = now.unwrap_or_else(now_secs);
         let steward = self.handle();
         crate::runtime::blocking(move || {
-            steward.watches().and_then(|w| w.poll(now)).map(Into::into).map_err(|e| ffi(&e))
+            steward.poll_watches(now).map(Into::into).map_err(|e| ffi(&e))
         })
         .await
     }
@@ -201,7 +198,7 @@ impl Steward {
             limit: Some(limit as usize),
             ..WatchEventQuery::default()
         };
-        let list = self.inner().watches().and_then(|w| w.events(&q)).map_err(|e| ffi(&e))?;
+        let list = self.inner().watch_events(&q).map_err(|e| ffi(&e))?;
         Ok(list.into_iter().map(Into::into).collect())
     }
 }

@@ -808,17 +808,13 @@ impl PySteward {
     /// The granted actions an event makes available (only its matched rules' grants), with
     /// the arguments their constraints fix.
     fn granted_actions<'py>(&self, py: Python<'py>, event_id: i64) -> PyResult<Bound<'py, PyAny>> {
-        let a = py
-            .detach(|| self.inner.watches().and_then(|w| w.granted_actions(event_id)))
-            .map_err(|e| to_py(&e))?;
+        let a = py.detach(|| self.inner.watch_granted_actions(event_id)).map_err(|e| to_py(&e))?;
         to_python(py, &a)
     }
 
     /// The recorded action runs (claims and outcomes) of an event.
     fn action_runs<'py>(&self, py: Python<'py>, event_id: i64) -> PyResult<Bound<'py, PyAny>> {
-        let r = py
-            .detach(|| self.inner.watches().and_then(|w| w.action_runs(event_id)))
-            .map_err(|e| to_py(&e))?;
+        let r = py.detach(|| self.inner.watch_action_runs(event_id)).map_err(|e| to_py(&e))?;
         to_python(py, &r)
     }
 
@@ -968,9 +964,8 @@ impl PySteward {
         py: Python<'py>,
         now: Option<i64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let now = now.unwrap_or_else(steward_core::time::now_secs);
         let steward = std::sync::Arc::clone(&self.inner);
-        awaitable(py, move || outcome(steward.watches().and_then(|w| w.poll(now))))
+        awaitable(py, move || outcome(steward.poll_watches(now)))
     }
 
     /// Approval requests, newest first (at most 100 per page), as dicts.
@@ -983,20 +978,19 @@ impl PySteward {
         offset: usize,
         limit: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let page = py
-            .detach(|| {
-                self.inner
-                    .approvals()
-                    .and_then(|a| a.list(pending_only, chat.as_deref(), offset, limit))
-            })
-            .map_err(|e| to_py(&e))?;
+        let q = steward_core::approval::ApprovalQuery {
+            status: pending_only.then(|| "pending".to_owned()),
+            chat,
+            offset,
+            limit: Some(limit),
+        };
+        let page = py.detach(|| self.inner.list_approvals(&q)).map_err(|e| to_py(&e))?;
         to_python(py, &page)
     }
 
     /// One approval request, as a dict.
     fn approval<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Bound<'py, PyAny>> {
-        let a =
-            py.detach(|| self.inner.approvals().and_then(|a| a.get(id))).map_err(|e| to_py(&e))?;
+        let a = py.detach(|| self.inner.approval(id)).map_err(|e| to_py(&e))?;
         to_python(py, &a)
     }
 
@@ -1030,9 +1024,8 @@ impl PySteward {
     ) -> PyResult<Bound<'py, PyAny>> {
         let text = json_object_of(py, query)?;
         let q = steward_core::audit::AuditQuery::from_json(&text).map_err(|e| to_py(&e))?;
-        let rows =
-            py.detach(|| self.inner.audit().and_then(|a| a.query(&q))).map_err(|e| to_py(&e))?;
-        to_python(py, &rows)
+        let page = py.detach(|| self.inner.audit_page(&q)).map_err(|e| to_py(&e))?;
+        to_python(py, &page.events)
     }
 
     /// Creates a watch from a definition dict (source, resource_ref, instruction, rules, and
@@ -1044,10 +1037,7 @@ impl PySteward {
     ) -> PyResult<Bound<'py, PyAny>> {
         let text = json_object_of(py, Some(definition))?;
         let def = steward_core::watch::WatchDefinition::from_json(&text).map_err(|e| to_py(&e))?;
-        let now = steward_core::time::now_secs();
-        let w = py
-            .detach(|| self.inner.watches().and_then(|w| w.create(&def, now)))
-            .map_err(|e| to_py(&e))?;
+        let w = py.detach(|| self.inner.create_watch(&def)).map_err(|e| to_py(&e))?;
         to_python(py, &w)
     }
 
@@ -1065,17 +1055,13 @@ impl PySteward {
             .transpose()
             .map_err(|e| to_py(&steward_core::watch::WatchError::from(e)))?;
         let q = steward_core::watch::WatchQuery { status, offset, limit: Some(limit) };
-        let page =
-            py.detach(|| self.inner.watches().and_then(|w| w.list(&q))).map_err(|e| to_py(&e))?;
+        let page = py.detach(|| self.inner.list_watches(&q)).map_err(|e| to_py(&e))?;
         to_python(py, &page)
     }
 
     /// Stops a watch (idempotent); returns it.
     fn stop_watch<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Bound<'py, PyAny>> {
-        let now = steward_core::time::now_secs();
-        let w = py
-            .detach(|| self.inner.watches().and_then(|w| w.stop(id, now)))
-            .map_err(|e| to_py(&e))?;
+        let w = py.detach(|| self.inner.stop_watch(id)).map_err(|e| to_py(&e))?;
         to_python(py, &w)
     }
 
@@ -1083,9 +1069,7 @@ impl PySteward {
     /// own); returns the report.
     #[pyo3(signature = (now=None))]
     fn poll_watches<'py>(&self, py: Python<'py>, now: Option<i64>) -> PyResult<Bound<'py, PyAny>> {
-        let now = now.unwrap_or_else(steward_core::time::now_secs);
-        let r =
-            py.detach(|| self.inner.watches().and_then(|w| w.poll(now))).map_err(|e| to_py(&e))?;
+        let r = py.detach(|| self.inner.poll_watches(now)).map_err(|e| to_py(&e))?;
         to_python(py, &r)
     }
 
@@ -1101,8 +1085,7 @@ impl PySteward {
     ) -> PyResult<Bound<'py, PyAny>> {
         let q =
             steward_core::watch::WatchEventQuery { pending, watch_id, offset, limit: Some(limit) };
-        let events =
-            py.detach(|| self.inner.watches().and_then(|w| w.events(&q))).map_err(|e| to_py(&e))?;
+        let events = py.detach(|| self.inner.watch_events(&q)).map_err(|e| to_py(&e))?;
         to_python(py, &events)
     }
 
@@ -1265,7 +1248,7 @@ impl PySteward {
 
     /// Live and soft-deleted message counts and the failed-file count.
     fn mirror_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = py.detach(|| self.inner.mirror().stats()).map_err(|e| to_py(&e))?;
+        let s = py.detach(|| self.inner.mail_stats()).map_err(|e| to_py(&e))?;
         let d = PyDict::new(py);
         d.set_item("messages_live", s.messages_live)?;
         d.set_item("messages_deleted", s.messages_deleted)?;

@@ -10,7 +10,7 @@ use steward_core::{
     approval::{Approval, ApprovalQuery, ApprovalStatus, DecisionInput, DecisionKind},
     audit::{AuditQuery, MAX_AUDIT_PAGE},
     policy::PolicyChange,
-    time::{now_secs as now, parse_date},
+    time::parse_date,
 };
 
 use super::{Failure, json_line, open, usage};
@@ -247,7 +247,7 @@ pub(super) fn approvals(home: Option<PathBuf>, cmd: ApprovalsCmd) -> Result<(), 
         ApprovalsCmd::SetPin(p) => {
             let who = steward.human(&p.name())?;
             let pin = read_secret("New PIN: ")?;
-            steward.approvals()?.set_pin(&who, &pin, now())?;
+            steward.set_pin(&who, &pin)?;
             out!("PIN set for {}", who.person());
         }
     }
@@ -365,14 +365,13 @@ pub(super) fn audit(home: Option<PathBuf>, a: AuditArgs) -> Result<(), Failure> 
         limit: a.limit,
     };
     let steward = open(home)?;
-    let log = steward.audit()?;
-    let rows = log.query(&q)?;
+    let page = steward.audit_page(&q)?;
     if a.json {
-        json_line(&serde_json::json!({"events": rows, "write_failures": log.failures()}));
-    } else if rows.is_empty() {
+        json_line(&page);
+    } else if page.events.is_empty() {
         out!("no audit events");
     } else {
-        for r in rows {
+        for r in page.events {
             out!(
                 "{} {} {} {} {}{} {}",
                 r.id,

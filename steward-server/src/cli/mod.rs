@@ -511,7 +511,7 @@ fn embed_after_sync(steward: &Steward, json: bool) {
 
 fn stats(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let steward = open(home)?;
-    let s = steward.mirror().stats()?;
+    let s = steward.mail_stats()?;
     if json {
         json_line(&s);
         return Ok(());
@@ -653,7 +653,7 @@ fn read(
     json: bool,
 ) -> Result<(), Failure> {
     let steward = open(home)?;
-    let m = steward.mirror().read_message(id, BodyWindow { offset, max_chars: chars })?;
+    let m = steward.read_message(id, BodyWindow { offset, max_chars: chars })?;
     if json {
         json_line(&m);
         return Ok(());
@@ -699,7 +699,7 @@ fn thread(
     json: bool,
 ) -> Result<(), Failure> {
     let steward = open(home)?;
-    let page = steward.mirror().read_thread(id, offset, limit)?;
+    let page = steward.read_thread(id, offset, limit)?;
     if json {
         json_line(&page);
         return Ok(());

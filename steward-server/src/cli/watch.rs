@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use steward_core::{
     WatchProposal,
-    time::now_secs,
     watch::{WatchDefinition, WatchEventQuery, WatchQuery, WatchSummary},
 };
 
@@ -88,7 +87,6 @@ fn line(w: &WatchSummary) {
 
 pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure> {
     let steward = open(home)?;
-    let watches = steward.watches()?;
     match cmd {
         WatchCmd::Create { file, json } => {
             let text = if file.as_os_str() == "-" {
@@ -113,7 +111,7 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
             }
         }
         WatchCmd::List { status, json } => {
-            let page = watches.list(&WatchQuery {
+            let page = steward.list_watches(&WatchQuery {
                 status: status
                     .map(|s| s.parse().map_err(steward_core::watch::WatchError::from))
                     .transpose()?,
@@ -129,11 +127,11 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
             }
         }
         WatchCmd::Stop { id, json } => {
-            let w = watches.stop(id, now_secs())?;
+            let w = steward.stop_watch(id)?;
             if json { json_line(&w) } else { line(&w) }
         }
         WatchCmd::Poll { json } => {
-            let r = watches.poll(now_secs())?;
+            let r = steward.poll_watches(None)?;
             if json {
                 json_line(&r);
             } else {
@@ -149,8 +147,8 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
             }
         }
         WatchCmd::Actions { event, json } => {
-            let offered = watches.granted_actions(event)?;
-            let runs = watches.action_runs(event)?;
+            let offered = steward.watch_granted_actions(event)?;
+            let runs = steward.watch_action_runs(event)?;
             if json {
                 json_line(&serde_json::json!({"granted": offered, "runs": runs}));
             } else if offered.is_empty() {
@@ -188,7 +186,7 @@ pub(super) fn watch(home: Option<PathBuf>, cmd: WatchCmd) -> Result<(), Failure>
                 limit: Some(limit),
                 ..WatchEventQuery::default()
             };
-            let events = watches.events(&q)?;
+            let events = steward.watch_events(&q)?;
             if json {
                 json_line(&events);
             } else if events.is_empty() {

@@ -76,7 +76,7 @@ async fn message(
     ApiQuery(q): ApiQuery<BodyQuery>,
 ) -> Result<Json<MessageRead>, ApiError> {
     let window = BodyWindow { offset: q.offset, max_chars: q.chars.unwrap_or(READ_WINDOW_CHARS) };
-    state.call(move |s| s.mirror().read_message(id, window)).await.map(Json)
+    state.call(move |s| s.read_message(id, window)).await.map(Json)
 }
 
 async fn thread(
@@ -85,5 +85,5 @@ async fn thread(
     ApiQuery(q): ApiQuery<PageQuery>,
 ) -> Result<Json<ThreadPage>, ApiError> {
     let limit = q.limit.unwrap_or(THREAD_PAGE);
-    state.call(move |s| s.mirror().read_thread(id, q.offset, limit)).await.map(Json)
+    state.call(move |s| s.read_thread(id, q.offset, limit)).await.map(Json)
 }

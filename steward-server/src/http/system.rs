@@ -3,10 +3,7 @@
 use axum::{Json, extract::State, http::Method, routing::get};
 use serde::Serialize;
 use steward_core::{
-    audit::{AuditQuery, AuditRecord},
-    mirror::MirrorStats,
-    runner::JobStatus,
-    status::SystemStatus,
+    AuditPage, audit::AuditQuery, mirror::MirrorStats, runner::JobStatus, status::SystemStatus,
 };
 
 use super::{ApiError, ApiQuery, AppState, Route, schema};
@@ -59,7 +56,7 @@ pub(super) async fn health() -> Json<HealthResponse> {
 }
 
 async fn stats(State(state): State<AppState>) -> Result<Json<MirrorStats>, ApiError> {
-    state.call(|s| s.mirror().stats()).await.map(Json)
+    state.call(|s| s.mail_stats()).await.map(Json)
 }
 
 async fn status(State(state): State<AppState>) -> Result<Json<SystemStatus>, ApiError> {
@@ -77,27 +74,9 @@ async fn jobs(State(state): State<AppState>) -> Result<Json<Vec<JobStatus>>, Api
     state.call(move |_| runner.status()).await.map(Json)
 }
 
-/// A page of the audit trail.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub(super) struct AuditPage {
-    /// The events, newest first.
-    events: Vec<AuditRecord>,
-    /// Audit writes that failed since this process started (the trail is best-effort).
-    write_failures: u64,
-}
-
 async fn audit(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<AuditPage>, ApiError> {
-    state
-        .call(move |s| {
-            let log = s.audit()?;
-            Ok::<_, steward_core::audit::AuditError>(AuditPage {
-                events: log.query(&q)?,
-                write_failures: log.failures(),
-            })
-        })
-        .await
-        .map(Json)
+    state.call(move |s| s.audit_page(&q)).await.map(Json)
 }

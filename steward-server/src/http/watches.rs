@@ -64,15 +64,14 @@ async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<WatchQuery>,
 ) -> Result<Json<Vec<WatchSummary>>, ApiError> {
-    state.call(move |s| s.watches()?.list(&q)).await.map(Json)
+    state.call(move |s| s.list_watches(&q)).await.map(Json)
 }
 
 async fn create(
     State(state): State<AppState>,
     ApiJson(def): ApiJson<WatchDefinition>,
 ) -> Result<Json<WatchSummary>, ApiError> {
-    let now = steward_core::time::now_secs();
-    state.call(move |s| s.watches()?.create(&def, now)).await.map(Json)
+    state.call(move |s| s.create_watch(&def)).await.map(Json)
 }
 
 async fn propose(
@@ -90,13 +89,12 @@ async fn stop(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<WatchSummary>, ApiError> {
-    let now = steward_core::time::now_secs();
-    state.call(move |s| s.watches()?.stop(id, now)).await.map(Json)
+    state.call(move |s| s.stop_watch(id)).await.map(Json)
 }
 
 async fn events(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<WatchEventQuery>,
 ) -> Result<Json<Vec<QueuedEvent>>, ApiError> {
-    state.call(move |s| s.watches()?.events(&q)).await.map(Json)
+    state.call(move |s| s.watch_events(&q)).await.map(Json)
 }

@@ -1,5 +1,11 @@
 //! The `Steward` handle: one person's home directory and the stores in it.
 
+mod mail;
+mod records;
+mod watches;
+
+pub use records::AuditPage;
+
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
