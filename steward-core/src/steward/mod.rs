@@ -1,5 +1,6 @@
 //! The `Steward` handle: one person's home directory and the stores in it.
 
+mod access;
 mod mail;
 mod records;
 mod watches;

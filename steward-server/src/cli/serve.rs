@@ -59,7 +59,7 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
     let scheme = if config.tls.is_some() { "https" } else { "http" };
     // A pairing code is a convenience: when none can be made (too many unused ones from recent
     // starts), the server still starts and says why.
-    let code = steward.access().and_then(|a| a.new_pairing_code(steward_core::time::now_secs()));
+    let code = steward.new_pairing_code();
     let steward = Arc::new(steward);
     // The home's background runner, configured like every frontend's (`[jobs]`, the mail
     // sources, SMTP): a configuration it cannot use stops the start here.

@@ -124,8 +124,7 @@ pub(super) async fn require_token(
         None
     } else {
         let token = token.to_owned();
-        let now = steward_core::time::now_secs();
-        match state.call(move |s| s.access()?.device_for_token(&token, now)).await? {
+        match state.call(move |s| s.device_for_token(&token)).await? {
             Some(d) => Some(d.id),
             None => {
                 return Err(refuse(

@@ -75,8 +75,7 @@ async fn pair(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<PairInput>,
 ) -> Result<Response, ApiError> {
-    let now = steward_core::time::now_secs();
-    let pairing = state.call(move |s| s.access()?.pair(&input.code, &input.name, now)).await?;
+    let pairing = state.call(move |s| s.pair_device(&input.code, &input.name)).await?;
     // Over TLS the cookie is never sent in clear; on loopback HTTP it cannot be `Secure`.
     let secure = if state.served_over_tls() { "; Secure" } else { "" };
     let cookie = format!(
@@ -92,20 +91,18 @@ async fn pair(
 }
 
 async fn new_code(State(state): State<AppState>) -> Result<Json<PairingCode>, ApiError> {
-    let now = steward_core::time::now_secs();
-    state.call(move |s| s.access()?.new_pairing_code(now)).await.map(Json)
+    state.call(move |s| s.new_pairing_code()).await.map(Json)
 }
 
 async fn list(State(state): State<AppState>) -> Result<Json<Vec<Device>>, ApiError> {
-    state.call(|s| s.access()?.devices()).await.map(Json)
+    state.call(|s| s.devices()).await.map(Json)
 }
 
 async fn revoke(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<Device>, ApiError> {
-    let now = steward_core::time::now_secs();
-    state.call(move |s| s.access()?.revoke(id, now)).await.map(Json)
+    state.call(move |s| s.revoke_device(id)).await.map(Json)
 }
 
 /// The pairing page: reads the code from the fragment (which never reaches a server log),

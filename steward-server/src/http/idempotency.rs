@@ -54,9 +54,8 @@ pub(super) async fn idempotency(
     })?;
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let fingerprint = request_fingerprint(parts.method.as_str(), path, &bytes);
-    let now = steward_core::time::now_secs();
     let (p, k) = (principal.clone(), key.clone());
-    let start = state.run(move |s| s.access()?.begin_idempotent(&p, &k, &fingerprint, now)).await?;
+    let start = state.run(move |s| s.begin_idempotent(&p, &k, &fingerprint)).await?;
     match start {
         Ok(IdempotentStart::Replay { status, body }) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -75,14 +74,7 @@ pub(super) async fn idempotency(
             let status = rparts.status.as_u16();
             let remembered = rbytes.clone();
             let outcome = state
-                .call(move |s| {
-                    let access = s.access()?;
-                    if status == StatusCode::SERVICE_UNAVAILABLE.as_u16() {
-                        access.forget_idempotent(&principal, &key)
-                    } else {
-                        access.finish_idempotent(&principal, &key, status, &remembered)
-                    }
-                })
+                .call(move |s| s.settle_idempotent(&principal, &key, status, &remembered))
                 .await;
             if let Err(e) = outcome {
                 tracing::error!(code = e.code(), "an idempotent response could not be remembered");
