@@ -149,20 +149,33 @@ fn bad(what: &str, range: &str) -> ConfigError {
     ConfigError(format!("[agent] {what} must be {range}"))
 }
 
+/// `[agent] <what>` as a model tier (tier-1 … tier-6).
+fn tier(what: &str, name: &str) -> Result<steward_core::llm::Capability, ConfigError> {
+    steward_core::llm::Capability::parse(name)
+        .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
+        .ok_or_else(|| bad(what, "tier-1 … tier-6"))
+}
+
+/// `[agent] <what>` within `range`.
+fn within<T: PartialOrd + std::fmt::Display + Copy>(
+    what: &str,
+    n: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ConfigError> {
+    if range.contains(&n) {
+        Ok(n)
+    } else {
+        Err(bad(what, &format!("{}..={}", range.start(), range.end())))
+    }
+}
+
 impl AgentSection {
     fn apply_notify(&self, c: &mut NotifyConfig) -> Result<(), ConfigError> {
-        if let Some(t) = &self.notify_tier {
-            c.capability = Some(
-                steward_core::llm::Capability::parse(t)
-                    .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
-                    .ok_or_else(|| bad("notify_tier", "tier-1 … tier-6"))?,
-            );
+        if let Some(t) = self.notify_tier.as_deref() {
+            c.capability = Some(tier("notify_tier", t)?);
         }
         if let Some(n) = self.notify_chars {
-            if !(80..=2_000).contains(&n) {
-                return Err(bad("notify_chars", "80..=2000"));
-            }
-            c.max_chars = n;
+            c.max_chars = within("notify_chars", n, 80..=2_000)?;
         }
         Ok(())
     }
@@ -170,61 +183,32 @@ impl AgentSection {
     fn apply(self, c: &mut AgentConfig) -> Result<(), ConfigError> {
         // The notification settings are checked here too, so a bad one fails either way.
         self.apply_notify(&mut NotifyConfig::default())?;
-        if let Some(t) = self.tier {
-            c.capability = Some(
-                steward_core::llm::Capability::parse(&t)
-                    .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
-                    .ok_or_else(|| bad("tier", "tier-1 … tier-6"))?,
-            );
+        if let Some(t) = self.tier.as_deref() {
+            c.capability = Some(tier("tier", t)?);
         }
         if let Some(n) = self.max_model_calls {
-            if !(1..=100).contains(&n) {
-                return Err(bad("max_model_calls", "1..=100"));
-            }
-            c.max_model_calls = n;
+            c.max_model_calls = within("max_model_calls", n, 1..=100)?;
         }
         if let Some(n) = self.max_tool_calls {
-            if !(1..=200).contains(&n) {
-                return Err(bad("max_tool_calls", "1..=200"));
-            }
-            c.max_tool_calls = n;
+            c.max_tool_calls = within("max_tool_calls", n, 1..=200)?;
         }
         if let Some(n) = self.deadline_secs {
-            if !(10..=3_600).contains(&n) {
-                return Err(bad("deadline_secs", "10..=3600"));
-            }
-            c.deadline = std::time::Duration::from_secs(n);
+            c.deadline = std::time::Duration::from_secs(within("deadline_secs", n, 10..=3_600)?);
         }
         if let Some(n) = self.max_turn_tokens {
-            if !(1_000..=10_000_000).contains(&n) {
-                return Err(bad("max_turn_tokens", "1000..=10000000"));
-            }
-            c.max_turn_tokens = n;
+            c.max_turn_tokens = within("max_turn_tokens", n, 1_000..=10_000_000)?;
         }
-        if let Some(t) = self.summary_tier {
-            c.summary_capability = Some(
-                steward_core::llm::Capability::parse(&t)
-                    .filter(|c| *c != steward_core::llm::Capability::LocalEmbed)
-                    .ok_or_else(|| bad("summary_tier", "tier-1 … tier-6"))?,
-            );
+        if let Some(t) = self.summary_tier.as_deref() {
+            c.summary_capability = Some(tier("summary_tier", t)?);
         }
         if let Some(n) = self.context_chars {
-            if !(10_000..=2_000_000).contains(&n) {
-                return Err(bad("context_chars", "10000..=2000000"));
-            }
-            c.context_chars = n;
+            c.context_chars = within("context_chars", n, 10_000..=2_000_000)?;
         }
         if let Some(n) = self.summary_chars {
-            if !(200..=50_000).contains(&n) {
-                return Err(bad("summary_chars", "200..=50000"));
-            }
-            c.summary_chars = n;
+            c.summary_chars = within("summary_chars", n, 200..=50_000)?;
         }
         if let Some(n) = self.max_concurrent_turns {
-            if !(1..=64).contains(&n) {
-                return Err(bad("max_concurrent_turns", "1..=64"));
-            }
-            c.max_concurrent_turns = n;
+            c.max_concurrent_turns = within("max_concurrent_turns", n, 1..=64)?;
         }
         Ok(())
     }

@@ -88,6 +88,15 @@ impl Rig {
         self.agent.wait(&run, WAIT).unwrap().expect("the turn ends")
     }
 
+    /// The chat's `context_compacted` events, as JSON.
+    fn compactions(&self, chat: &str) -> Vec<Value> {
+        self.events(chat)
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .filter(|e| e["type"] == "context_compacted")
+            .collect()
+    }
+
     fn events(&self, chat: &str) -> Vec<TurnEvent> {
         self.agent.events_after(Some(chat), 0, 500).unwrap().into_iter().map(|e| e.event).collect()
     }
@@ -465,12 +474,7 @@ fn a_long_chat_is_summarized_once_by_a_model_call_and_the_summary_stands_for_its
         );
         assert!(msgs.iter().any(|m| m["content"].as_str() == Some("Second: BETA")));
     }
-    let compacted: Vec<Value> = r
-        .events(&chat)
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .filter(|e| e["type"] == "context_compacted")
-        .collect();
+    let compacted = r.compactions(&chat);
     assert_eq!(compacted.len(), 1, "{compacted:?}");
     assert_eq!(
         (compacted[0]["summarized"].as_bool(), compacted[0]["dropped"].as_u64()),
@@ -509,12 +513,7 @@ fn when_the_summary_fails_the_oldest_exchanges_are_left_out_and_the_turn_still_a
     assert!(
         !msgs.iter().any(|m| m["content"].as_str().is_some_and(|c| c.contains("context.summary")))
     );
-    let compacted: Vec<Value> = r
-        .events(&chat)
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .filter(|e| e["type"] == "context_compacted")
-        .collect();
+    let compacted = r.compactions(&chat);
     assert!(
         !compacted.is_empty() && compacted.iter().all(|e| e["summarized"] == false),
         "{compacted:?}"

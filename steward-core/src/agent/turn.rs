@@ -205,6 +205,21 @@ impl Turn<'_> {
         self.cancel.load(Ordering::SeqCst)
     }
 
+    /// Counts a model answer's tokens against the turn's budget and says so in a `usage` event.
+    fn count(&mut self, answer: &crate::llm::ChatResponse) {
+        self.tokens.0 += answer.usage.input;
+        self.tokens.1 += answer.usage.output;
+        self.shared.event(
+            self.run,
+            self.chat,
+            &TurnEvent::Usage {
+                model: answer.model.clone(),
+                input_tokens: answer.usage.input,
+                output_tokens: answer.usage.output,
+            },
+        );
+    }
+
     /// Whether no message waits; if none does, the lane closes to new ones (they go to the
     /// next run) in the same step.
     fn nothing_queued(&self) -> bool {
@@ -288,17 +303,7 @@ impl Turn<'_> {
                 }
                 Err(e) => return Stop::End(EndReason::Error, Some(format!("{}: {e}", e.code()))),
             };
-            self.tokens.0 += answer.usage.input;
-            self.tokens.1 += answer.usage.output;
-            self.shared.event(
-                self.run,
-                self.chat,
-                &TurnEvent::Usage {
-                    model: answer.model.clone(),
-                    input_tokens: answer.usage.input,
-                    output_tokens: answer.usage.output,
-                },
-            );
+            self.count(&answer);
             // Cancelled while the answer streamed: keep its text, run none of its calls.
             let cancelled = self.cancelled();
             let assistant = Message {
@@ -788,17 +793,7 @@ impl Turn<'_> {
         let limit = self.shared.config.summary_chars;
         let req = summary_request(self.summary_tier(llm), previous, msgs, limit);
         let answer = llm.complete(&req).map_err(|e| format!("{}: {e}", e.code()))?;
-        self.tokens.0 += answer.usage.input;
-        self.tokens.1 += answer.usage.output;
-        self.shared.event(
-            self.run,
-            self.chat,
-            &TurnEvent::Usage {
-                model: answer.model.clone(),
-                input_tokens: answer.usage.input,
-                output_tokens: answer.usage.output,
-            },
-        );
+        self.count(&answer);
         let text = answer.content.trim();
         if text.is_empty() || !answer.tool_calls.is_empty() {
             return Err("the summary model answered without a summary".to_owned());
