@@ -57,12 +57,20 @@ impl PyRun {
         timeout: Duration,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let deadline = Instant::now() + timeout;
+        let mut run = self.run.clone();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let got =
-                py.detach(|| self.agent.wait(&self.run, left.min(SLICE))).map_err(|e| to_py(&e))?;
+                py.detach(|| self.agent.wait(&run, left.min(SLICE))).map_err(|e| to_py(&e))?;
             if let Some(result) = got {
-                return to_python(py, &result).map(Some);
+                match &result.next_run {
+                    // It ended without answering a message it was given: the next run does.
+                    Some(next) => {
+                        run.clone_from(next);
+                        continue;
+                    }
+                    None => return to_python(py, &result).map(Some),
+                }
             }
             if left <= SLICE {
                 return Ok(None);

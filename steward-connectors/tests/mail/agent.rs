@@ -642,6 +642,9 @@ fn a_run_that_ends_on_a_bound_hands_its_queued_message_to_the_next_run_and_says_
     assert_eq!((&ends[1].0, ends[1].1), (&next, EndReason::Completed));
     assert_eq!(f.run_id(), next);
     assert_eq!(r.agent.result(&next).unwrap().text, "answer to later");
+    // The first run's result names the run to wait for; the last one names none.
+    assert_eq!(r.agent.result(&a).unwrap().next_run.as_deref(), Some(next.as_str()));
+    assert_eq!(r.agent.result(&next).unwrap().next_run, None);
 }
 
 #[test]

@@ -529,6 +529,10 @@ pub struct TurnResult {
     pub usage: TurnUsage,
     /// The error, when there was one.
     pub error: Option<String>,
+    /// The run that takes the messages this one ended without applying (it stopped on a
+    /// bound, a cancellation or an approval pause first): wait for that one's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_run: Option<String>,
 }
 
 #[derive(Default)]
@@ -915,6 +919,7 @@ impl Agent {
                 output_tokens: t.output_tokens,
             },
             error: t.error.clone(),
+            next_run: self.shared.store.handed_to(&t.chat_id, &t.run_id)?,
         })
     }
 

@@ -673,6 +673,25 @@ impl ChatStore {
         })?)
     }
 
+    /// The run that took the messages run `run` (of `chat`) ended without applying: the
+    /// `next_run` of its `turn_ended`, when it named one.
+    pub(crate) fn handed_to(&self, chat: &str, run: &str) -> Result<Option<String>, AgentError> {
+        let last: Option<String> = self.db.read(|c| {
+            c.query_row(
+                "SELECT event FROM events WHERE chat_id = ?1 AND run_id = ?2 \
+                 ORDER BY seq DESC LIMIT 1",
+                params![chat, run],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(q("last event of a run"))
+        })?;
+        Ok(match last.and_then(|t| serde_json::from_str::<TurnEvent>(&t).ok()) {
+            Some(TurnEvent::TurnEnded { next_run, .. }) => next_run,
+            _ => None,
+        })
+    }
+
     pub(crate) fn events_after(
         &self,
         chat: Option<&str>,
