@@ -674,12 +674,13 @@ impl ChatStore {
     }
 
     /// The run that took the messages run `run` (of `chat`) ended without applying: the
-    /// `next_run` of its `turn_ended`, when it named one.
+    /// `next_run` of its `turn_ended`, when it named one (read from that event itself: a
+    /// decision resolved later appends events to the run after it).
     pub(crate) fn handed_to(&self, chat: &str, run: &str) -> Result<Option<String>, AgentError> {
         let last: Option<String> = self.db.read(|c| {
             c.query_row(
                 "SELECT event FROM events WHERE chat_id = ?1 AND run_id = ?2 \
-                 ORDER BY seq DESC LIMIT 1",
+                 AND json_extract(event, '$.type') = 'turn_ended' ORDER BY seq DESC LIMIT 1",
                 params![chat, run],
                 |r| r.get(0),
             )
