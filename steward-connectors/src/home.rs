@@ -322,6 +322,9 @@ pub fn runner(steward: Arc<Steward>) -> Result<Runner, HomeError> {
         if let Some(section) = read_config(steward.home())?.agent {
             section.apply_notify(&mut notify)?;
         }
+        if let Ok(llm) = steward.llm() {
+            notify.check(llm.config())?;
+        }
         services.delivery =
             Arc::new(ComposedDelivery::new(Arc::clone(&steward), services.delivery, notify));
     }

@@ -467,7 +467,11 @@ fn a_long_chat_is_summarized_once_by_a_model_call_and_the_summary_stands_for_its
         let msgs = q.body["messages"].as_array().unwrap();
         let second = msgs[1]["content"].as_str().unwrap();
         assert!(second.contains("context.summary") && second.contains("SUMMARY-ONE"), "{second}");
-        assert!(second.starts_with("<untrusted_data"), "the summary is data: {second}");
+        assert!(
+            second.contains("<untrusted_data tool=\"context.summary\"")
+                && second.trim_end().ends_with("</untrusted_data>"),
+            "the summary is data: {second}"
+        );
         assert!(
             !msgs.iter().any(|m| m["content"].as_str() == Some("First: ALPHA-MARK")),
             "the summarized exchange is not sent again"
@@ -499,15 +503,37 @@ fn when_the_summary_fails_the_oldest_exchanges_are_left_out_and_the_turn_still_a
         if is_summary_request(req) {
             return Reply::Json(400, json!({"error": {"message": "no summaries today"}}));
         }
-        if last_message(req).contains("LONG") { say(&long) } else { say("fine") }
+        let last = req.body["messages"].as_array().and_then(|m| m.last()).cloned();
+        let answered = last.as_ref().and_then(|m| m["tool_call_id"].as_str()).map(str::to_owned);
+        match answered.as_deref() {
+            // Two read calls in the third turn: three model calls that each need compacting.
+            Some("t1") => call("t2", "usage.summary", json!({})),
+            Some(_) => say("fine"),
+            None if last_message(req).contains("LONG") => say(&long),
+            None => call("t1", "usage.summary", json!({})),
+        }
     });
     let chat = r.agent.create_chat().unwrap().id;
     assert_eq!(r.turn(&chat, "ONE LONG").end_reason, EndReason::Completed);
     assert_eq!(r.turn(&chat, "TWO LONG").end_reason, EndReason::Completed);
     let res = r.turn(&chat, "THREE");
     assert_eq!((res.end_reason, res.text.as_str()), (EndReason::Completed, "fine"));
-    let last = r._model.requests().into_iter().rev().find(|q| !is_summary_request(q)).unwrap();
-    let msgs = last.body["messages"].as_array().unwrap();
+    let reqs = r._model.requests();
+    assert_eq!(
+        reqs.iter().filter(|q| is_summary_request(q)).count(),
+        1,
+        "a failing summary is asked once per run, not on every model call"
+    );
+    let chats: Vec<&Recorded> = reqs.iter().filter(|q| !is_summary_request(q)).collect();
+    assert_eq!(chats.len(), 5, "two answers, then a call, a call and the answer");
+    for q in &chats[3..] {
+        let told = last_message(q);
+        assert!(
+            told.contains("request(s)") && !told.contains("result dropped"),
+            "the current exchange's results reach the model whole: {told}"
+        );
+    }
+    let msgs = chats[4].body["messages"].as_array().unwrap();
     assert!(!msgs.iter().any(|m| m["content"].as_str() == Some("ONE LONG")), "left out");
     assert!(msgs.iter().any(|m| m["content"].as_str() == Some("TWO LONG")), "kept");
     assert!(
@@ -518,6 +544,60 @@ fn when_the_summary_fails_the_oldest_exchanges_are_left_out_and_the_turn_still_a
         !compacted.is_empty() && compacted.iter().all(|e| e["summarized"] == false),
         "{compacted:?}"
     );
+}
+
+#[test]
+fn a_call_waiting_for_approval_is_never_summarized_away_and_its_outcome_reaches_the_model() {
+    let mut config = AgentConfig::default();
+    config.context_chars = 6_000;
+    config.summary_chars = 500;
+    config.resume_on_decision = false;
+    let mail = json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"});
+    let r = rig(config, move |req, _| {
+        if is_summary_request(req) {
+            return say("SUMMARY: the person said ONE.");
+        }
+        let told = last_message(req);
+        if told.contains("SEND") {
+            call("s1", "mail.send", mail.clone())
+        } else if told.contains("ONE") {
+            say(&"a".repeat(3_000))
+        } else if told.contains("THREE") {
+            say(&"b".repeat(5_400))
+        } else {
+            say("ok")
+        }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    assert_eq!(r.turn(&chat, "ONE").end_reason, EndReason::Completed);
+    let paused = r.turn(&chat, "SEND");
+    assert_eq!(paused.end_reason, EndReason::AwaitingApproval, "{paused:?}");
+    assert_eq!(r.turn(&chat, "THREE").end_reason, EndReason::Completed);
+    assert_eq!(r.turn(&chat, "FOUR").end_reason, EndReason::Completed);
+    let reqs = r._model.requests();
+    let summaries: Vec<&Recorded> = reqs.iter().filter(|q| is_summary_request(q)).collect();
+    assert_eq!(summaries.len(), 1, "the start was summarized");
+    let transcript = last_message(summaries[0]);
+    assert!(transcript.contains("Person: ONE"), "{transcript}");
+    assert!(
+        !transcript.contains("mail.send") && !transcript.contains("SEND"),
+        "the waiting call is not summarized: {transcript}"
+    );
+    let four = reqs.iter().rev().find(|q| !is_summary_request(q)).unwrap();
+    let sent = four.body["messages"].to_string();
+    assert!(sent.contains("\"s1\"") && sent.contains("mail.send"), "the call stays: {sent}");
+    // The person declines; the next turn's model hears it.
+    let me = r.steward.human("Ada").unwrap();
+    r.steward
+        .decide_approval(paused.approvals[0], DecisionKind::Deny, &DecisionInput::default(), &me)
+        .unwrap();
+    assert_eq!(r.agent.resolve_decided().unwrap(), 1);
+    assert_eq!(r.turn(&chat, "FIVE").end_reason, EndReason::Completed);
+    let after = r._model.requests();
+    let heard =
+        after[reqs.len()..].iter().any(|q| q.body.to_string().contains("declined by the person"));
+    assert!(heard, "the outcome reached the model (in its context or a new summary)");
+    assert_eq!(r.sink.deliveries().len(), 0, "nothing was sent");
 }
 
 /// Holds chosen model requests until the test releases them, and says when one arrived: the
@@ -603,6 +683,37 @@ fn a_message_sent_during_a_turn_is_answered_by_the_run_whose_id_it_was_given() {
     let applied =
         r.events(&chat).iter().filter(|e| matches!(e, TurnEvent::MessageApplied { .. })).count();
     assert_eq!(applied, 2);
+}
+
+#[test]
+fn a_message_queued_when_the_agent_shuts_down_is_kept_and_its_run_ends_cancelled() {
+    let (gate, arrived, release) = Gate::new();
+    let r = rig(AgentConfig::default(), move |_, n| {
+        gate.hold(n);
+        call("c1", "ops.list", json!({}))
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    let a = r.agent.start_turn(&chat, "now").unwrap();
+    assert_eq!(arrived.recv_timeout(WAIT).unwrap(), 0);
+    assert_eq!(r.agent.start_turn(&chat, "later").unwrap(), a, "queued on the running run");
+    r.agent.shutdown();
+    release.send(()).unwrap();
+    let first = r.agent.wait(&a, WAIT).unwrap().expect("the run ends");
+    assert_eq!(first.end_reason, EndReason::Cancelled, "{first:?}");
+    let b = first.next_run.expect("the end names the run that takes the queued message");
+    let second = r.agent.wait(&b, WAIT).unwrap().expect("that run ends too, never left waiting");
+    assert_eq!(second.end_reason, EndReason::Cancelled, "{second:?}");
+    let said: Vec<Option<String>> = r
+        .agent
+        .messages(&chat, 0, 50)
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.role == "user")
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(said, [Some("now".to_owned()), Some("later".to_owned())], "nothing lost");
+    assert_eq!(r._model.requests().len(), 1, "no model call after the shutdown");
+    assert!(r.agent.tool_calls(&chat).unwrap().is_empty(), "no tool ran");
 }
 
 #[test]

@@ -437,9 +437,25 @@ fn a_home_sets_the_agents_tier_and_bounds_from_its_config_and_refuses_bad_ones()
         "[agent]\nmax_model_calls = 0\n",
         "[agent]\nmax_concurrent_turns = 1000\n",
         "[agent]\nturbo = true\n",
+        "[agent]\ncontext_chars = 10000\nsummary_chars = 6000\n",
     ] {
         config(bad);
         let e = open().unwrap_err();
         assert_eq!(e.kind(), steward_core::ErrorKind::InvalidInput, "{bad}: {e}");
     }
+    // With models configured, a tier named in [agent] must have one.
+    let llm = "[llm]\ntier_numbering = \"design\"\n[llm.targets.main]\n\
+               base_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n\
+               [llm.tiers]\n\"tier-3\" = [\"main\"]\n";
+    config(&format!("{llm}[agent]\ntier = \"tier-3\"\nsummary_tier = \"tier-3\"\n"));
+    drop(open().unwrap());
+    for (bad, named) in [("tier = \"tier-4\"", "tier-4"), ("summary_tier = \"tier-5\"", "tier-5")] {
+        config(&format!("{llm}[agent]\n{bad}\n"));
+        let e = open().unwrap_err();
+        assert_eq!(e.kind(), steward_core::ErrorKind::InvalidInput, "{bad}: {e}");
+        assert!(e.to_string().contains(named), "{e}");
+    }
+    config(&format!("{llm}[agent]\nnotify_tier = \"tier-2\"\n"));
+    let e = home::runner(Arc::new(home::open(Some(h.clone())).unwrap())).unwrap_err();
+    assert!(e.to_string().contains("notify_tier = \"tier-2\""), "{e}");
 }

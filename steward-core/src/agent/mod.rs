@@ -83,8 +83,12 @@ pub const SUMMARY_CHARS: usize = 4_000;
 pub const SUMMARY_INPUT_CHARS: usize = 60_000;
 /// Longest single message in a summary request, characters.
 pub const SUMMARY_MESSAGE_CHARS: usize = 2_000;
-/// Output tokens asked for a summary.
-pub const SUMMARY_MAX_TOKENS: u32 = 1_024;
+/// The output tokens asked for a text of at most `chars` characters: generous (a token is
+/// about four characters of English, fewer of other scripts), so the text the code cuts to
+/// `chars` is never cut short by the model first.
+pub(crate) fn output_tokens_for(chars: usize) -> u32 {
+    u32::try_from(chars / 2 + 64).unwrap_or(u32::MAX)
+}
 /// Streamed text buffered before a `text_delta` event is recorded, characters.
 pub const DELTA_FLUSH_CHARS: usize = 200;
 
@@ -121,6 +125,38 @@ pub struct AgentConfig {
     pub person: Option<String>,
     /// Resume chats automatically when a person decides an approval (the approval watcher).
     pub resume_on_decision: bool,
+}
+
+impl AgentConfig {
+    /// Whether the settings agree with each other and with the configured models (`llm`,
+    /// when there are any): a tier named here must have a model (with tools, for the chat's),
+    /// and the summary must leave room for the conversation (at most half the context).
+    pub fn check(&self, llm: Option<&crate::llm::LlmConfig>) -> Result<(), AgentError> {
+        if self.summary_chars.saturating_mul(2) > self.context_chars {
+            return Err(AgentError::Invalid(format!(
+                "[agent] summary_chars ({}) must be at most half of context_chars ({})",
+                self.summary_chars, self.context_chars
+            )));
+        }
+        let Some(llm) = llm else { return Ok(()) };
+        if let Some(t) = self.capability
+            && llm.route(t, true).is_empty()
+        {
+            return Err(AgentError::Invalid(format!(
+                "[agent] tier = \"{}\": no model with tools serves that tier in [llm]",
+                t.as_str()
+            )));
+        }
+        if let Some(t) = self.summary_capability
+            && llm.route(t, false).is_empty()
+        {
+            return Err(AgentError::Invalid(format!(
+                "[agent] summary_tier = \"{}\": no model serves that tier in [llm]",
+                t.as_str()
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for AgentConfig {
@@ -605,6 +641,7 @@ impl Agent {
         {
             return Ok(Self { shared });
         }
+        config.check(steward.llm().ok().map(crate::llm::LlmClient::config))?;
         let store = Arc::clone(steward.chat_store()?);
         // One process runs a home's turns: the one holding the lock. Only it may call turns
         // that are still `running` dead (their process is gone, or it would hold the lock).
@@ -783,26 +820,39 @@ impl Agent {
         }
     }
 
-    /// The lane of `chat` is free again; a decision that arrived meanwhile starts a turn.
+    /// The lane of `chat` is free again; a message or decision that arrived meanwhile starts
+    /// a turn. While the agent shuts down that turn still runs, cancelled from the start: its
+    /// message is kept in the chat and the run ends `cancelled` with no model call, so no
+    /// message is lost and nobody waits on a run that never starts.
     fn finish_lane(&self, chat: &str, run: &str) {
-        self.shared.cancels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(run);
-        let mut lanes = self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(lane) = lanes.get_mut(chat) else { return };
-        lane.run = None;
-        lane.closing = false;
-        let reserved = lane.next.take();
-        let next_text = lane.queued.pop_front();
-        let resume = std::mem::take(&mut lane.resume);
-        if next_text.is_none() && !resume {
-            return;
+        let mut run = run.to_owned();
+        loop {
+            self.shared
+                .cancels
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&run);
+            let mut lanes =
+                self.shared.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(lane) = lanes.get_mut(chat) else { return };
+            lane.run = None;
+            lane.closing = false;
+            let reserved = lane.next.take();
+            let next_text = lane.queued.pop_front();
+            let resume = std::mem::take(&mut lane.resume);
+            if next_text.is_none() && !resume {
+                return;
+            }
+            let next = reserved.unwrap_or_else(|| new_id("run"));
+            lane.run = Some(next.clone());
+            drop(lanes);
+            if !self.shared.stop.load(Ordering::SeqCst) {
+                self.spawn(chat, &next, next_text);
+                return;
+            }
+            turn::run(&self.shared, chat, &next, next_text, &AtomicBool::new(true));
+            run = next;
         }
-        let next = reserved.unwrap_or_else(|| new_id("run"));
-        lane.run = Some(next.clone());
-        drop(lanes);
-        if self.shared.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        self.spawn(chat, &next, next_text);
     }
 
     /// Asks the run to stop at its next safe point (before a model call, while streaming,
@@ -919,7 +969,7 @@ impl Agent {
                 output_tokens: t.output_tokens,
             },
             error: t.error.clone(),
-            next_run: self.shared.store.handed_to(&t.chat_id, &t.run_id)?,
+            next_run: t.next_run.clone(),
         })
     }
 

@@ -21,8 +21,6 @@ use crate::{
 
 /// Longest notification kept, characters.
 pub const NOTIFY_CHARS: usize = 400;
-/// Output tokens asked for one notification.
-pub const NOTIFY_MAX_TOKENS: u32 = 200;
 /// Most of the event (as JSON) one request carries, characters.
 pub const NOTIFY_EVENT_CHARS: usize = 4_000;
 
@@ -41,6 +39,21 @@ pub struct NotifyConfig {
 impl Default for NotifyConfig {
     fn default() -> Self {
         Self { capability: None, max_chars: NOTIFY_CHARS, person: None }
+    }
+}
+
+impl NotifyConfig {
+    /// Whether a tier named here has a model in `llm`.
+    pub fn check(&self, llm: &LlmConfig) -> Result<(), super::AgentError> {
+        if let Some(t) = self.capability
+            && llm.route(t, false).is_empty()
+        {
+            return Err(super::AgentError::Invalid(format!(
+                "[agent] notify_tier = \"{}\": no model serves that tier in [llm]",
+                t.as_str()
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -83,15 +96,6 @@ fn cheapest(config: &LlmConfig) -> Capability {
     .unwrap_or(Capability::Tier1)
 }
 
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 /// The request for one notification.
 pub(crate) fn request(
     tier: Capability,
@@ -106,9 +110,14 @@ pub(crate) fn request(
         "previous": event.event.previous,
         "current": event.event.current,
     });
-    let data = cut(&data.to_string(), NOTIFY_EVENT_CHARS)
-        .replace("</untrusted_data", "<\\/untrusted_data")
-        .replace("<untrusted_data", "<\\untrusted_data");
+    // Steward's own words are built from the event, whose text came from outside: both go
+    // inside the fence.
+    let data = format!(
+        "What happened, in Steward's words: {}\nThe event: {}",
+        super::turn::cut_chars(&event.event.fallback_text, NOTIFY_EVENT_CHARS / 4),
+        super::turn::cut_chars(&data.to_string(), NOTIFY_EVENT_CHARS)
+    );
+    let fenced = super::taint::fence("watch.event", &format!("watch:{}", event.watch_id), &data);
     let system = format!(
         "You write one short notification for {person}, who asked to be told when something \
          happens. Say what happened, as the person's instruction asks, in at most {} \
@@ -117,17 +126,12 @@ pub(crate) fn request(
          phone numbers of your own.",
         config.max_chars
     );
-    let user = format!(
-        "The person's instruction: {instruction}\n\
-         What happened, in Steward's words: {}\n\
-         <untrusted_data tool=\"watch.event\" sources=\"watch:{}\">\n{data}\n</untrusted_data>",
-        event.event.fallback_text, event.watch_id
-    );
+    let user = format!("The person's instruction: {instruction}\n{fenced}");
     let mut req = ChatRequest::new(
         tier,
         vec![Message::text("system", &system), Message::text("user", &user)],
     );
-    req.max_tokens = Some(NOTIFY_MAX_TOKENS);
+    req.max_tokens = Some(super::output_tokens_for(config.max_chars));
     req.temperature = Some(0.2);
     req.attribution = Attribution { service: Some("watch".into()), action: Some("compose".into()) };
     req
@@ -158,7 +162,7 @@ pub(crate) fn accept(
             ));
         }
     }
-    Ok(cut(text, max))
+    Ok(super::turn::cut_chars(text, max))
 }
 
 impl Delivery for ComposedDelivery {
@@ -204,6 +208,18 @@ mod tests {
         assert!(given.is_ok(), "{given:?}");
         assert!(accept("", 0, "x", 400).is_err());
         assert!(accept("text", 1, "x", 400).is_err());
+        // Dates and times are not phone numbers; a phone number still is one.
+        let when = accept(
+            "Your train on 05.12.2026 runs 10.30 - 12.45, arriving 2026-12-05 13:10",
+            0,
+            "tell me about my train",
+            400,
+        );
+        assert!(when.is_ok(), "{when:?}");
+        let phone = accept("Call 02 1234 5678 about the train", 0, "tell me", 400);
+        assert!(phone.unwrap_err().contains("phone"));
+        let french = accept("Call 01.23.45.67.89", 0, "tell me", 400);
+        assert!(french.is_err(), "{french:?}");
         let long = accept(&"a".repeat(500), 0, "x", 100).unwrap();
         assert_eq!(long.chars().count(), 100);
     }

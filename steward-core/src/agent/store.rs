@@ -26,6 +26,11 @@ const SCHEMA: Schema = Schema {
             name: "summaries",
             sql: include_str!("../../migrations/chats/002_summaries.sql"),
         },
+        Migration {
+            version: 3,
+            name: "turn next run",
+            sql: include_str!("../../migrations/chats/003_turn_next_run.sql"),
+        },
     ],
 };
 
@@ -120,6 +125,8 @@ pub struct TurnRecord {
     pub started_at: i64,
     /// Unix seconds.
     pub ended_at: Option<i64>,
+    /// The run that took the messages this one ended without applying (recorded with its end).
+    pub next_run: Option<String>,
 }
 
 /// One event of the feed.
@@ -174,11 +181,12 @@ fn turn(r: &Row<'_>) -> rusqlite::Result<TurnRecord> {
         error: r.get(8)?,
         started_at: r.get(9)?,
         ended_at: r.get(10)?,
+        next_run: r.get(11)?,
     })
 }
 
 const TURN_COLS: &str = "run_id, chat_id, status, end_reason, model_calls, tool_calls, \
-                         input_tokens, output_tokens, error, started_at, ended_at";
+                         input_tokens, output_tokens, error, started_at, ended_at, next_run";
 
 impl ChatStore {
     pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, AgentError> {
@@ -507,6 +515,20 @@ impl ChatStore {
         })?)
     }
 
+    /// The oldest call of `chat` still waiting for a person's decision (its provider id).
+    pub(crate) fn first_awaiting_call(&self, chat: &str) -> Result<Option<String>, AgentError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT call_id FROM tool_calls WHERE chat_id = ?1 \
+                 AND status = 'awaiting_approval' ORDER BY id LIMIT 1",
+                [chat],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(q("first awaiting call"))
+        })?)
+    }
+
     /// Every approval a call still waits for.
     pub(crate) fn awaiting_approvals(&self, chat: Option<&str>) -> Result<Vec<i64>, AgentError> {
         Ok(self.db.read(|c| {
@@ -566,13 +588,14 @@ impl ChatStore {
         tool_calls: i64,
         tokens: (i64, i64),
         error: Option<&str>,
+        next_run: Option<&str>,
         now: i64,
     ) -> Result<(), AgentError> {
         self.db.write(|tx| {
             tx.execute(
                 "UPDATE turns SET status = 'ended', end_reason = ?2, model_calls = ?3, \
-                 tool_calls = ?4, input_tokens = ?5, output_tokens = ?6, error = ?7, ended_at = ?8 \
-                 WHERE run_id = ?1",
+                 tool_calls = ?4, input_tokens = ?5, output_tokens = ?6, error = ?7, ended_at = ?8, \
+                 next_run = ?9 WHERE run_id = ?1",
                 params![
                     run,
                     reason.as_str(),
@@ -581,7 +604,8 @@ impl ChatStore {
                     tokens.0,
                     tokens.1,
                     error,
-                    now
+                    now,
+                    next_run
                 ],
             )
             .map_err(q("end turn"))
@@ -671,26 +695,6 @@ impl ChatStore {
             )
             .map_err(q("event position"))
         })?)
-    }
-
-    /// The run that took the messages run `run` (of `chat`) ended without applying: the
-    /// `next_run` of its `turn_ended`, when it named one (read from that event itself: a
-    /// decision resolved later appends events to the run after it).
-    pub(crate) fn handed_to(&self, chat: &str, run: &str) -> Result<Option<String>, AgentError> {
-        let last: Option<String> = self.db.read(|c| {
-            c.query_row(
-                "SELECT event FROM events WHERE chat_id = ?1 AND run_id = ?2 \
-                 AND json_extract(event, '$.type') = 'turn_ended' ORDER BY seq DESC LIMIT 1",
-                params![chat, run],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(q("last event of a run"))
-        })?;
-        Ok(match last.and_then(|t| serde_json::from_str::<TurnEvent>(&t).ok()) {
-            Some(TurnEvent::TurnEnded { next_run, .. }) => next_run,
-            _ => None,
-        })
     }
 
     pub(crate) fn events_after(

@@ -851,7 +851,19 @@ CREATE TABLE events (
 CREATE INDEX events_by_chat ON events(chat_id, seq);
 ";
 
-const CHATS_VERSIONS: [&str; 1] = [CHATS_001_CHATS];
+const CHATS_002_SUMMARIES: &str = r"
+-- chats.db v2: the summary that stands for a chat's oldest messages once they no longer fit the
+-- model's context (written by a cheaper model tier; the messages themselves are kept).
+CREATE TABLE summaries (
+    chat_id     TEXT PRIMARY KEY REFERENCES chats(id),
+    upto        INTEGER NOT NULL,            -- the last message id the summary stands for
+    text        TEXT NOT NULL,
+    model       TEXT NOT NULL,               -- the model that wrote it
+    created_at  INTEGER NOT NULL
+) STRICT;
+";
+
+const CHATS_VERSIONS: [&str; 2] = [CHATS_001_CHATS, CHATS_002_SUMMARIES];
 
 fn chats_rows(c: &rusqlite::Connection, _version: usize) {
     c.execute_batch(&format!(
@@ -869,7 +881,7 @@ fn chats_rows(c: &rusqlite::Connection, _version: usize) {
                             input_tokens, output_tokens, started_at, ended_at)
            VALUES ('run_old', 'chat_old', 'ended', 'completed', 2, 1, 300, 20, {NOW}, {NOW});
          INSERT INTO events (run_id, chat_id, event, at)
-           VALUES ('run_old', 'chat_old', '{{\"type\":\"turn_ended\",\"reason\":\"completed\",\"error\":null}}', {NOW});"
+           VALUES ('run_old', 'chat_old', '{{\"type\":\"turn_ended\",\"reason\":\"completed\",\"error\":null,\"next_run\":\"run_next\"}}', {NOW});"
     ))
     .unwrap();
 }
@@ -905,11 +917,16 @@ fn every_frozen_chats_db_upgrades_in_place_and_keeps_its_conversations() {
         assert_eq!((calls[0].tool.as_str(), calls[0].status.as_str()), ("trains.next", "ran"));
         let r = agent.result("run_old").unwrap();
         assert_eq!((r.end_reason, r.text.as_str()), (EndReason::Completed, "At 9:05."), "v{v}");
+        assert_eq!(
+            r.next_run.as_deref(),
+            Some("run_next"),
+            "v{v}: the hand-over its turn_ended named is carried onto the turn"
+        );
         let events = agent.events_after(Some("chat_old"), 0, 10).unwrap();
         assert!(
             matches!(
                 events[0].event,
-                TurnEvent::TurnEnded { reason: EndReason::Completed, next_run: None, .. }
+                TurnEvent::TurnEnded { reason: EndReason::Completed, next_run: Some(_), .. }
             ),
             "v{v}: an old event reads as the current type"
         );

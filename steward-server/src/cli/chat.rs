@@ -140,29 +140,55 @@ struct Followed {
     approvals: Vec<i64>,
 }
 
-/// The run Ctrl-C cancels (`None`: between turns, where Ctrl-C leaves), and how many
-/// Ctrl-Cs this turn had (a second one leaves).
-static CURRENT_RUN: Mutex<Option<String>> = Mutex::new(None);
+/// What Ctrl-C interrupts now.
+#[derive(Debug, Clone)]
+enum Current {
+    /// Between turns: Ctrl-C leaves.
+    Idle,
+    /// A run of a chat: Ctrl-C cancels it (or the run it hands over to).
+    Run { chat: String, run: String },
+    /// An approved action runs: Ctrl-C waits for it (a second one leaves).
+    Acting,
+}
+
+/// What Ctrl-C interrupts, and how many Ctrl-Cs it had (a second one leaves).
+static CURRENT: Mutex<Current> = Mutex::new(Current::Idle);
 static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
 
-fn set_current(run: Option<&str>) {
-    *CURRENT_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = run.map(str::to_owned);
+fn set_current(now: Current) {
+    *CURRENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = now;
     INTERRUPTS.store(0, Ordering::SeqCst);
 }
 
 /// Ctrl-C (SIGINT) while a turn runs cancels it — the turn ends `cancelled`, its result is
-/// printed as usual — and says so on stderr; between turns, or a second time, it leaves.
+/// printed as usual — and says so on stderr; while an approved action runs it waits for it;
+/// between turns, or a second time, it leaves.
 fn install_ctrl_c(agent: &Agent) {
     let agent = agent.clone();
     let handler = move || {
-        let run = CURRENT_RUN.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        match run {
-            Some(run) if INTERRUPTS.fetch_add(1, Ordering::SeqCst) == 0 => {
-                if agent.cancel(&run) {
-                    eprintln!("\nsteward: cancelling run {run} (Ctrl-C again leaves)");
+        let now = CURRENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if INTERRUPTS.fetch_add(1, Ordering::SeqCst) > 0 {
+            std::process::exit(130);
+        }
+        match now {
+            Current::Idle => std::process::exit(130),
+            Current::Acting => {
+                eprintln!(
+                    "\nsteward: an approved action is running; it finishes first (Ctrl-C again leaves)"
+                );
+            }
+            Current::Run { chat, run } => {
+                // The run may have just ended and handed its queued message to the next one.
+                let target = if agent.cancel(&run) {
+                    Some(run)
+                } else {
+                    agent.latest_run(&chat).ok().flatten().filter(|r| *r != run && agent.cancel(r))
+                };
+                match target {
+                    Some(r) => eprintln!("\nsteward: cancelling run {r} (Ctrl-C again leaves)"),
+                    None => eprintln!("\nsteward: the turn is ending (Ctrl-C again leaves)"),
                 }
             }
-            _ => std::process::exit(130),
         }
     };
     if let Err(e) = ctrlc::set_handler(handler) {
@@ -173,7 +199,9 @@ fn install_ctrl_c(agent: &Agent) {
 /// Prints a run's events until it (and any run it hands over to) ends; Ctrl-C cancels it.
 fn follow(mut f: RunFollower, json: bool) -> Result<Followed, Failure> {
     let mut approvals = Vec::new();
-    set_current(Some(f.run_id()));
+    let running =
+        |f: &RunFollower| Current::Run { chat: f.chat_id().to_owned(), run: f.run_id().to_owned() };
+    set_current(running(&f));
     let result = loop {
         let Some(e) = f.next(Duration::from_secs(1))? else { continue };
         if json {
@@ -206,12 +234,12 @@ fn follow(mut f: RunFollower, json: bool) -> Result<Followed, Failure> {
                 if f.done() {
                     break Followed { run: f.run_id().to_owned(), reason: *reason, approvals };
                 }
-                set_current(Some(f.run_id()));
+                set_current(running(&f));
             }
             _ => {}
         }
     };
-    set_current(None);
+    set_current(Current::Idle);
     Ok(result)
 }
 
@@ -267,7 +295,11 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
                 let who = steward.human(&person)?;
                 steward.decide_approval(id, kind, &DecisionInput::default(), &who)?;
             }
-            agent.resolve_decided()?;
+            // The approved action runs here: Ctrl-C lets it finish.
+            set_current(Current::Acting);
+            let resolved = agent.resolve_decided();
+            set_current(Current::Idle);
+            resolved?;
             // The decision resumed the chat in a run of its own.
             let Some(resumed) = agent.latest_run(&chat_id)?.filter(|r| *r != f.run) else {
                 break;
