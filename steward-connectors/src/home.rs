@@ -322,8 +322,8 @@ pub fn runner(steward: Arc<Steward>) -> Result<Runner, HomeError> {
         if let Some(section) = read_config(steward.home())?.agent {
             section.apply_notify(&mut notify)?;
         }
-        if let Ok(llm) = steward.llm() {
-            notify.check(llm.config())?;
+        if let Some(llm) = steward.llm_config() {
+            notify.check(llm)?;
         }
         services.delivery =
             Arc::new(ComposedDelivery::new(Arc::clone(&steward), services.delivery, notify));

@@ -547,18 +547,62 @@ fn when_the_summary_fails_the_oldest_exchanges_are_left_out_and_the_turn_still_a
 }
 
 #[test]
-fn a_call_waiting_for_approval_is_never_summarized_away_and_its_outcome_reaches_the_model() {
+fn a_gated_calls_result_is_never_dropped_to_fit_the_context() {
+    let mut config = AgentConfig::default();
+    config.context_chars = 3_000;
+    config.summary_chars = 500;
+    let mail = json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"});
+    let r = rig(config, move |req, _| {
+        let last = req.body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap();
+        match (last["role"].as_str(), last["content"].as_str()) {
+            (Some("user"), Some("SEND")) => call("s1", "mail.send", mail.clone()),
+            (Some("user"), Some("BIG")) => {
+                call("b1", "mail.search", json!({"query": "", "limit": 6}))
+            }
+            (Some("tool"), _) if last["tool_call_id"] == "b1" => say(&"k".repeat(1_500)),
+            _ => say("ok"),
+        }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    assert_eq!(r.turn(&chat, "SEND").end_reason, EndReason::AwaitingApproval);
+    assert_eq!(r.turn(&chat, "BIG").end_reason, EndReason::Completed);
+    assert_eq!(r.turn(&chat, "NEXT").end_reason, EndReason::Completed);
+    let last = r._model.requests().into_iter().last().unwrap();
+    let msgs = last.body["messages"].as_array().unwrap();
+    let text = |id: &str| {
+        msgs.iter().find(|m| m["tool_call_id"] == id).and_then(|m| m["content"].as_str()).unwrap()
+    };
+    assert!(text("b1").contains("result dropped"), "the search result made room: {}", text("b1"));
+    assert!(text("s1").contains("waiting for the person's approval"), "{}", text("s1"));
+    let compacted = r.compactions(&chat);
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert_eq!(compacted[0]["summarized"], false, "dropping a result was enough");
+}
+
+#[test]
+fn a_decision_on_a_summarized_call_reaches_the_model_by_a_new_summary_or_steward_s_own_note() {
     let mut config = AgentConfig::default();
     config.context_chars = 6_000;
     config.summary_chars = 500;
     config.resume_on_decision = false;
     let mail = json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"});
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fail = Arc::clone(&failing);
     let r = rig(config, move |req, _| {
         if is_summary_request(req) {
-            return say("SUMMARY: the person said ONE.");
+            if fail.load(std::sync::atomic::Ordering::SeqCst) {
+                return Reply::Json(400, json!({"error": {"message": "no summaries now"}}));
+            }
+            return say("SUMMARY: the person said ONE and asked to mail Bob; it waits.");
         }
         let told = last_message(req);
-        if told.contains("SEND") {
+        if told.contains("SEND again") {
+            call(
+                "s2",
+                "mail.send",
+                json!({"to": ["bob@example.org"], "subject": "Lunch?", "body": "Or Monday?"}),
+            )
+        } else if told.contains("SEND") {
             call("s1", "mail.send", mail.clone())
         } else if told.contains("ONE") {
             say(&"a".repeat(3_000))
@@ -574,19 +618,13 @@ fn a_call_waiting_for_approval_is_never_summarized_away_and_its_outcome_reaches_
     assert_eq!(paused.end_reason, EndReason::AwaitingApproval, "{paused:?}");
     assert_eq!(r.turn(&chat, "THREE").end_reason, EndReason::Completed);
     assert_eq!(r.turn(&chat, "FOUR").end_reason, EndReason::Completed);
-    let reqs = r._model.requests();
-    let summaries: Vec<&Recorded> = reqs.iter().filter(|q| is_summary_request(q)).collect();
-    assert_eq!(summaries.len(), 1, "the start was summarized");
-    let transcript = last_message(summaries[0]);
-    assert!(transcript.contains("Person: ONE"), "{transcript}");
-    assert!(
-        !transcript.contains("mail.send") && !transcript.contains("SEND"),
-        "the waiting call is not summarized: {transcript}"
-    );
-    let four = reqs.iter().rev().find(|q| !is_summary_request(q)).unwrap();
-    let sent = four.body["messages"].to_string();
-    assert!(sent.contains("\"s1\"") && sent.contains("mail.send"), "the call stays: {sent}");
-    // The person declines; the next turn's model hears it.
+    let before = r._model.requests();
+    let summaries: Vec<&Recorded> = before.iter().filter(|q| is_summary_request(q)).collect();
+    assert_eq!(summaries.len(), 1, "the start was summarized, the waiting call with it");
+    assert!(last_message(summaries[0]).contains("waiting for the person's approval"));
+
+    // The person declines: the summary that described the call as waiting is dropped, and the
+    // next turn summarizes again — now with the outcome.
     let me = r.steward.human("Ada").unwrap();
     r.steward
         .decide_approval(paused.approvals[0], DecisionKind::Deny, &DecisionInput::default(), &me)
@@ -594,9 +632,26 @@ fn a_call_waiting_for_approval_is_never_summarized_away_and_its_outcome_reaches_
     assert_eq!(r.agent.resolve_decided().unwrap(), 1);
     assert_eq!(r.turn(&chat, "FIVE").end_reason, EndReason::Completed);
     let after = r._model.requests();
-    let heard =
-        after[reqs.len()..].iter().any(|q| q.body.to_string().contains("declined by the person"));
-    assert!(heard, "the outcome reached the model (in its context or a new summary)");
+    let resummarized: Vec<&Recorded> =
+        after[before.len()..].iter().filter(|q| is_summary_request(q)).collect();
+    assert_eq!(resummarized.len(), 1, "summarized again once");
+    assert!(last_message(resummarized[0]).contains("declined by the person"));
+
+    // When summaries fail, what became of the actions left out is Steward's own note.
+    failing.store(true, std::sync::atomic::Ordering::SeqCst);
+    let me2 = r.steward.human("Ada").unwrap();
+    let again = r.turn(&chat, "SEND again");
+    assert_eq!(again.end_reason, EndReason::AwaitingApproval, "{again:?}");
+    r.steward
+        .decide_approval(again.approvals[0], DecisionKind::Deny, &DecisionInput::default(), &me2)
+        .unwrap();
+    r.agent.resolve_decided().unwrap();
+    assert_eq!(r.turn(&chat, "THREE more").end_reason, EndReason::Completed);
+    assert_eq!(r.turn(&chat, "SIX").end_reason, EndReason::Completed);
+    let last = r._model.requests().into_iter().rev().find(|q| !is_summary_request(q)).unwrap();
+    let sent = last.body["messages"].to_string();
+    assert!(sent.contains("(Steward: earlier messages of this chat were left out"), "{sent}");
+    assert!(sent.contains("- mail.send: declined"), "{sent}");
     assert_eq!(r.sink.deliveries().len(), 0, "nothing was sent");
 }
 
@@ -634,6 +689,47 @@ fn person_said(r: &Recorded) -> Vec<String> {
         .filter(|m| m["role"] == "user")
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .collect()
+}
+
+#[test]
+fn compaction_never_drops_results_the_model_has_not_read_when_a_message_arrives_mid_run() {
+    let (gate, arrived, release) = Gate::new();
+    let mut config = AgentConfig::default();
+    config.context_chars = 6_000;
+    config.summary_chars = 500;
+    let r = rig(config, move |req, n| {
+        if is_summary_request(req) {
+            return say("SUMMARY: a long first answer.");
+        }
+        let said = person_said(req);
+        match said.last().map(String::as_str) {
+            Some("ONE LONG") => say(&"z".repeat(5_850)),
+            Some("Q") => {
+                gate.hold(n);
+                call("c1", "usage.summary", json!({}))
+            }
+            _ => say("done"),
+        }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    assert_eq!(r.turn(&chat, "ONE LONG").end_reason, EndReason::Completed);
+    let run = r.agent.start_turn(&chat, "Q").unwrap();
+    arrived.recv_timeout(WAIT).unwrap();
+    assert_eq!(r.agent.start_turn(&chat, "M").unwrap(), run, "queued on the running run");
+    release.send(()).unwrap();
+    let res = r.agent.wait(&run, WAIT).unwrap().unwrap();
+    assert_eq!((res.end_reason, res.text.as_str()), (EndReason::Completed, "done"));
+    let last = r._model.requests().into_iter().rev().find(|q| !is_summary_request(q)).unwrap();
+    let msgs = last.body["messages"].as_array().unwrap();
+    let result = msgs.iter().find(|m| m["tool_call_id"] == "c1").expect("the call is answered");
+    let text = result["content"].as_str().unwrap();
+    assert!(
+        text.contains("request(s)") && !text.contains("result dropped"),
+        "the result the model had not read reaches it whole: {text}"
+    );
+    let said: Vec<String> =
+        person_said(&last).into_iter().filter(|m| !m.contains("untrusted_data")).collect();
+    assert_eq!(said, ["Q", "M"], "the start was summarized, the run's own kept");
 }
 
 #[test]

@@ -641,7 +641,7 @@ impl Agent {
         {
             return Ok(Self { shared });
         }
-        config.check(steward.llm().ok().map(crate::llm::LlmClient::config))?;
+        config.check(steward.llm_config())?;
         let store = Arc::clone(steward.chat_store()?);
         // One process runs a home's turns: the one holding the lock. Only it may call turns
         // that are still `running` dead (their process is gone, or it would hold the lock).
@@ -802,6 +802,11 @@ impl Agent {
         let shared = Arc::clone(&self.shared);
         let agent = self.clone();
         let (c, r) = (chat.to_owned(), run.to_owned());
+        // Shut down meanwhile (after `shutdown` set every flag it found): this run starts
+        // cancelled, records its message and ends at once.
+        if self.shared.stop.load(Ordering::SeqCst) {
+            cancel.store(true, Ordering::SeqCst);
+        }
         let spawned = std::thread::Builder::new().name(format!("turn-{run}")).spawn(move || {
             shared.acquire();
             turn::run(&shared, &c, &r, text, &cancel);

@@ -40,6 +40,8 @@ pub const MAX_CHAT_PAGE: usize = 100;
 pub const MAX_MESSAGE_PAGE: usize = 200;
 /// Most events one read returns.
 pub const MAX_EVENT_PAGE: usize = 500;
+/// Most gated calls of a chat the context keeps track of (their results are never dropped).
+pub(crate) const MAX_GATED_LISTED: usize = 1_000;
 /// Longest chat title, characters.
 pub const MAX_TITLE_CHARS: usize = 200;
 
@@ -392,7 +394,15 @@ impl ChatStore {
                  AND tool_call_id = ?2",
                 params![chat, call_id, content],
             )
-            .map_err(q("update tool message"))
+            .map_err(q("update tool message"))?;
+            // A summary written while the call waited stands for the old text: it goes, and
+            // the next context is summarized again with the outcome.
+            tx.execute(
+                "DELETE FROM summaries WHERE chat_id = ?1 AND upto >= (SELECT min(id) FROM messages \
+                 WHERE chat_id = ?1 AND role = 'tool' AND tool_call_id = ?2)",
+                params![chat, call_id],
+            )
+            .map_err(q("drop a stale summary"))
         })?;
         Ok(())
     }
@@ -515,17 +525,25 @@ impl ChatStore {
         })?)
     }
 
-    /// The oldest call of `chat` still waiting for a person's decision (its provider id).
-    pub(crate) fn first_awaiting_call(&self, chat: &str) -> Result<Option<String>, AgentError> {
+    /// The calls of `chat` a person was asked about (gated: waiting, or decided since), newest
+    /// first, at most [`MAX_GATED_LISTED`]: (call id, tool, status).
+    pub(crate) fn gated_calls(
+        &self,
+        chat: &str,
+    ) -> Result<Vec<(String, String, String)>, AgentError> {
         Ok(self.db.read(|c| {
-            c.query_row(
-                "SELECT call_id FROM tool_calls WHERE chat_id = ?1 \
-                 AND status = 'awaiting_approval' ORDER BY id LIMIT 1",
-                [chat],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(q("first awaiting call"))
+            let mut st = c
+                .prepare_cached(
+                    "SELECT call_id, tool, status FROM tool_calls WHERE chat_id = ?1 \
+                     AND approval_id IS NOT NULL ORDER BY id DESC LIMIT ?2",
+                )
+                .map_err(q("gated calls"))?;
+            let rows = st
+                .query_map(params![chat, MAX_GATED_LISTED as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .map_err(q("gated calls"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(q("gated calls"))
         })?)
     }
 

@@ -66,13 +66,15 @@ static AMOUNT: LazyLock<Option<Regex>> = LazyLock::new(|| {
 static PATH: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"(?:~|\B)/[\w.-]+(?:/[\w.-]+)+").ok());
 static ISO_DATE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"^\d{4}-\d{2}-\d{2}").ok());
-/// Dates and times only (`2026-12-05`, `05.12.2026`, `10.30 - 12.45`, `09:30`): what the
-/// phone pattern also matches but a phone number is not.
+/// Dates and times only (`2026-12-05`, `05.12.2026`, `10.30 - 12.45`), each a valid day,
+/// month and time, separated: what the phone pattern also matches but a phone number is not.
 static DATE_TIME_RUN: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(
-        r"^(?:(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{1,2}[.:]\d{2})[\s–T-]*)+$",
-    )
-    .ok()
+    let day = r"(?:0?[1-9]|[12]\d|3[01])";
+    let month = r"(?:0?[1-9]|1[0-2])";
+    let token = format!(
+        r"(?:\d{{4}}-{month}-{day}|{day}[./-]{month}[./-](?:\d{{2}}|\d{{4}})|(?:[01]?\d|2[0-3])\.[0-5]\d)"
+    );
+    Regex::new(&format!(r"^{token}(?:[\s-]+{token})*$")).ok()
 });
 static MESSAGE_REF: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"#(\d+)\b").ok());
 

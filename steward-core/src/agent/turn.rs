@@ -251,6 +251,9 @@ impl Turn<'_> {
     }
 
     fn work(&mut self) -> Stop {
+        if self.cancelled() {
+            return Stop::End(EndReason::Cancelled, None);
+        }
         let llm = match self.shared.steward.llm() {
             Ok(c) => c,
             Err(e) => return Stop::End(EndReason::ModelUnavailable, Some(e.to_string())),
@@ -695,6 +698,12 @@ impl Turn<'_> {
         };
         let before = size(&msgs) + summary_size(&summary);
         let original = msgs.clone();
+        // A gated call's result is never dropped: it is short, and it is the person's word
+        // (waiting, approved and done, declined) that keeps the model from asking again.
+        let gated = self.shared.store.gated_calls(self.chat)?;
+        let is_gated = |m: &Message| {
+            m.tool_call_id.as_deref().is_some_and(|id| gated.iter().any(|(g, _, _)| g == id))
+        };
         // Tool results go oldest first (their calls stay, answered), among `msgs[..upto]`,
         // until the rest fits next to `extra` characters.
         let drop_results = |msgs: &mut Vec<(i64, Message)>, upto: usize, extra: usize| {
@@ -703,48 +712,61 @@ impl Turn<'_> {
                 if fits(msgs, extra) {
                     break;
                 }
-                if msgs[i].1.role == "tool" && msgs[i].1.content.as_deref() != Some(DROPPED) {
-                    msgs[i].1.content = Some(DROPPED.to_owned());
+                let m = &mut msgs[i].1;
+                if m.role == "tool" && m.content.as_deref() != Some(DROPPED) && !is_gated(m) {
+                    m.content = Some(DROPPED.to_owned());
                     n += 1;
                 }
             }
             n
         };
-        // The current exchange starts at the person's last message.
-        let current = msgs.iter().rposition(|(_, m)| m.role == "user").unwrap_or(0);
-        // Cheapest first: the results of earlier exchanges.
-        let mut dropped = drop_results(&mut msgs, current, summary_size(&summary));
+        // What the model has not read yet stays whole: the person's last message, and the
+        // latest calls with their results (a message applied mid-run comes after them).
+        let unread = match msgs.iter().rposition(|(_, m)| m.role == "assistant") {
+            Some(i) if !msgs[i].1.tool_calls.is_empty() => i,
+            Some(i) => i + 1,
+            None => 0,
+        };
+        let protected =
+            msgs.iter().rposition(|(_, m)| m.role == "user").map_or(unread, |p| p.min(unread));
+        // Cheapest first: the results of what came before.
+        let mut dropped = drop_results(&mut msgs, protected, summary_size(&summary));
         let mut summarized = false;
+        let mut left_out: Vec<String> = Vec::new();
         if !fits(&msgs, summary_size(&summary)) {
             // The oldest exchanges go, cut at a person's message: as few as make the rest fit
-            // next to a summary of them; never the current exchange, and never past a call
-            // still waiting for a decision (its outcome must reach the model when it comes).
-            let waiting = match self.shared.store.first_awaiting_call(self.chat)? {
-                Some(call) => msgs
-                    .iter()
-                    .position(|(_, m)| m.tool_calls.iter().any(|c| c.id == call))
-                    .unwrap_or(current),
-                None => current,
-            };
-            let limit = waiting.min(current);
+            // next to a summary of them, never what is protected. From the whole messages
+            // (what was dropped above comes back when the cut makes room).
             let starts: Vec<usize> =
-                (1..=limit).filter(|&j| j < msgs.len() && msgs[j].1.role == "user").collect();
-            let room = if self.summary_failed { 0 } else { self.shared.config.summary_chars };
-            let cut =
-                starts.iter().copied().find(|&j| fits(&msgs[j..], room)).or(starts.last().copied());
+                (1..=protected).filter(|&j| j < msgs.len() && msgs[j].1.role == "user").collect();
+            let room = if self.summary_failed {
+                summary_size(&summary) + LEFT_OUT_NOTE_CHARS
+            } else {
+                self.shared.config.summary_chars
+            };
+            let cut = starts
+                .iter()
+                .copied()
+                .find(|&j| fits(&original[j..], room))
+                .or_else(|| starts.iter().copied().find(|&j| fits(&msgs[j..], room)))
+                .or(starts.last().copied());
             if let Some(cut) = cut {
                 if let Some((text, model)) = self.summary_of(summary.as_ref(), &original[..cut]) {
                     let upto = original[cut - 1].0;
                     self.shared.store.set_summary(self.chat, upto, &text, &model, now_secs())?;
                     summary = Some((upto, text));
                     summarized = true;
+                } else {
+                    left_out = actions_in(&original[..cut], &gated);
                 }
-                dropped += msgs.drain(..cut).count();
+                dropped += cut;
+                let whole = fits(&original[cut..], summary_size(&summary));
+                msgs = if whole { original[cut..].to_vec() } else { msgs.split_off(cut) };
             }
             // Still too long (the kept exchanges are large): their results go too, oldest
-            // first — but never those of the model's latest calls, which it has not read yet.
-            let latest = msgs.iter().rposition(|(_, m)| m.role == "assistant").unwrap_or(0);
-            dropped += drop_results(&mut msgs, latest, summary_size(&summary));
+            // first — never those of the model's latest calls, which it has not read yet.
+            let kept_latest = msgs.iter().rposition(|(_, m)| m.role == "assistant").unwrap_or(0);
+            dropped += drop_results(&mut msgs, kept_latest, summary_size(&summary));
         }
         if dropped > 0 {
             self.shared.event(
@@ -761,6 +783,18 @@ impl Turn<'_> {
         let mut out = vec![Message::text("system", &system_prompt(self.shared, now_secs()))];
         if let Some((_, text)) = &summary {
             out.push(Message::text("user", &fenced_summary(text)));
+        }
+        if !left_out.is_empty() {
+            // Steward's own words (from its records, no model involved): what became of the
+            // actions in the part of the chat left out.
+            out.push(Message::text(
+                "user",
+                &format!(
+                    "(Steward: earlier messages of this chat were left out to fit. The actions \
+                     proposed in them and what came of them:\n{})",
+                    left_out.join("\n")
+                ),
+            ));
         }
         out.extend(msgs.into_iter().map(|(_, m)| m));
         Ok(out)
@@ -786,8 +820,9 @@ impl Turn<'_> {
     }
 
     /// A summary of `previous` and `msgs`, unless the run may not make it: it was cancelled,
-    /// is past its deadline or model-call bound, or a summary call already failed in it (a
-    /// failing tier is not asked again on every model call).
+    /// is past its deadline or token budget, or a summary call already failed in it (a
+    /// failing tier is not asked again on every model call). Its tokens count against the
+    /// turn's budget; it is not one of the turn's model calls (the bound on its loop).
     fn summary_of(
         &mut self,
         previous: Option<&(i64, String)>,
@@ -796,11 +831,10 @@ impl Turn<'_> {
         if self.summary_failed
             || self.cancelled()
             || self.started.elapsed() >= self.shared.config.deadline
-            || self.model_calls + 1 >= self.shared.config.max_model_calls
+            || self.tokens.0 + self.tokens.1 >= self.shared.config.max_turn_tokens
         {
             return None;
         }
-        self.model_calls += 1;
         match self.summarize(previous.map(|s| s.1.as_str()), msgs) {
             Ok(done) => Some(done),
             Err(e) => {
@@ -820,7 +854,13 @@ impl Turn<'_> {
     ) -> Result<(String, String), String> {
         let llm = self.shared.steward.llm().map_err(|e| e.to_string())?;
         let limit = self.shared.config.summary_chars;
-        let req = summary_request(self.summary_tier(llm), previous, msgs, limit);
+        let req = summary_request(
+            self.summary_tier(llm),
+            previous,
+            msgs,
+            limit,
+            self.shared.config.max_output_tokens,
+        );
         let answer = llm.complete(&req).map_err(|e| format!("{}: {e}", e.code()))?;
         self.count(&answer);
         let text = answer.content.trim();
@@ -829,6 +869,28 @@ impl Turn<'_> {
         }
         Ok((cut_chars(text, limit), answer.model))
     }
+}
+
+/// Room kept for the note that lists the actions of a part left out, characters.
+const LEFT_OUT_NOTE_CHARS: usize = 1_000;
+/// Most actions that note lists.
+const LEFT_OUT_ACTIONS: usize = 10;
+
+/// The gated calls proposed in `msgs`, as note lines (`- mail.send: declined`), newest last,
+/// at most [`LEFT_OUT_ACTIONS`]: from the records, so the note carries no text from mail.
+fn actions_in(msgs: &[(i64, Message)], gated: &[(String, String, String)]) -> Vec<String> {
+    let mut lines: Vec<String> = msgs
+        .iter()
+        .flat_map(|(_, m)| m.tool_calls.iter())
+        .filter_map(|c| gated.iter().find(|(id, _, _)| *id == c.id))
+        .map(|(_, tool, status)| format!("- {tool}: {}", status.replace('_', " ")))
+        .collect();
+    let more = lines.len().saturating_sub(LEFT_OUT_ACTIONS);
+    lines.drain(..more);
+    if more > 0 {
+        lines.insert(0, format!("- ({more} older ones not listed)"));
+    }
+    lines
 }
 
 /// Longest title a chat gets from its first message, characters.
@@ -884,6 +946,7 @@ fn summary_request(
     previous: Option<&str>,
     msgs: &[(i64, Message)],
     limit: usize,
+    max_tokens: u32,
 ) -> ChatRequest {
     let mut transcript = String::new();
     if let Some(p) = previous {
@@ -935,7 +998,7 @@ fn summary_request(
             ),
         ],
     );
-    req.max_tokens = Some(super::output_tokens_for(limit));
+    req.max_tokens = Some(super::output_tokens_for(limit).min(max_tokens));
     req.attribution = Attribution { service: Some("agent".into()), action: Some("compact".into()) };
     req
 }

@@ -549,6 +549,12 @@ impl Steward {
         Ok(self.usage()?.report(since)?)
     }
 
+    /// The chat-model configuration, when models are configured (read as is: no client is
+    /// built, so it may be asked from any thread).
+    pub fn llm_config(&self) -> Option<&crate::llm::LlmConfig> {
+        self.llm_config.as_ref()
+    }
+
     /// The chat-model client over the configured tiers, recording into the usage ledger.
     pub fn llm(&self) -> Result<&crate::llm::LlmClient, crate::llm::LlmError> {
         if let Some(c) = self.llm.get() {

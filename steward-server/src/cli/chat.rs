@@ -6,7 +6,7 @@ use std::{
     path::PathBuf,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU32, Ordering},
+        atomic::{AtomicBool, AtomicU32, Ordering},
     },
     time::Duration,
 };
@@ -154,6 +154,9 @@ enum Current {
 /// What Ctrl-C interrupts, and how many Ctrl-Cs it had (a second one leaves).
 static CURRENT: Mutex<Current> = Mutex::new(Current::Idle);
 static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+/// Ctrl-C came while a run handed over to the next one (nothing running could be cancelled):
+/// the follower cancels the next run as soon as it follows it.
+static CANCEL_NEXT: AtomicBool = AtomicBool::new(false);
 
 fn set_current(now: Current) {
     *CURRENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = now;
@@ -182,11 +185,18 @@ fn install_ctrl_c(agent: &Agent) {
                 let target = if agent.cancel(&run) {
                     Some(run)
                 } else {
-                    agent.latest_run(&chat).ok().flatten().filter(|r| *r != run && agent.cancel(r))
+                    let named = agent.turn(&run).ok().and_then(|t| t.next_run);
+                    let latest = agent.latest_run(&chat).ok().flatten();
+                    named.into_iter().chain(latest).find(|r| *r != run && agent.cancel(r))
                 };
                 match target {
                     Some(r) => eprintln!("\nsteward: cancelling run {r} (Ctrl-C again leaves)"),
-                    None => eprintln!("\nsteward: the turn is ending (Ctrl-C again leaves)"),
+                    None => {
+                        CANCEL_NEXT.store(true, Ordering::SeqCst);
+                        eprintln!(
+                            "\nsteward: cancelling (the turn is handing over; Ctrl-C again leaves)"
+                        );
+                    }
                 }
             }
         }
@@ -197,11 +207,12 @@ fn install_ctrl_c(agent: &Agent) {
 }
 
 /// Prints a run's events until it (and any run it hands over to) ends; Ctrl-C cancels it.
-fn follow(mut f: RunFollower, json: bool) -> Result<Followed, Failure> {
+fn follow(agent: &Agent, mut f: RunFollower, json: bool) -> Result<Followed, Failure> {
     let mut approvals = Vec::new();
     let running =
         |f: &RunFollower| Current::Run { chat: f.chat_id().to_owned(), run: f.run_id().to_owned() };
     set_current(running(&f));
+    CANCEL_NEXT.store(false, Ordering::SeqCst);
     let result = loop {
         let Some(e) = f.next(Duration::from_secs(1))? else { continue };
         if json {
@@ -235,6 +246,9 @@ fn follow(mut f: RunFollower, json: bool) -> Result<Followed, Failure> {
                     break Followed { run: f.run_id().to_owned(), reason: *reason, approvals };
                 }
                 set_current(running(&f));
+                if CANCEL_NEXT.swap(false, Ordering::SeqCst) && agent.cancel(f.run_id()) {
+                    eprintln!("\nsteward: cancelling run {} (Ctrl-C again leaves)", f.run_id());
+                }
             }
             _ => {}
         }
@@ -276,7 +290,7 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
         }
         let chat_id = sent.chat_id.clone();
         chat = Some(sent.chat_id.clone());
-        let mut f = follow(agent.follow(&sent.run_id, &sent.chat_id, sent.cursor), a.json)?;
+        let mut f = follow(&agent, agent.follow(&sent.run_id, &sent.chat_id, sent.cursor), a.json)?;
         // Approvals asked for inline: the person at this terminal decides, the chat resumes.
         while interactive && f.reason == EndReason::AwaitingApproval {
             for id in std::mem::take(&mut f.approvals) {
@@ -304,7 +318,7 @@ pub(super) fn chat(home: Option<PathBuf>, a: ChatArgs) -> Result<(), Failure> {
             let Some(resumed) = agent.latest_run(&chat_id)?.filter(|r| *r != f.run) else {
                 break;
             };
-            f = follow(agent.follow_run(&resumed)?, false)?;
+            f = follow(&agent, agent.follow_run(&resumed)?, false)?;
         }
         if a.json {
             // The turn ended (its TurnEnded event was read): its result is recorded.
