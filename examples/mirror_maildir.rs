@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steward = Steward::builder().home(scratch.join("home")).open()?;
     let source = MaildirSource::new(&maildir);
     let options = SyncOptions { account: None, cancel: None };
-    let summary = match steward.mirror().sync(&source, &options, &mut |p| {
+    let summary = match steward.sync_mail(&source, &options, &mut |p| {
         eprint!("\r{:?}: {}/{} files", p.phase, p.files_done, p.files_total);
     }) {
         Ok(s) => s,
@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         summary.error_count,
         summary.messages_per_second
     );
-    let stats = steward.mirror().stats()?;
+    let stats = steward.mail_stats()?;
     println!("by mailbox role: {:?}", stats.messages_by_role);
     println!("by body state:   {:?}", stats.messages_by_body_state);
     let _ = std::fs::remove_dir_all(&scratch);

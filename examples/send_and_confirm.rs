@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     if let Some(md) = maildir {
         let opts = SyncOptions { account: Some(me.account), cancel: None };
-        steward.mirror().sync(&MaildirSource::new(&md), &opts, &mut |_| {})?;
+        steward.sync_mail(&MaildirSource::new(&md), &opts, &mut |_| {})?;
         let pass = steward.confirm_pass(now_secs())?;
         println!("confirmation pass: {pass:?}");
     }

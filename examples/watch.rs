@@ -39,7 +39,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Into::into,
     );
     let steward = steward_connectors::watches::register(Steward::builder()).home(&home).open()?;
-    let watches = steward.watches()?;
 
     let now = now_secs();
     let at = CivilTime::from_unix(now + 3_600).rfc3339();
@@ -52,18 +51,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .to_string(),
     )?;
-    let watch = watches.create(&definition, now)?;
+    let watch = steward.create_watch(&definition)?;
     println!("watch #{} on {} ({}), expires {}", watch.id, watch.source, at, watch.expires_at);
 
     // Before the instant: nothing. After it: one event, queued once however often we poll.
     for (label, clock) in [("now", now), ("+1 h", now + 3_601), ("+1 h again", now + 3_602)] {
-        let report = watches.poll(clock)?;
+        let report = steward.poll_watches(Some(clock))?;
         println!("poll at {label}: checked {}, queued {}", report.checked, report.queued);
     }
     let printer = Printer { sent: RefCell::new(Vec::new()) };
-    let delivered = watches.deliver(&printer, 20, now + 3_602)?;
-    println!("delivered {}, pending {}", delivered.delivered, watches.health()?.pending_events);
+    let delivered = steward.deliver_watch_events(&printer, 20, Some(now + 3_602))?;
+    println!(
+        "delivered {}, pending {}",
+        delivered.delivered,
+        steward.watch_health()?.pending_events
+    );
     assert_eq!(printer.sent.borrow().len(), 1, "exactly one reminder");
-    println!("watch is now {}", watches.get(watch.id)?.status);
+    println!("watch is now {}", steward.watch(watch.id)?.status);
     Ok(())
 }

@@ -37,13 +37,15 @@ use crate::mail::{
 };
 
 /// The most mail sources one home may configure.
+/// Fixed (not a setting).
 pub const MAX_MAIL_SOURCES: usize = 32;
 
 /// A builder for the home `home` (else the default) with everything configured: every watch
-/// source, the embedder (`[embed]`) and the chat models (`[llm]`).
+/// source, the embedder (`[embed]`), the chat models (`[llm]`) and the limits (`[limits]`).
 pub fn builder(home: Option<PathBuf>) -> StewardBuilder {
-    let mut b =
-        crate::watches::register(Steward::builder().embedder_from_config().llm_from_config());
+    let mut b = crate::watches::register(
+        Steward::builder().embedder_from_config().llm_from_config().limits_from_config(),
+    );
     match crate::trains::tools::specs() {
         Ok(specs) => {
             for spec in specs {
@@ -143,6 +145,8 @@ struct AgentSection {
     context_chars: Option<usize>,
     notify_tier: Option<String>,
     notify_chars: Option<usize>,
+    max_output_tokens: Option<u32>,
+    max_turn_cost_usd: Option<f64>,
 }
 
 fn bad(what: &str, range: &str) -> ConfigError {
@@ -206,6 +210,15 @@ impl AgentSection {
         }
         if let Some(n) = self.summary_chars {
             c.summary_chars = within("summary_chars", n, 200..=50_000)?;
+        }
+        if let Some(usd) = self.max_turn_cost_usd {
+            let usd = within("max_turn_cost_usd", usd, 0.01..=1_000.0)?;
+            #[allow(clippy::cast_possible_truncation)]
+            let micros = (usd * 1_000_000.0).round() as i64;
+            c.max_turn_cost_micros = micros;
+        }
+        if let Some(n) = self.max_output_tokens {
+            c.max_output_tokens = within("max_output_tokens", n, 256..=65_536)?;
         }
         if let Some(n) = self.max_concurrent_turns {
             c.max_concurrent_turns = within("max_concurrent_turns", n, 1..=64)?;
@@ -381,12 +394,14 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
 /// max_tool_calls = 24        # per turn, 1..=200
 /// deadline_secs = 300        # per turn, 10..=3600
 /// max_turn_tokens = 400000   # per turn
+/// max_turn_cost_usd = 2.0    # per turn, priced by [llm.rates] (unpriced models cost 0)
 /// max_concurrent_turns = 8   # across chats, 1..=64
 /// context_chars = 200000    # the model's context, 10000..=2000000
 /// summary_tier = "tier-2"    # summarizes old messages (default: the tier below the chat's)
 /// summary_chars = 4000       # longest summary, 200..=50000
 /// notify_tier = "tier-1"     # writes watch notifications (default: the cheapest with a model)
 /// notify_chars = 400         # longest notification, 80..=2000
+/// max_output_tokens = 2048   # asked per model call (and the summary's ceiling), 256..=65536
 /// ```
 pub fn agent(steward: Arc<Steward>) -> Result<Agent, HomeError> {
     let person = services(steward.home())?.sender.as_ref().map(person_of);

@@ -9,8 +9,10 @@ use serde::Serialize;
 use crate::{ErrorKind, Steward, StewardError, store::StoreError};
 
 /// Tokens held at once; past it the oldest is dropped.
+/// Fixed (not a setting).
 pub const MAX_ATTACHMENT_TOKENS: usize = 4_096;
 /// How long a token works, seconds.
+/// Fixed (not a setting).
 pub const ATTACHMENT_TOKEN_TTL_SECS: i64 = 3_600;
 
 /// A registered download.

@@ -69,6 +69,7 @@ use crate::{
 /// The manifest's name inside a backup directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// The manifest format this build writes and the newest it reads.
+/// Fixed (not a setting).
 pub const MANIFEST_FORMAT: u32 = 1;
 /// The primary stores of a home, copied when present (an absent one is listed as absent).
 pub const PRIMARY_STORES: [&str; 7] =
@@ -85,14 +86,19 @@ pub const SMTP_PASSWORD_COPY: &str = "smtp-password";
 /// The prefix of a backup (or restore) still being written.
 pub const PENDING_PREFIX: &str = ".pending-";
 /// Most files in one backup.
+/// Fixed (not a setting).
 pub const MAX_BACKUP_FILES: usize = 1_000_000;
 /// Largest manifest read (a million files take about 250 MB of JSON).
+/// Fixed (not a setting).
 pub const MAX_MANIFEST_BYTES: u64 = 512 * 1024 * 1024;
 /// Largest `config.toml` read (its secrets are removed in memory).
+/// Fixed (not a setting).
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// Names listed in an error's message (the error itself carries every problem).
+/// Fixed (not a setting).
 pub const MAX_PROBLEMS_LISTED: usize = 20;
 /// Times a store that is busy (locked by a writer's checkpoint) is tried again, 100 ms apart.
+/// Fixed (not a setting).
 pub const STORE_BUSY_RETRIES: u32 = 50;
 
 const STORE_BUSY_PAUSE: Duration = Duration::from_millis(100);

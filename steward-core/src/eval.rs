@@ -15,8 +15,10 @@ use crate::{
 };
 
 /// Cases one evaluation runs at most.
+/// Fixed (not a setting).
 pub const MAX_EVAL_CASES: usize = 5_000;
 /// The cutoff when a case names none.
+/// Default of a case's `k`.
 pub const DEFAULT_K: usize = 10;
 
 /// One labeled query.

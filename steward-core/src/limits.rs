@@ -2,48 +2,68 @@
 //! [`Limits`], which is passed explicitly when a [`crate::Steward`] is opened (never read from a
 //! global).
 
+use std::path::Path;
+
 /// Messages parsed and written per ingest transaction.
+/// Default of [`Limits::ingest_batch`](crate::Limits) (`[limits] ingest_batch`).
 pub const INGEST_BATCH: usize = 1024;
 /// Files to ingest at or above which a run into a mirror no larger than the import is a bulk
 /// load: lookup-only indexes are dropped and built once at the end.
+/// Default of [`Limits::bulk_load_min_files`](crate::Limits) (`[limits] bulk_load_min_files`).
 pub const BULK_LOAD_MIN_FILES: usize = 10_000;
 /// Parser threads used by an ingest (0 = number of CPUs).
+/// Default of [`Limits::ingest_threads`](crate::Limits) (`[limits] ingest_threads`).
 pub const INGEST_THREADS: usize = 0;
 /// Largest single message file (or mbox message) that is parsed; larger ones become a per-file error.
+/// Default of [`Limits::max_message_bytes`](crate::Limits) (`[limits] max_message_bytes`).
 pub const MAX_MESSAGE_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest header block accepted before a message is rejected as a header bomb.
+/// Default of [`Limits::max_header_bytes`](crate::Limits) (`[limits] max_header_bytes`).
 pub const MAX_HEADER_BYTES: usize = 1024 * 1024;
 /// Largest body text stored for one message (characters beyond are cut at a char boundary).
+/// Default of [`Limits::max_body_chars`](crate::Limits) (`[limits] max_body_chars`).
 pub const MAX_BODY_CHARS: usize = 1024 * 1024;
 /// Most addresses kept per recipient field of one message.
+/// Default of [`Limits::max_addresses_per_field`](crate::Limits) (`[limits] max_addresses_per_field`).
 pub const MAX_ADDRESSES_PER_FIELD: usize = 500;
 /// Most references (In-Reply-To + References) kept per message.
+/// Default of [`Limits::max_references`](crate::Limits) (`[limits] max_references`).
 pub const MAX_REFERENCES: usize = 100;
 /// Most attachments recorded per message.
+/// Default of [`Limits::max_attachments`](crate::Limits) (`[limits] max_attachments`).
 pub const MAX_ATTACHMENTS: usize = 256;
 /// Most participants remembered on a thread row.
+/// Default of [`Limits::max_thread_participants`](crate::Limits) (`[limits] max_thread_participants`).
 pub const MAX_THREAD_PARTICIPANTS: usize = 64;
 /// Window, in days, for the subject + participant thread fallback.
+/// Default of [`Limits::thread_subject_window_days`](crate::Limits) (`[limits] thread_subject_window_days`).
 pub const THREAD_SUBJECT_WINDOW_DAYS: i64 = 14;
 /// Most per-file errors listed by `stats` (the count is always exact).
+/// Default of [`Limits::max_errors_listed`](crate::Limits) (`[limits] max_errors_listed`).
 pub const MAX_ERRORS_LISTED: usize = 1000;
 /// Read connections kept open per store.
+/// Default of [`Limits::reader_connections`](crate::Limits) (`[limits] reader_connections`).
 pub const READER_CONNECTIONS: usize = 4;
 /// SQLite busy timeout, in milliseconds.
+/// Default of [`Limits::busy_timeout_ms`](crate::Limits) (`[limits] busy_timeout_ms`).
 pub const BUSY_TIMEOUT_MS: u64 = 5_000;
 /// SQLite page cache per connection, in KiB.
+/// Default of [`Limits::page_cache_kib`](crate::Limits) (`[limits] page_cache_kib`).
 pub const PAGE_CACHE_KIB: i64 = 128 * 1024;
 /// WAL pages written before SQLite checkpoints automatically. Large, because a checkpoint copies
 /// each page once however often it was rewritten in between: a mirror ingest rewrites its hot
 /// index pages in every batch (measured: 9.5k -> 11.4k messages/s going from 1,000 to 30,000).
 /// A sync checkpoints and truncates the WAL when it ends.
+/// Default of [`Limits::wal_autocheckpoint_pages`](crate::Limits) (`[limits] wal_autocheckpoint_pages`).
 pub const WAL_AUTOCHECKPOINT_PAGES: i64 = 30_000;
 /// The same for the stores written in many small transactions (approvals, policy, the journal,
 /// the audit trail): a small WAL that is checkpointed often is rewritten in place, while one that
 /// keeps growing costs every commit a file extension (the kernel zeroes each new block: measured,
 /// 28% of an audit insert's time, 53 → 30 µs p50).
+/// Default of [`Limits::small_writes_wal_autocheckpoint_pages`](crate::Limits) (`[limits] small_writes_wal_autocheckpoint_pages`).
 pub const SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES: i64 = 1_000;
 /// Memory-mapped I/O per connection, in bytes (best effort).
+/// Default of [`Limits::mmap_bytes`](crate::Limits) (`[limits] mmap_bytes`).
 pub const MMAP_BYTES: i64 = 64 * 1024 * 1024;
 
 /// The bounds in force for one [`crate::Steward`] handle. `Default` gives the reference values.
@@ -153,5 +173,71 @@ impl Limits {
         } else {
             self.ingest_threads
         }
+    }
+}
+
+/// `[limits]` of `config.toml`: any field of [`Limits`], by its name.
+macro_rules! limits_section {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct LimitsSection {
+            $($field: Option<$ty>,)*
+        }
+
+        impl LimitsSection {
+            fn apply(self, limits: &mut Limits) {
+                $(if let Some(v) = self.$field {
+                    limits.$field = v;
+                })*
+            }
+        }
+    };
+}
+
+limits_section!(
+    ingest_batch: usize,
+    ingest_threads: usize,
+    bulk_load_min_files: usize,
+    max_message_bytes: u64,
+    max_header_bytes: usize,
+    max_body_chars: usize,
+    max_addresses_per_field: usize,
+    max_references: usize,
+    max_attachments: usize,
+    max_thread_participants: usize,
+    thread_subject_window_days: i64,
+    max_errors_listed: usize,
+    reader_connections: usize,
+    busy_timeout_ms: u64,
+    page_cache_kib: i64,
+    mmap_bytes: i64,
+    wal_autocheckpoint_pages: i64,
+    small_writes_wal_autocheckpoint_pages: i64,
+    approval_poll_ms: u64,
+);
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct ConfigFile {
+    #[serde(default)]
+    limits: Option<LimitsSection>,
+}
+
+impl Limits {
+    /// These limits with `[limits]` of `<home>/config.toml` over them, every key a field of
+    /// [`Limits`] by its name (`ingest_batch = 2048`); no file or no section changes nothing.
+    /// An unknown key, a value of the wrong type or out of range is an error that names it.
+    pub fn with_config(mut self, home: &Path) -> Result<Self, String> {
+        let path = home.join(crate::embed::CONFIG_FILE);
+        let file: ConfigFile = match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ConfigFile::default(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        if let Some(section) = file.limits {
+            section.apply(&mut self);
+        }
+        self.validate().map_err(|name| format!("[limits] {name} is out of range"))?;
+        Ok(self)
     }
 }

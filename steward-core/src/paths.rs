@@ -13,6 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::error::{ErrorKind, StewardError};
 
 /// Largest file the guard lets through (bytes).
+/// Fixed (not a setting).
 pub const MAX_ATTACHMENT_BYTES: u64 = 25 * 1024 * 1024;
 
 const SECRET_DIRS: &[&str] = &[

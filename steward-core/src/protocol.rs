@@ -31,15 +31,20 @@ use crate::{
 };
 
 /// Most events one read returns.
+/// Fixed (not a setting).
 pub const MAX_PROTOCOL_PAGE: usize = 100;
 /// Operations a snapshot lists (the newest).
+/// Fixed (not a setting).
 pub const SNAPSHOT_OPERATIONS: usize = 20;
 /// How often a waiting [`Subscription`] re-reads the feeds.
+/// Fixed (not a setting).
 pub const SUBSCRIPTION_POLL: Duration = Duration::from_millis(200);
 /// How often an [`Observer`] re-reads the system status.
+/// Fixed (not a setting).
 pub const STATUS_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 /// Least time between two progress events of one running sync (its start and its end are
 /// always reported at once).
+/// Fixed (not a setting).
 pub const INGEST_PROGRESS_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Where a client is in every feed. Written

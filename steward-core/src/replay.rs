@@ -16,6 +16,7 @@ use crate::{
 };
 
 /// Records one replay accepts at most.
+/// Fixed (not a setting).
 pub const MAX_REPLAY_RECORDS: usize = 10_000;
 
 /// One recorded tool call (a line of a JSONL log).

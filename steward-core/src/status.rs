@@ -13,10 +13,13 @@ use serde::Serialize;
 use crate::{Steward, index::LexicalIndex, time::now_secs};
 
 /// Free space below this is a warning.
+/// Fixed (not a setting).
 pub const LOW_DISK_WARNING_BYTES: u64 = 1 << 30;
 /// Free space below this is an error (SQLite cannot be relied on to commit).
+/// Fixed (not a setting).
 pub const LOW_DISK_ERROR_BYTES: u64 = 100 << 20;
 /// An ingest run still unfinished after this long probably died.
+/// Fixed (not a setting).
 pub const STALE_RUN_SECS: i64 = 3_600;
 
 /// The state of one item.

@@ -94,6 +94,8 @@ pub struct TurnOutcome {
     pub input_tokens: i64,
     /// Output tokens.
     pub output_tokens: i64,
+    /// What its model calls cost, millionths of a USD (0 when unpriced).
+    pub cost_micros: i64,
     /// The error, when there was one.
     pub error: Option<String>,
 }
@@ -110,6 +112,7 @@ impl From<TurnResult> for TurnOutcome {
             tool_calls: r.usage.tool_calls,
             input_tokens: r.usage.input_tokens,
             output_tokens: r.usage.output_tokens,
+            cost_micros: r.usage.cost_micros,
             error: r.error,
         }
     }

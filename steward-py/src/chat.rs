@@ -15,7 +15,7 @@ use steward_core::{
     agent::{Agent, RunFollower},
 };
 
-use crate::{Deferred, awaitable_with, coded, to_py, to_python};
+use crate::*;
 
 /// The longest `timeout` one wait accepts, seconds (an hour: the longest turn deadline).
 pub(crate) const MAX_TURN_WAIT_SECS: f64 = 3600.0;
@@ -250,4 +250,134 @@ pub(crate) fn start(
 pub(crate) fn follow(py: Python<'_>, agent: &Agent, run: &str) -> PyResult<PyRun> {
     let f = py.detach(|| agent.follow_run(run)).map_err(|e| to_py(&e))?;
     Ok(PyRun::new(agent, f))
+}
+
+#[pymethods]
+impl PySteward {
+    /// Sends `text` to the agent in chat `chat` (a new chat when None) and returns the `Run`
+    /// at once: iterate its events (`for` / `async for`), `wait()` for its result,
+    /// `cancel()` it. A message sent while a turn runs in the chat joins that run. The first
+    /// call opens the agent in this process (it then runs this home's turns and resumes chats
+    /// as approvals are decided).
+    #[pyo3(signature = (text, chat=None))]
+    fn chat(&self, py: Python<'_>, text: &str, chat: Option<&str>) -> PyResult<chat::PyRun> {
+        let agent = self.agent.get(py, &self.inner)?;
+        chat::start(py, &agent, text, chat)
+    }
+
+    /// `chat(text, chat)` run to its end (at most `timeout` seconds, 0..=3600; `TimeoutError`
+    /// names the run still going): the result (`run_id`, `chat_id`, `end_reason`,
+    /// `approvals`, `text`, `usage`, `error`). For notebooks.
+    #[pyo3(signature = (text, chat=None, timeout=300.0))]
+    fn turn_sync<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        chat: Option<&str>,
+        timeout: f64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = chat::check_timeout(timeout)?;
+        let agent = self.agent.get(py, &self.inner)?;
+        let run = chat::start(py, &agent, text, chat)?;
+        run.wait_result(py, timeout)?.ok_or_else(|| {
+            pyo3::exceptions::PyTimeoutError::new_err(format!(
+                "run {} of chat {} is still running",
+                run.run_id(),
+                run.chat_id()
+            ))
+        })
+    }
+
+    /// Run `run_id`, to follow from its first event.
+    fn run(&self, py: Python<'_>, run_id: &str) -> PyResult<chat::PyRun> {
+        let agent = self.agent.get(py, &self.inner)?;
+        chat::follow(py, &agent, run_id)
+    }
+
+    /// The run of chat `chat` that runs now, else its newest (None before its first turn): how
+    /// to follow a chat an approval decision resumed.
+    fn chat_run(&self, py: Python<'_>, chat: &str) -> PyResult<Option<chat::PyRun>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let run = py.detach(|| agent.latest_run(chat)).map_err(|e| to_py(&e))?;
+        Ok(run.map(|r| chat::PyRun::new(&agent, agent.follow(&r, chat, 0))))
+    }
+
+    /// Asks run `run_id` to stop at its next safe point; False when it is not running.
+    fn cancel_run(&self, py: Python<'_>, run_id: &str) -> PyResult<bool> {
+        Ok(self.agent.get(py, &self.inner)?.cancel(run_id))
+    }
+
+    /// Creates an empty chat.
+    fn create_chat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let c = py.detach(|| agent.create_chat()).map_err(|e| to_py(&e))?;
+        to_python(py, &c)
+    }
+
+    /// Chats, most recently active first (`limit` 1..=100).
+    #[pyo3(signature = (offset=0, limit=50))]
+    fn chats<'py>(
+        &self,
+        py: Python<'py>,
+        offset: usize,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let c = py.detach(|| agent.list_chats(offset, limit)).map_err(|e| to_py(&e))?;
+        to_python(py, &c)
+    }
+
+    /// Chat `id`'s summary.
+    fn get_chat<'py>(&self, py: Python<'py>, id: &str) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let c = py.detach(|| agent.chat(id)).map_err(|e| to_py(&e))?;
+        to_python(py, &c)
+    }
+
+    /// Chat `chat`'s messages after message `after`, oldest first (`limit` 1..=200).
+    #[pyo3(signature = (chat, after=0, limit=200))]
+    fn chat_messages<'py>(
+        &self,
+        py: Python<'py>,
+        chat: &str,
+        after: i64,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let m = py.detach(|| agent.messages(chat, after, limit)).map_err(|e| to_py(&e))?;
+        to_python(py, &m)
+    }
+
+    /// Chat `chat`'s tool calls with their decisions and results.
+    fn chat_tool_calls<'py>(&self, py: Python<'py>, chat: &str) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let c = py.detach(|| agent.tool_calls(chat)).map_err(|e| to_py(&e))?;
+        to_python(py, &c)
+    }
+
+    /// Sets chat `id`'s title; returns its summary.
+    fn rename_chat<'py>(
+        &self,
+        py: Python<'py>,
+        id: &str,
+        title: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let agent = self.agent.get(py, &self.inner)?;
+        let c = py.detach(|| agent.rename_chat(id, title)).map_err(|e| to_py(&e))?;
+        to_python(py, &c)
+    }
+
+    /// Deletes chat `id` (its content is purged).
+    fn delete_chat(&self, py: Python<'_>, id: &str) -> PyResult<()> {
+        let agent = self.agent.get(py, &self.inner)?;
+        py.detach(|| agent.delete_chat(id)).map_err(|e| to_py(&e))
+    }
+
+    /// Resolves the calls whose approvals a person decided (or that expired) into their chats
+    /// and resumes them; returns how many. The agent's watcher does this by itself; call it to
+    /// not wait for it.
+    fn resolve_decided(&self, py: Python<'_>) -> PyResult<usize> {
+        let agent = self.agent.get(py, &self.inner)?;
+        py.detach(|| agent.resolve_decided()).map_err(|e| to_py(&e))
+    }
 }

@@ -25,7 +25,7 @@ fn repr_of(py: Python<'_>, name: &str, value: &impl Serialize) -> PyResult<Strin
 /// The decision for one replayed record.
 #[pyclass(name = "ReplayOutcome", module = "steward._steward", frozen, eq, from_py_object)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReplayOutcome {
+pub(crate) struct ReplayOutcome {
     /// The record's position (0-based).
     #[pyo3(get)]
     index: usize,
@@ -114,7 +114,7 @@ impl ReplayOutcome {
 /// A whole policy replay (`Steward.replay.policy`).
 #[pyclass(name = "PolicyReplay", module = "steward._steward", frozen, eq, get_all, from_py_object)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PolicyReplay {
+pub(crate) struct PolicyReplay {
     /// The policy version the records were decided under.
     policy_version: u64,
     /// Records replayed.
@@ -183,7 +183,7 @@ impl PolicyReplay {
 /// Recall, MRR and nDCG over a set of cases.
 #[pyclass(name = "Scores", module = "steward._steward", frozen, eq, get_all, from_py_object)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Scores {
+pub(crate) struct Scores {
     /// Cases scored.
     cases: usize,
     /// Mean recall at k.
@@ -224,7 +224,7 @@ impl Scores {
 /// The scores of one labeled query.
 #[pyclass(name = "CaseResult", module = "steward._steward", frozen, eq, get_all, from_py_object)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CaseResult {
+pub(crate) struct CaseResult {
     /// The case's position (0-based).
     index: usize,
     /// Its kind.
@@ -295,7 +295,7 @@ impl CaseResult {
 /// A whole retrieval evaluation (`Steward.eval.retrieval`).
 #[pyclass(name = "RetrievalEval", module = "steward._steward", frozen, eq, get_all, from_py_object)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RetrievalEval {
+pub(crate) struct RetrievalEval {
     /// Over all cases.
     overall: Scores,
     /// Per query kind.

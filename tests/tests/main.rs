@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+mod bounds;
 mod injection;
 
 use steward_connectors::mail::{EmlxSource, MaildirSource, MboxFlavor, MboxSource};

@@ -362,6 +362,7 @@ fn quote(body: &str, who: &str, italian: bool) -> String {
 }
 
 /// Most messages a demo mailbox may have.
+/// Fixed (not a setting).
 pub const MAX_DEMO_MESSAGES: usize = 1_000_000;
 
 /// Why a demo mailbox was not written.

@@ -33,6 +33,7 @@ use steward_core::{
 };
 
 /// Seconds a connection, a command or the message transfer may take.
+/// Default of `[mail] smtp_timeout_secs`.
 pub const DEFAULT_SMTP_TIMEOUT_SECS: u64 = 30;
 /// The configuration file in the Steward home.
 pub const CONFIG_FILE: &str = "config.toml";

@@ -17,15 +17,20 @@ use super::{Station, StationSource, TrainSnapshot, normalize_run, train_events};
 /// The public endpoint.
 pub const DEFAULT_BASE_URL: &str = "http://www.viaggiatreno.it/infomobilita/resteasy/viaggiatreno/";
 /// Per request.
+/// Fixed (not a setting).
 pub const REQUEST_TIMEOUT_SECS: u64 = 10;
 /// Attempts per request.
+/// Fixed (not a setting).
 pub const MAX_ATTEMPTS: usize = 2;
 /// Largest response body read: a longer one is refused ([`FetchError::TooLarge`]) as soon as
 /// it passes this, whatever its `Content-Length` said (or without one, as a chunked body).
+/// Fixed (not a setting).
 pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
 /// A train watch is kept this long after scheduled arrival (else departure).
+/// Fixed (not a setting).
 pub const EXPIRY_AFTER_SECS: i64 = 2 * 3_600;
 /// Without any schedule, a train watch is kept this long from creation.
+/// Fixed (not a setting).
 pub const FALLBACK_EXPIRY_SECS: i64 = 8 * 3_600;
 
 /// What a request found.

@@ -46,8 +46,10 @@ impl steward_core::StewardError for TrainError {
 }
 
 /// Departures checked per search.
+/// Fixed (not a setting).
 pub const MAX_CANDIDATES: usize = 10;
 /// Departure rows this much older than the requested instant are dropped (seconds).
+/// Fixed (not a setting).
 pub const STALE_DEPARTURE_SECS: i64 = 120;
 
 /// What a search found.

@@ -12,14 +12,19 @@ use std::collections::{BTreeMap, HashSet};
 use serde::Serialize;
 
 /// A sole candidate is accepted at this score.
+/// Fixed (not a setting).
 pub const MIN_SOLE_SCORE: f64 = 0.68;
 /// With several candidates, the best needs this score…
+/// Fixed (not a setting).
 pub const MIN_MULTI_SCORE: f64 = 0.86;
 /// …and this lead over the runner-up.
+/// Fixed (not a setting).
 pub const MIN_LEAD: f64 = 0.08;
 /// Candidates returned when the name is ambiguous.
+/// Fixed (not a setting).
 pub const AMBIGUOUS_CANDIDATES: usize = 8;
 /// Fallback queries per utterance (tokens and their prefixes).
+/// Fixed (not a setting).
 pub const MAX_FALLBACK_QUERIES: usize = 12;
 
 /// A station as a source lists it.

@@ -9,6 +9,7 @@ use steward_core::{
 };
 
 /// How long after its instant a time watch is kept if nobody polled (seconds).
+/// Fixed (not a setting).
 pub const TIME_WATCH_GRACE_SECS: i64 = 3_600;
 
 /// The `time` source.

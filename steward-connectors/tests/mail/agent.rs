@@ -48,6 +48,15 @@ fn rig(
     config: AgentConfig,
     script: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
 ) -> Rig {
+    rig_with(config, |_| {}, script)
+}
+
+/// [`rig`] with the model configuration changed by `tweak` (rates, for example).
+fn rig_with(
+    config: AgentConfig,
+    tweak: impl FnOnce(&mut steward_core::llm::LlmConfig),
+    script: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("Maildir");
     let mut opts = DemoOptions::new(40);
@@ -55,7 +64,8 @@ fn rig(
     generate_maildir(&md, &opts).unwrap();
     mirror_maildir(&steward(dir.path()), &md);
     let model = ScriptedServer::start(script);
-    let llm = steward_connectors::testing::models::one_chat_target(&model.base_url, "scripted");
+    let mut llm = steward_connectors::testing::models::one_chat_target(&model.base_url, "scripted");
+    tweak(&mut llm);
     let s = Arc::new(Steward::builder().home(dir.path().join("home")).llm(llm).open().unwrap());
     let sink = SmtpSink::start(dir.path(), &SinkOptions::default());
     let smtp = SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender()))
@@ -300,6 +310,29 @@ fn every_bound_ends_the_turn_with_its_reason_and_answers_every_call() {
     let chat = r.agent.create_chat().unwrap().id;
     let res = r.turn(&chat, "hello");
     assert_eq!(res.end_reason, EndReason::ModelUnavailable, "{res:?}");
+}
+
+#[test]
+fn a_turn_ends_on_its_cost_bound_priced_by_the_configured_rates() {
+    let mut config = AgentConfig::default();
+    // Each answer costs 100 input × $10/M + 10 output × $30/M = $0.0013; the bound is two.
+    config.max_turn_cost_micros = 2_600;
+    let r = rig_with(
+        config,
+        |llm| {
+            let rates =
+                steward_core::llm::Rates { input: 10.0, output: 30.0, ..Default::default() };
+            llm.rates.insert("scripted".into(), rates);
+        },
+        |_, n| call(&format!("c{n}"), "usage.summary", json!({"since": format!("{}d", n + 1)})),
+    );
+    let chat = r.agent.create_chat().unwrap().id;
+    let res = r.turn(&chat, "How much did I spend?");
+    assert_eq!(res.end_reason, EndReason::Budget, "{res:?}");
+    assert_eq!(res.usage.model_calls, 2, "stopped before a third call: {res:?}");
+    assert_eq!(res.usage.cost_micros, 2_600, "{res:?}");
+    assert_eq!(r._model.requests().len(), 2, "no request past the bound");
+    assert_eq!(r.agent.turn(&res.run_id).unwrap().cost_micros, 2_600, "recorded with the turn");
 }
 
 #[test]

@@ -418,6 +418,31 @@ fn a_home_sets_tool_budgets_from_its_config_and_refuses_bad_ones() {
 }
 
 #[test]
+fn a_home_sets_its_limits_from_its_config_and_refuses_bad_ones_by_name() {
+    use steward_connectors::home;
+    let dir = tempfile::tempdir().unwrap();
+    let h = dir.path().join("home");
+    std::fs::create_dir_all(&h).unwrap();
+    let config = |text: &str| std::fs::write(h.join("config.toml"), text).unwrap();
+    config("[limits]\ningest_batch = 2048\nbusy_timeout_ms = 9000\n");
+    let s = home::open(Some(h.clone())).unwrap();
+    assert_eq!((s.limits().ingest_batch, s.limits().busy_timeout_ms), (2048, 9000));
+    assert_eq!(s.limits().max_references, steward_core::Limits::default().max_references);
+    drop(s);
+    for (bad, named) in [
+        ("[limits]\ningest_batch = 0\n", "ingest_batch"),
+        ("[limits]\nreader_connections = 1000\n", "reader_connections"),
+        ("[limits]\nturbo = 1\n", "turbo"),
+        ("[limits]\ningest_batch = \"many\"\n", "ingest_batch"),
+    ] {
+        config(bad);
+        let e = home::open(Some(h.clone())).unwrap_err();
+        assert_eq!(e.code(), "STEWARD_INVALID_LIMIT", "{bad}: {e}");
+        assert!(e.to_string().contains(named), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn a_home_sets_the_agents_tier_and_bounds_from_its_config_and_refuses_bad_ones() {
     use steward_connectors::home;
     let dir = tempfile::tempdir().unwrap();

@@ -24,10 +24,13 @@ pub use store::{
 /// The owner's token, in the home directory (mode 0600).
 pub const TOKEN_FILE: &str = "auth-token";
 /// Shortest token accepted from the environment (`STEWARD_AUTH_TOKEN`) or the token file.
+/// Fixed (not a setting).
 pub const MIN_TOKEN_CHARS: usize = 32;
 /// Longest token accepted (a presented credential longer than this is refused unread).
+/// Fixed (not a setting).
 pub const MAX_TOKEN_CHARS: usize = 256;
 /// Most extra host names or origins a configuration may list.
+/// Fixed (not a setting).
 pub const MAX_ALLOWED_ENTRIES: usize = 32;
 
 /// Why the access configuration cannot be used.

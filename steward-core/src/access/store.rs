@@ -14,26 +14,36 @@ use crate::{
 };
 
 /// Longest `Idempotency-Key` accepted.
+/// Fixed (not a setting).
 pub const MAX_IDEMPOTENCY_KEY: usize = 200;
 /// Largest response body remembered for a replay.
+/// Fixed (not a setting).
 pub const MAX_REMEMBERED_RESPONSE: usize = 256 * 1024;
 /// How long a remembered response is kept, seconds.
+/// Fixed (not a setting).
 pub const IDEMPOTENCY_TTL_SECS: i64 = 24 * 3_600;
 /// A request still without a response after this long stopped mid-way (a crash): its outcome
 /// is unknown, and a retry with the key is refused rather than run again.
+/// Fixed (not a setting).
 pub const IN_FLIGHT_UNKNOWN_SECS: i64 = 300;
 /// How long a pairing code is valid, seconds.
+/// Fixed (not a setting).
 pub const PAIRING_CODE_TTL_SECS: i64 = 600;
 /// Characters of a pairing code (Crockford base32: 40 bits).
+/// Fixed (not a setting).
 pub const PAIRING_CODE_CHARS: usize = 8;
 /// Live (unused, unexpired) pairing codes at once.
+/// Fixed (not a setting).
 pub const MAX_LIVE_PAIRING_CODES: i64 = 16;
 /// Failed pairing attempts in [`PAIRING_CODE_TTL_SECS`] after which pairing is refused until
 /// the window passes.
+/// Fixed (not a setting).
 pub const MAX_PAIRING_FAILURES: i64 = 10;
 /// Most paired devices listed or kept.
+/// Fixed (not a setting).
 pub const MAX_DEVICES: i64 = 100;
 /// Longest device name.
+/// Fixed (not a setting).
 pub const MAX_DEVICE_NAME: usize = 80;
 
 /// What the first use of an idempotency key finds.
@@ -118,7 +128,8 @@ pub struct AccessStore {
 
 impl AccessStore {
     /// Opens (creating) the tables in `<home>/steward.db`.
-    pub fn open(home: &Path, limits: &Limits) -> Result<Self, AccessError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, AccessError> {
         Ok(Self { db: crate::approval::open_steward_db(home, limits)? })
     }
 

@@ -55,33 +55,50 @@ use crate::{
 pub const AGENT_ACTOR: &str = turn::AGENT_ACTOR;
 
 /// Model calls one turn may make.
+/// Default of `[agent] max_model_calls`.
 pub const MAX_MODEL_CALLS: u32 = 12;
 /// Tool calls one turn may propose.
+/// Default of `[agent] max_tool_calls`.
 pub const MAX_TOOL_CALLS: u32 = 24;
 /// Wall time of one turn, seconds.
+/// Default of `[agent] deadline_secs`.
 pub const TURN_DEADLINE_SECS: u64 = 300;
 /// Tokens (prompt + output) one turn may spend.
+/// Default of `[agent] max_turn_tokens`.
 pub const MAX_TURN_TOKENS: u64 = 400_000;
+/// What one turn may cost, in millionths of a USD (2 USD), priced by `[llm.rates]` (a model
+/// without rates costs 0). Default of `[agent] max_turn_cost_usd`.
+pub const MAX_TURN_COST_MICROS: i64 = 2_000_000;
 /// Times the identical (tool, input) call may run in one turn; the next is refused.
+/// Default of [`AgentConfig::max_identical_calls`] (a program's setting; a loop guard, not in `[agent]`).
 pub const MAX_IDENTICAL_CALLS: usize = 2;
 /// Unparseable tool-call payloads in a row that end a turn.
+/// Default of [`AgentConfig::max_bad_payloads`] (a program's setting; a loop guard, not in `[agent]`).
 pub const MAX_BAD_PAYLOADS: u32 = 3;
 /// Turns running at once across chats.
+/// Default of `[agent] max_concurrent_turns`.
 pub const MAX_CONCURRENT_TURNS: usize = 8;
 /// Messages a chat may queue while its turn runs.
+/// Fixed (not a setting).
 pub const MAX_QUEUED_MESSAGES: usize = 16;
 /// Longest message a person may send, characters.
+/// Fixed (not a setting).
 pub const MAX_USER_MESSAGE_CHARS: usize = 32_000;
 /// The context the model is given, characters (history beyond it is compacted).
+/// Default of `[agent] context_chars`.
 pub const CONTEXT_CHARS: usize = 200_000;
 /// Output tokens asked for per model call.
+/// Default of `[agent] max_output_tokens`.
 pub const MAX_OUTPUT_TOKENS: u32 = 2_048;
 /// Longest summary that stands for a chat's oldest messages, characters.
+/// Default of `[agent] summary_chars`.
 pub const SUMMARY_CHARS: usize = 4_000;
 /// Most conversation text one summary request carries, characters (each message is cut to
 /// [`SUMMARY_MESSAGE_CHARS`] first).
+/// Fixed (not a setting).
 pub const SUMMARY_INPUT_CHARS: usize = 60_000;
 /// Longest single message in a summary request, characters.
+/// Fixed (not a setting).
 pub const SUMMARY_MESSAGE_CHARS: usize = 2_000;
 /// The output tokens asked for a text of at most `chars` characters: generous (a token is
 /// about four characters of English, fewer of other scripts), so the text the code cuts to
@@ -90,6 +107,7 @@ pub(crate) fn output_tokens_for(chars: usize) -> u32 {
     u32::try_from(chars / 2 + 64).unwrap_or(u32::MAX)
 }
 /// Streamed text buffered before a `text_delta` event is recorded, characters.
+/// Fixed (not a setting).
 pub const DELTA_FLUSH_CHARS: usize = 200;
 
 /// The agent's bounds (named; every one is in force on every turn).
@@ -106,6 +124,8 @@ pub struct AgentConfig {
     pub deadline: Duration,
     /// See [`MAX_TURN_TOKENS`].
     pub max_turn_tokens: u64,
+    /// See [`MAX_TURN_COST_MICROS`].
+    pub max_turn_cost_micros: i64,
     /// See [`MAX_IDENTICAL_CALLS`].
     pub max_identical_calls: usize,
     /// See [`MAX_BAD_PAYLOADS`].
@@ -167,6 +187,7 @@ impl Default for AgentConfig {
             max_tool_calls: MAX_TOOL_CALLS,
             deadline: Duration::from_secs(TURN_DEADLINE_SECS),
             max_turn_tokens: MAX_TURN_TOKENS,
+            max_turn_cost_micros: MAX_TURN_COST_MICROS,
             max_identical_calls: MAX_IDENTICAL_CALLS,
             max_bad_payloads: MAX_BAD_PAYLOADS,
             max_concurrent_turns: MAX_CONCURRENT_TURNS,
@@ -192,7 +213,7 @@ pub enum EndReason {
     MaxModelCalls,
     /// [`AgentConfig::max_tool_calls`] reached.
     MaxToolCalls,
-    /// [`AgentConfig::max_turn_tokens`] reached.
+    /// [`AgentConfig::max_turn_tokens`] or [`AgentConfig::max_turn_cost_micros`] reached.
     Budget,
     /// [`AgentConfig::deadline`] reached.
     Deadline,
@@ -546,6 +567,8 @@ pub struct TurnUsage {
     pub input_tokens: i64,
     /// Output tokens.
     pub output_tokens: i64,
+    /// What its model calls cost, millionths of a USD (`[llm.rates]`; 0 when unpriced).
+    pub cost_micros: i64,
 }
 
 /// What a turn ended with, for a caller that waits ([`Agent::wait`]).
@@ -972,6 +995,7 @@ impl Agent {
                 tool_calls: t.tool_calls,
                 input_tokens: t.input_tokens,
                 output_tokens: t.output_tokens,
+                cost_micros: t.cost_micros,
             },
             error: t.error.clone(),
             next_run: t.next_run.clone(),

@@ -20,8 +20,10 @@ use crate::{
 };
 
 /// Longest notification kept, characters.
+/// Default of `[agent] notify_chars`.
 pub const NOTIFY_CHARS: usize = 400;
 /// Most of the event (as JSON) one request carries, characters.
+/// Fixed (not a setting).
 pub const NOTIFY_EVENT_CHARS: usize = 4_000;
 
 /// How notifications are written.

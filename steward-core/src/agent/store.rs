@@ -35,14 +35,19 @@ const SCHEMA: Schema = Schema {
 };
 
 /// Most chats one page lists.
+/// Fixed (not a setting).
 pub const MAX_CHAT_PAGE: usize = 100;
 /// Most messages one page of a chat holds.
+/// Fixed (not a setting).
 pub const MAX_MESSAGE_PAGE: usize = 200;
 /// Most events one read returns.
+/// Fixed (not a setting).
 pub const MAX_EVENT_PAGE: usize = 500;
 /// Most gated calls of a chat the context keeps track of (their results are never dropped).
+/// Fixed (not a setting).
 pub(crate) const MAX_GATED_LISTED: usize = 1_000;
 /// Longest chat title, characters.
+/// Fixed (not a setting).
 pub const MAX_TITLE_CHARS: usize = 200;
 
 fn q(ctx: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
@@ -129,6 +134,8 @@ pub struct TurnRecord {
     pub ended_at: Option<i64>,
     /// The run that took the messages this one ended without applying (recorded with its end).
     pub next_run: Option<String>,
+    /// What its model calls cost, millionths of a USD.
+    pub cost_micros: i64,
 }
 
 /// One event of the feed.
@@ -184,11 +191,12 @@ fn turn(r: &Row<'_>) -> rusqlite::Result<TurnRecord> {
         started_at: r.get(9)?,
         ended_at: r.get(10)?,
         next_run: r.get(11)?,
+        cost_micros: r.get(12)?,
     })
 }
 
 const TURN_COLS: &str = "run_id, chat_id, status, end_reason, model_calls, tool_calls, \
-                         input_tokens, output_tokens, error, started_at, ended_at, next_run";
+                         input_tokens, output_tokens, error, started_at, ended_at, next_run, cost_micros";
 
 impl ChatStore {
     pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, AgentError> {
@@ -605,6 +613,7 @@ impl ChatStore {
         model_calls: i64,
         tool_calls: i64,
         tokens: (i64, i64),
+        cost_micros: i64,
         error: Option<&str>,
         next_run: Option<&str>,
         now: i64,
@@ -613,7 +622,7 @@ impl ChatStore {
             tx.execute(
                 "UPDATE turns SET status = 'ended', end_reason = ?2, model_calls = ?3, \
                  tool_calls = ?4, input_tokens = ?5, output_tokens = ?6, error = ?7, ended_at = ?8, \
-                 next_run = ?9 WHERE run_id = ?1",
+                 next_run = ?9, cost_micros = ?10 WHERE run_id = ?1",
                 params![
                     run,
                     reason.as_str(),
@@ -623,7 +632,8 @@ impl ChatStore {
                     tokens.1,
                     error,
                     now,
-                    next_run
+                    next_run,
+                    cost_micros
                 ],
             )
             .map_err(q("end turn"))

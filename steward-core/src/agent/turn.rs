@@ -99,6 +99,8 @@ struct Turn<'a> {
     model_calls: u32,
     tool_calls: u32,
     tokens: (u64, u64),
+    /// Millionths of a USD.
+    cost: i64,
     bad_in_row: u32,
     capability: crate::llm::Capability,
     /// A summary call failed in this run: not tried again before the run ends.
@@ -144,6 +146,7 @@ pub(super) fn run(
         model_calls: 0,
         tool_calls: 0,
         tokens: (0, 0),
+        cost: 0,
         bad_in_row: 0,
         summary_failed: false,
         capability: shared.config.capability.unwrap_or_else(|| {
@@ -179,6 +182,7 @@ pub(super) fn run(
         i64::from(t.model_calls),
         i64::from(t.tool_calls),
         (as_i64(t.tokens.0), as_i64(t.tokens.1)),
+        t.cost,
         error.as_deref(),
         next_run.as_deref(),
         now_secs(),
@@ -205,10 +209,19 @@ impl Turn<'_> {
         self.cancel.load(Ordering::SeqCst)
     }
 
-    /// Counts a model answer's tokens against the turn's budget and says so in a `usage` event.
+    /// Whether the turn spent its tokens or its money.
+    fn over_budget(&self) -> bool {
+        self.tokens.0 + self.tokens.1 >= self.shared.config.max_turn_tokens
+            || self.cost >= self.shared.config.max_turn_cost_micros
+    }
+
+    /// Counts a model answer's tokens and cost against the turn's budget and says so in a
+    /// `usage` event.
     fn count(&mut self, answer: &crate::llm::ChatResponse) {
         self.tokens.0 += answer.usage.input;
         self.tokens.1 += answer.usage.output;
+        let rates = self.shared.steward.llm_config().and_then(|c| c.rates.get(&answer.model));
+        self.cost = self.cost.saturating_add(crate::llm::cost_micros(rates, &answer.usage));
         self.shared.event(
             self.run,
             self.chat,
@@ -268,7 +281,7 @@ impl Turn<'_> {
             if self.model_calls >= self.shared.config.max_model_calls {
                 return Stop::End(EndReason::MaxModelCalls, None);
             }
-            if self.tokens.0 + self.tokens.1 >= self.shared.config.max_turn_tokens {
+            if self.over_budget() {
                 return Stop::End(EndReason::Budget, None);
             }
             if let Err(e) = self.apply_queued() {
@@ -831,7 +844,7 @@ impl Turn<'_> {
         if self.summary_failed
             || self.cancelled()
             || self.started.elapsed() >= self.shared.config.deadline
-            || self.tokens.0 + self.tokens.1 >= self.shared.config.max_turn_tokens
+            || self.over_budget()
         {
             return None;
         }

@@ -30,12 +30,16 @@ use crate::{
 };
 
 /// Seconds a request waits for a person before it expires (a denial).
+/// Default of a request's `timeout_secs` (the design's five minutes; fixed for the agent's requests).
 pub const APPROVAL_TIMEOUT_SECS: i64 = 300;
 /// Most approvals one page lists.
+/// Fixed (not a setting).
 pub const MAX_APPROVAL_PAGE: usize = 100;
 /// Most calls one batch request covers.
+/// Fixed (not a setting).
 pub const MAX_BATCH_CALLS: usize = 100;
 /// Largest proposed input, in bytes of canonical JSON.
+/// Fixed (not a setting).
 pub const MAX_INPUT_BYTES: usize = 256 * 1024;
 
 /// Proof that a person, authenticated by a frontend, is acting. Only [`crate::Steward::human`]
@@ -195,6 +199,7 @@ impl Taint {
 }
 
 /// Most tainted values one approval names.
+/// Fixed (not a setting).
 pub const MAX_TAINTED_FIELDS: usize = 50;
 
 /// One value of an input found in untrusted content.
@@ -237,6 +242,7 @@ pub struct ApprovalQuery {
 }
 
 /// Requests per page when the query does not say.
+/// Default of a list's `limit`.
 pub const DEFAULT_APPROVAL_PAGE: usize = 20;
 
 impl ApprovalQuery {

@@ -13,8 +13,10 @@ use serde::Serialize;
 use super::{Approval, canonical_json};
 
 /// Ambiguous answers tolerated before the request is denied.
+/// Fixed (not a setting).
 pub const MAX_SPOKEN_RETRIES: u8 = 1;
 /// Replays tolerated before the request is denied.
+/// Fixed (not a setting).
 pub const MAX_SPOKEN_REPEATS: u8 = 3;
 
 /// The languages with a phrase list.

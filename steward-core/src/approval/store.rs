@@ -17,8 +17,10 @@ use crate::{
 };
 
 /// Wrong PINs tolerated per window before the PIN locks.
+/// Fixed (not a setting).
 pub const MAX_PIN_FAILURES: i64 = 5;
 /// The PIN failure window, seconds.
+/// Fixed (not a setting).
 pub const PIN_WINDOW_SECS: i64 = 900;
 
 /// The migrations of `steward.db` (approvals, PIN, policy versions, network access, jobs).
@@ -147,8 +149,10 @@ pub struct Approvals {
 /// (the default of `Limits::approval_poll_ms`).
 pub const SUBSCRIPTION_POLL_MS: u64 = 200;
 /// Most events one read of the feed returns.
+/// Fixed (not a setting).
 pub const MAX_EVENT_PAGE: usize = 500;
 /// Longest a subscriber may wait in one call.
+/// Fixed (not a setting).
 pub const MAX_WAIT_SECS: u64 = 60;
 
 /// One transition or refused attempt, in order (the subscription feed).
@@ -246,7 +250,8 @@ fn approval_at(row: &Row<'_>, o: usize) -> rusqlite::Result<Approval> {
 
 impl Approvals {
     /// Opens (creating and migrating) `<home>/steward.db`.
-    pub fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, ApprovalError> {
         Ok(Self {
             db: open_steward_db(home, limits)?,
             audit: None,

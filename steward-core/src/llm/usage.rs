@@ -16,6 +16,7 @@ use crate::{
 /// What a missing service or action is recorded as.
 pub const UNKNOWN: &str = "unknown";
 /// Groups one report returns per dimension.
+/// Fixed (not a setting).
 pub const MAX_USAGE_GROUPS: usize = 200;
 
 const SCHEMA: Schema = Schema {
@@ -257,7 +258,8 @@ fn clip(s: &Option<String>, n: usize) -> Option<String> {
 
 impl UsageLedger {
     /// Opens (creating) `<home>/usage.db`.
-    pub fn open(home: &Path, limits: &Limits) -> Result<Self, StoreError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, StoreError> {
         let db =
             Database::open(&home.join("usage.db"), &SCHEMA, OpenOptions::small_writes(limits))?;
         Ok(Self { db })

@@ -12,14 +12,19 @@ use crate::{
 };
 
 /// Body characters returned by default.
+/// Default of a read's `max_chars`.
 pub const READ_WINDOW_CHARS: usize = 6_000;
 /// Most body characters one read may return.
+/// Fixed (not a setting).
 pub const READ_WINDOW_MAX_CHARS: usize = 12_000;
 /// Messages per thread page by default.
+/// Default of a thread read's `limit`.
 pub const THREAD_PAGE: usize = 20;
 /// Most messages per thread page.
+/// Fixed (not a setting).
 pub const THREAD_PAGE_MAX: usize = 100;
 /// Characters of each snippet in a thread page.
+/// Fixed (not a setting).
 pub const THREAD_SNIPPET_CHARS: usize = 120;
 
 /// Errors of reads.

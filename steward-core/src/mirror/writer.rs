@@ -132,6 +132,7 @@ struct Filters {
 
 /// Largest account for which the existence filters are built (entries across the three sets);
 /// above it every lookup goes to SQLite.
+/// Fixed (not a setting).
 pub(crate) const MAX_FILTER_ENTRIES: i64 = 5_000_000;
 
 fn key_hash(s: &str) -> u64 {

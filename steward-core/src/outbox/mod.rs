@@ -41,23 +41,32 @@ use crate::{
 pub use evidence::{Evidence, EvidenceMatch};
 
 /// Operations one confirmation pass examines at most.
+/// Fixed (not a setting).
 pub const CONFIRM_PASS_LIMIT: usize = 100;
 /// A `started` operation unchanged this long (seconds) is presumed orphaned by a crash and is
 /// examined by confirmation (never re-sent).
+/// Fixed (not a setting).
 pub const STALE_STARTED_SECS: i64 = 60;
 /// Evidence may be dated this long before the attempt (clock skew between hosts).
+/// Fixed (not a setting).
 pub const EVIDENCE_WINDOW_BEFORE_SECS: i64 = 60;
 /// … and this long after it (a queue that delivers late).
+/// Fixed (not a setting).
 pub const EVIDENCE_WINDOW_AFTER_SECS: i64 = 24 * 3_600;
 /// Scheduled sends one `send_due` call claims at most.
+/// Fixed (not a setting).
 pub const SEND_DUE_BATCH: usize = 100;
 /// Longest subject accepted, in bytes.
+/// Fixed by the mail format (RFC 5322 line length).
 pub const MAX_SUBJECT_BYTES: usize = 998;
 /// Longest body accepted, in bytes.
+/// Fixed (not a setting).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Longest address accepted, in bytes (RFC 5321 path limit).
+/// Fixed (not a setting).
 pub const MAX_ADDRESS_BYTES: usize = 254;
 /// References carried into a reply at most (the newest are kept).
+/// Fixed (not a setting).
 pub const MAX_REFERENCES: usize = 50;
 
 /// What a person (or an approved agent request) asks to send.

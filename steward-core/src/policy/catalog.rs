@@ -11,12 +11,16 @@ use serde::{Deserialize, Serialize};
 use super::{Effect, Level, PolicyChange, PolicyError, ToolRegistry, ToolSpec};
 
 /// Most recipients one mail may name (To, Cc and Bcc each).
+/// Fixed (not a setting).
 pub const MAX_RECIPIENTS: usize = 50;
 /// Most attachments one mail may carry.
+/// Fixed (not a setting).
 pub const MAX_ATTACHMENTS: usize = 20;
 /// Most messages one call may touch.
+/// Fixed (not a setting).
 pub const MAX_MESSAGES_PER_CALL: usize = 50;
 /// Most attendees one event may invite.
+/// Fixed (not a setting).
 pub const MAX_ATTENDEES: usize = 100;
 
 /// Search the local mail mirror.

@@ -8,8 +8,10 @@ use serde_json::{Map, Value};
 use super::{Level, PolicyError};
 
 /// Deepest nesting of schemas checked (a recursive type deeper than this is refused).
+/// Fixed (not a setting).
 pub const MAX_SCHEMA_DEPTH: usize = 16;
 /// Longest tool name.
+/// Fixed (not a setting).
 pub const MAX_TOOL_NAME: usize = 64;
 
 /// What running a tool does to the world.

@@ -14,6 +14,7 @@ use crate::{
 };
 
 /// Most versions one history page returns.
+/// Fixed (not a setting).
 pub const MAX_POLICY_HISTORY: usize = 100;
 
 /// One stored version of the policy.
@@ -67,7 +68,8 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 
 impl PolicyStore {
     /// Opens (creating and migrating) `<home>/steward.db`.
-    pub fn open(home: &Path, limits: &Limits) -> Result<Self, PolicyError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, PolicyError> {
         Ok(Self { db: crate::approval::open_steward_db(home, limits)? })
     }
 

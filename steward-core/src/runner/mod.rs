@@ -47,30 +47,36 @@ use crate::{
 };
 
 /// The longest a failing job waits before it is tried again, seconds.
+/// Fixed (not a setting).
 pub const MAX_BACKOFF_SECS: i64 = 3_600;
 /// The shortest interval a job may be configured with, seconds.
+/// Fixed (not a setting).
 pub const MIN_INTERVAL_SECS: i64 = 1;
 /// The longest interval a job may be configured with, seconds (a day).
+/// Fixed (not a setting).
 pub const MAX_INTERVAL_SECS: i64 = 86_400;
 /// The longest time budget a run may be given, seconds.
+/// The upper end of `[jobs.<name>] budget_secs`.
 pub const MAX_BUDGET_SECS: i64 = 3_600;
 /// The runner re-reads the wall clock at least this often while idle, seconds (a machine
 /// that slept notices its missed runs this long after waking at the latest).
+/// Fixed (not a setting).
 pub const IDLE_CHECK_SECS: u64 = 30;
 /// Snapshot workers per watch source in one poll cycle (default of `[jobs]
 /// watch_poll_per_source`).
 pub const WATCH_POLL_PER_SOURCE: usize = 4;
-/// The most workers per watch source that may be configured.
+/// The upper end of `[jobs] watch_poll_per_source`.
 pub const MAX_WATCH_POLL_PER_SOURCE: usize = 32;
 /// Messages one embedding run sends at most (default of `[jobs] embed_pass_items`), so a run
 /// ends and reports regularly; a backlog is drained by the next runs, which come sooner.
 pub const EMBED_PASS_ITEMS: usize = 512;
-/// The most messages one embedding run may be configured to send.
+/// The upper end of `[jobs] embed_pass_items`.
 pub const MAX_EMBED_PASS_ITEMS: usize = 10_000;
 /// How long stopping the runner waits for runs in flight to reach their next safe point,
 /// seconds (default of `[jobs] stop_grace_secs`).
 pub const STOP_GRACE_SECS: u64 = 10;
 /// Characters kept of a run's error.
+/// Fixed (not a setting).
 pub const MAX_JOB_ERROR_CHARS: usize = 500;
 
 /// The jobs, in the order `steward jobs run --once` runs them.

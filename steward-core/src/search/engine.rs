@@ -22,15 +22,20 @@ use crate::{
 };
 
 /// BM25 candidates fused when no structured filter applies.
+/// Fixed (not a setting).
 pub const LEXICAL_CANDIDATES: usize = 50;
 /// KNN candidates fused when no structured filter applies.
+/// Fixed (not a setting).
 pub const VECTOR_CANDIDATES: usize = 50;
 /// Candidates fetched from an index when structured filters will discard some; the first
 /// [`LEXICAL_CANDIDATES`] (or [`VECTOR_CANDIDATES`]) that pass are fused.
+/// Fixed (not a setting).
 pub const FILTERED_CANDIDATES: usize = 500;
 /// The Reciprocal Rank Fusion constant: score = Σ 1 / (k + rank).
+/// Fixed (not a setting).
 pub const RRF_K: f64 = 60.0;
 /// Most messages a browse orders before filtering and paging (also the deepest page).
+/// Fixed (not a setting).
 pub const BROWSE_WINDOW: usize = 500;
 
 /// What a search reads.

@@ -53,10 +53,13 @@ use crate::{
 };
 
 /// Characters of the snippet of each of the first three results.
+/// Fixed (not a setting).
 pub const SNIPPET_TOP_CHARS: usize = 200;
 /// Characters of the snippet of later results.
+/// Fixed (not a setting).
 pub const SNIPPET_CHARS: usize = 120;
 /// Results that get the longer snippet.
+/// Fixed (not a setting).
 pub const SNIPPET_TOP_RESULTS: usize = 3;
 
 /// Errors of search.

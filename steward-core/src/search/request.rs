@@ -9,12 +9,16 @@ use crate::{
 };
 
 /// Results per page when the request does not say.
+/// Default of a search's `limit`.
 pub const DEFAULT_LIMIT: usize = 8;
 /// Most results per page for a model (a model's context is not a database cursor).
+/// Fixed (not a setting).
 pub const MAX_MODEL_LIMIT: usize = 12;
 /// Most results per page through the API.
+/// Fixed (not a setting).
 pub const MAX_API_LIMIT: usize = 100;
 /// Longest free text or substring accepted, in characters.
+/// Fixed (not a setting).
 pub const MAX_QUERY_CHARS: usize = 1_000;
 
 /// Which mailboxes a search covers.

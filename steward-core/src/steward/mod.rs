@@ -41,6 +41,9 @@ pub enum OpenError {
     /// A limit is out of range.
     #[error("limit {0} is out of range")]
     InvalidLimit(&'static str),
+    /// `[limits]` of the home's `config.toml` cannot be used (the message names the key).
+    #[error("{0}")]
+    LimitsConfig(String),
     /// The mirror could not be opened.
     #[error(transparent)]
     Mirror(#[from] MirrorError),
@@ -60,7 +63,7 @@ impl StewardError for OpenError {
         match self {
             Self::NoHome => "STEWARD_NO_HOME",
             Self::Home { .. } => "STEWARD_HOME_UNUSABLE",
-            Self::InvalidLimit(_) => "STEWARD_INVALID_LIMIT",
+            Self::InvalidLimit(_) | Self::LimitsConfig(_) => "STEWARD_INVALID_LIMIT",
             Self::Mirror(e) => e.code(),
             Self::Tool(e) => e.code(),
             Self::Embed(e) => e.code(),
@@ -70,7 +73,7 @@ impl StewardError for OpenError {
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::NoHome | Self::InvalidLimit(_) => ErrorKind::InvalidInput,
+            Self::NoHome | Self::InvalidLimit(_) | Self::LimitsConfig(_) => ErrorKind::InvalidInput,
             Self::Home { .. } => ErrorKind::Unavailable,
             Self::Mirror(e) => e.kind(),
             Self::Tool(e) => e.kind(),
@@ -97,6 +100,7 @@ pub struct StewardBuilder {
     embedder_from_config: bool,
     llm: Option<crate::llm::LlmConfig>,
     llm_from_config: bool,
+    limits_from_config: bool,
     tools: Vec<ToolSpec>,
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
 }
@@ -161,6 +165,14 @@ impl StewardBuilder {
         self
     }
 
+    /// Reads `[limits]` of `<home>/config.toml` over the limits given (see
+    /// [`Limits::with_config`]).
+    #[must_use]
+    pub fn limits_from_config(mut self) -> Self {
+        self.limits_from_config = true;
+        self
+    }
+
     /// Registers a watch source (a connector's adapter: `time`, `train`, …).
     #[must_use]
     pub fn watch_adapter(mut self, adapter: Arc<dyn crate::watch::WatchAdapter>) -> Self {
@@ -176,12 +188,15 @@ impl StewardBuilder {
     }
 
     /// Creates the home if needed and opens every store in it.
-    pub fn open(self) -> Result<Steward, OpenError> {
+    pub fn open(mut self) -> Result<Steward, OpenError> {
         self.limits.validate().map_err(OpenError::InvalidLimit)?;
         let home = match self.home {
             Some(h) => h,
             None => default_home().ok_or(OpenError::NoHome)?,
         };
+        if self.limits_from_config {
+            self.limits = self.limits.with_config(&home).map_err(OpenError::LimitsConfig)?;
+        }
         create_private_dir(&home)
             .map_err(|e| OpenError::Home { path: home.clone(), reason: e.to_string() })?;
         let mut tools = crate::policy::catalog::builtin()?;
@@ -373,7 +388,8 @@ impl Steward {
     }
 
     /// The mail mirror.
-    pub fn mirror(&self) -> &Mirror {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn mirror(&self) -> &Mirror {
         &self.mirror
     }
 
@@ -504,12 +520,14 @@ impl Steward {
     }
 
     /// The vector store (embedders write here; search reads).
-    pub fn vectors(&self) -> Result<&VectorStore, VectorError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn vectors(&self) -> Result<&VectorStore, VectorError> {
         self.open_once(&self.vectors, || VectorStore::open(&self.home.join("index"), &self.limits))
     }
 
     /// Approval requests and their resolution (`steward.db`).
-    pub fn approvals(&self) -> Result<&Approvals, ApprovalError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn approvals(&self) -> Result<&Approvals, ApprovalError> {
         if let Some(a) = self.approvals.get() {
             return Ok(a);
         }
@@ -524,17 +542,20 @@ impl Steward {
     }
 
     /// The versioned policy (`steward.db`).
-    pub fn policy_store(&self) -> Result<&PolicyStore, PolicyError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn policy_store(&self) -> Result<&PolicyStore, PolicyError> {
         self.open_once(&self.policy, || PolicyStore::open(&self.home, &self.limits))
     }
 
     /// Network access state (`steward.db`): idempotent responses, paired devices, pairing codes.
-    pub fn access(&self) -> Result<&crate::access::AccessStore, crate::access::AccessError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn access(&self) -> Result<&crate::access::AccessStore, crate::access::AccessError> {
         self.open_once(&self.access, || crate::access::AccessStore::open(&self.home, &self.limits))
     }
 
     /// The usage ledger (`usage.db`).
-    pub fn usage(&self) -> Result<&Arc<crate::llm::UsageLedger>, crate::store::StoreError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn usage(&self) -> Result<&Arc<crate::llm::UsageLedger>, crate::store::StoreError> {
         self.usage.get()
     }
 
@@ -569,7 +590,8 @@ impl Steward {
     }
 
     /// Durable watches (`watches.db`) over the registered sources.
-    pub fn watches(&self) -> Result<&crate::watch::Watches, crate::watch::WatchError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn watches(&self) -> Result<&crate::watch::Watches, crate::watch::WatchError> {
         self.open_once(&self.watches, || {
             crate::watch::Watches::open(&self.home, &self.limits, &self.watch_adapters)
         })
@@ -585,7 +607,8 @@ impl Steward {
     }
 
     /// The write journal (`ops.db`), audited.
-    pub fn journal(&self) -> Result<&crate::journal::Journal, crate::journal::JournalError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn journal(&self) -> Result<&crate::journal::Journal, crate::journal::JournalError> {
         if let Some(j) = self.journal.get() {
             return Ok(j);
         }
@@ -643,7 +666,8 @@ impl Steward {
     }
 
     /// The audit trail (`audit.db`).
-    pub fn audit(&self) -> Result<&Arc<AuditLog>, AuditError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn audit(&self) -> Result<&Arc<AuditLog>, AuditError> {
         self.open_once(&self.audit, || AuditLog::open(&self.home, &self.limits).map(Arc::new))
     }
 
@@ -656,7 +680,8 @@ impl Steward {
 
     /// The text index, opened on first use (commands that only read the mirror never pay for
     /// it).
-    pub fn lexical_index(&self) -> Result<&LexicalIndex, IndexError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn lexical_index(&self) -> Result<&LexicalIndex, IndexError> {
         // One opener at a time: opening creates (or, on a schema change, rebuilds) the index
         // directory, and a second opener racing it would see it half made and remove it.
         self.open_once(&self.lexical, || LexicalIndex::open(&self.lexical_index_dir()))

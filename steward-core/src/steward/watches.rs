@@ -4,8 +4,8 @@ use super::Steward;
 use crate::{
     time::now_secs,
     watch::{
-        ActionRun, GrantedAction, PollReport, QueuedEvent, WatchDefinition, WatchError,
-        WatchEventQuery, WatchQuery, WatchSummary,
+        ActionRun, Delivery, DeliveryReport, GrantedAction, PollReport, QueuedEvent,
+        WatchDefinition, WatchError, WatchEventQuery, WatchHealth, WatchQuery, WatchSummary,
     },
 };
 
@@ -19,6 +19,29 @@ impl Steward {
     /// A page of watches, newest first.
     pub fn list_watches(&self, query: &WatchQuery) -> Result<Vec<WatchSummary>, WatchError> {
         self.watches()?.list(query)
+    }
+
+    /// One watch.
+    pub fn watch(&self, id: i64) -> Result<WatchSummary, WatchError> {
+        self.watches()?.get(id)
+    }
+
+    /// Counts for a status screen: active watches, failing sources, events to deliver and
+    /// events given up.
+    pub fn watch_health(&self) -> Result<WatchHealth, WatchError> {
+        self.watches()?.health()
+    }
+
+    /// Delivers up to `limit` pending events through `delivery`, oldest first, at `now`
+    /// (Unix seconds; `None`: the clock): what the runner's delivery job does, for a program
+    /// that brings its own channel.
+    pub fn deliver_watch_events(
+        &self,
+        delivery: &dyn Delivery,
+        limit: usize,
+        now: Option<i64>,
+    ) -> Result<DeliveryReport, WatchError> {
+        self.watches()?.deliver(delivery, limit, now.unwrap_or_else(now_secs))
     }
 
     /// Stops a watch (idempotent: only an active watch changes).

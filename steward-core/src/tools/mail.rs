@@ -20,8 +20,10 @@ use crate::{
 };
 
 /// Results `mail.search` returns when the input does not say.
+/// Default of `mail.search`'s `limit`.
 pub const SEARCH_DEFAULT_LIMIT: u32 = 10;
 /// Largest attachment whose text `mail.attachment_text` reads, in bytes.
+/// Fixed (not a setting).
 pub const MAX_ATTACHMENT_TEXT_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The mail tools that write (they need a sender).

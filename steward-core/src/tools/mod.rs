@@ -40,15 +40,20 @@ use crate::{
 };
 
 /// Characters of result text a tool returns to the model when its configuration does not say.
+/// Fixed (not a setting).
 pub const DEFAULT_RESULT_CHARS: usize = 8_000;
 /// The most characters of result text any tool may be configured to return.
+/// Fixed (not a setting).
 pub const MAX_RESULT_CHARS: usize = 48_000;
 /// The fewest (a budget below this cannot hold one compact item and its cursor).
+/// The lower end of `[tools.result_chars]`.
 pub const MIN_RESULT_CHARS: usize = 500;
 /// Largest structured result (`data`) kept with a result, in bytes of JSON; a larger one is
 /// replaced by a note (the text the model reads is bounded separately).
+/// Fixed (not a setting).
 pub const MAX_RESULT_DATA_BYTES: usize = 64 * 1024;
 /// Most sources one result names (a result longer than this names the first ones).
+/// Fixed (not a setting).
 pub const MAX_RESULT_SOURCES: usize = 200;
 
 /// An item a result came from.

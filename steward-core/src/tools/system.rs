@@ -14,6 +14,7 @@ use crate::{
 };
 
 /// Watches one `watches.list` page holds.
+/// Fixed (not a setting).
 pub const WATCH_PAGE: usize = 20;
 /// What `usage.summary` covers when the input does not say.
 pub const USAGE_DEFAULT_SINCE: &str = "7d";

@@ -17,20 +17,28 @@ use super::{WatchError, WatchRule, at_path};
 use crate::time::{CivilTime, parse_instant};
 
 /// Grants per rule.
+/// Fixed (not a setting).
 pub const MAX_GRANTS_PER_RULE: usize = 4;
 /// Values of one `one_of`.
+/// Fixed (not a setting).
 pub const MAX_ONE_OF: usize = 32;
 /// Longest template.
+/// Fixed (not a setting).
 pub const MAX_TEMPLATE_CHARS: usize = 2_000;
 /// Largest `exact` value, bytes of JSON.
+/// Fixed (not a setting).
 pub const MAX_EXACT_BYTES: usize = 8 * 1024;
 /// The largest offset of a `relative_time`, minutes (a week).
+/// Fixed (not a setting).
 pub const MAX_RELATIVE_MINUTES: i64 = 10_080;
 /// Outcomes one continuation may name.
+/// Fixed (not a setting).
 pub const MAX_CONTINUATION_OUTCOMES: usize = 8;
 /// Arguments one grant may constrain.
+/// Fixed (not a setting).
 pub const MAX_CONSTRAINED_FIELDS: usize = 16;
 /// Items of a list a constraint or filter names as a value (recipients, for example).
+/// Fixed (not a setting).
 pub const MAX_VALUE_ITEMS: usize = 50;
 
 /// The schema a model fills for a constraint's or filter's value: text, a number, a boolean
@@ -67,8 +75,10 @@ fn constrained_fields_schema(generator: &mut schemars::SchemaGenerator) -> schem
     schemars::Schema::try_from(schema).unwrap_or_default()
 }
 /// Attempts one continuation may make, counting the first.
+/// Fixed (not a setting).
 pub const MAX_CONTINUATION_ATTEMPTS: u32 = 10;
 /// The longest wait before a continuation's next attempt, minutes.
+/// Fixed (not a setting).
 pub const MAX_CONTINUATION_MINUTES: i64 = 1_440;
 
 /// One pre-approved capability of a rule.

@@ -54,30 +54,43 @@ pub use store::{
 use crate::{ErrorKind, StewardError, store::StoreError};
 
 /// Default seconds between polls.
+/// Fixed (not a setting).
 pub const DEFAULT_POLL_SECS: u64 = 45;
 /// The shortest interval without an adapter's urgency hint.
+/// Fixed (not a setting).
 pub const MIN_POLL_SECS: u64 = 15;
 /// The shortest interval an adapter's urgency hint can ask for.
+/// Fixed (not a setting).
 pub const MIN_URGENT_POLL_SECS: u64 = 5;
 /// Rules per watch.
+/// Fixed (not a setting).
 pub const MAX_RULES: usize = 16;
 /// `where` filters per rule.
+/// Fixed (not a setting).
 pub const MAX_FILTERS: usize = 8;
 /// Active watches at once.
+/// Fixed (not a setting).
 pub const MAX_ACTIVE_WATCHES: i64 = 10_000;
 /// Events delivered per batch.
+/// Fixed (not a setting).
 pub const MAX_DELIVERY_BATCH: usize = 20;
 /// Failed composition attempts after which the event's `fallback_text` is used.
+/// Fixed (not a setting).
 pub const COMPOSE_ATTEMPTS: i64 = 2;
 /// Failed attempts after which an event is marked failed instead of retried.
+/// Fixed (not a setting).
 pub const MAX_DELIVERY_ATTEMPTS: i64 = 10;
 /// How late a relative (`before_time`) window may still fire, seconds.
+/// Fixed (not a setting).
 pub const RELATIVE_GRACE_SECS: i64 = 300;
 /// Longest instruction kept.
+/// Fixed (not a setting).
 pub const MAX_INSTRUCTION_CHARS: usize = 2_000;
 /// Longest resource reference.
+/// Fixed (not a setting).
 pub const MAX_REF_CHARS: usize = 1_024;
 /// A page of watches or events.
+/// Fixed (not a setting).
 pub const MAX_WATCH_PAGE: usize = 100;
 
 /// Errors of watches.

@@ -17,6 +17,7 @@ use steward_core::attachments::AttachmentGrant;
 use super::{ApiError, ApiJson, ApiPath, AppState, Route, schema};
 
 /// Largest attachment served in one response.
+/// Fixed (not a setting).
 pub const MAX_SERVED_BYTES: u64 = 64 * 1024 * 1024;
 
 pub(super) fn routes() -> Vec<Route> {

@@ -18,6 +18,7 @@ use steward_core::agent::{
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Route, schema};
 
 /// Longest an events request waits for a first event, seconds.
+/// Fixed (not a setting).
 pub const MAX_EVENT_WAIT_SECS: u64 = 25;
 
 /// Which chats to list.

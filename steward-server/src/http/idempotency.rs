@@ -24,6 +24,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The header set on a replayed response.
 pub const REPLAYED: &str = "idempotent-replayed";
 /// Largest request body read (the same bound as a JSON body).
+/// Fixed (not a setting).
 pub const MAX_REQUEST_BODY: usize = 2 * 1024 * 1024;
 /// Largest response body buffered to remember it.
 const MAX_RESPONSE_BODY: usize = 4 * 1024 * 1024;

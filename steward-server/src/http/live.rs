@@ -38,16 +38,22 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, watch};
 use super::{ApiError, ApiQuery, AppState, Route, schema};
 
 /// Events the broadcast channel holds for the slowest client before it is disconnected.
+/// Fixed (not a setting).
 pub const FEED_CAPACITY: usize = 1_024;
 /// Most events a resuming client is replayed before it is sent a fresh snapshot instead.
+/// Fixed (not a setting).
 pub const MAX_REPLAY: usize = 1_000;
 /// Seconds between heartbeats.
+/// Fixed (not a setting).
 pub const HEARTBEAT_SECS: u64 = 15;
 /// Seconds a client may take to accept one message.
+/// Fixed (not a setting).
 pub const SEND_TIMEOUT_SECS: u64 = 5;
 /// How often the pump reads the feeds.
+/// Fixed (not a setting).
 pub const PUMP_POLL_MS: u64 = 200;
 /// Most WebSocket sessions at once.
+/// Fixed (not a setting).
 pub const MAX_SESSIONS: usize = 256;
 
 /// An event as the pump publishes it: serialized once, sent to every session as is.

@@ -12,6 +12,7 @@ use steward_core::{ErrorKind, StewardError};
 use super::{AppState, app};
 
 /// The default port (the design's host port).
+/// Default of `steward serve --port`.
 pub const DEFAULT_PORT: u16 = 4317;
 
 /// Where and how to listen.
@@ -122,6 +123,7 @@ pub async fn serve(
 }
 
 /// How long a TLS listener waits for requests in flight after the shutdown signal.
+/// Fixed (not a setting).
 pub const TLS_DRAIN_SECS: u64 = 30;
 
 async fn serve_tls(

@@ -5223,6 +5223,10 @@ public struct TurnOutcome: Equatable, Hashable {
      */
     public var outputTokens: Int64
     /**
+     * What its model calls cost, millionths of a USD (0 when unpriced).
+     */
+    public var costMicros: Int64
+    /**
      * The error, when there was one.
      */
     public var error: String?
@@ -5259,6 +5263,9 @@ public struct TurnOutcome: Equatable, Hashable {
          * Output tokens.
          */outputTokens: Int64, 
         /**
+         * What its model calls cost, millionths of a USD (0 when unpriced).
+         */costMicros: Int64, 
+        /**
          * The error, when there was one.
          */error: String?) {
         self.runId = runId
@@ -5270,6 +5277,7 @@ public struct TurnOutcome: Equatable, Hashable {
         self.toolCalls = toolCalls
         self.inputTokens = inputTokens
         self.outputTokens = outputTokens
+        self.costMicros = costMicros
         self.error = error
     }
 
@@ -5298,6 +5306,7 @@ public struct FfiConverterTypeTurnOutcome: FfiConverterRustBuffer {
                 toolCalls: FfiConverterInt64.read(from: &buf), 
                 inputTokens: FfiConverterInt64.read(from: &buf), 
                 outputTokens: FfiConverterInt64.read(from: &buf), 
+                costMicros: FfiConverterInt64.read(from: &buf), 
                 error: FfiConverterOptionString.read(from: &buf)
         )
     }
@@ -5312,6 +5321,7 @@ public struct FfiConverterTypeTurnOutcome: FfiConverterRustBuffer {
         FfiConverterInt64.write(value.toolCalls, into: &buf)
         FfiConverterInt64.write(value.inputTokens, into: &buf)
         FfiConverterInt64.write(value.outputTokens, into: &buf)
+        FfiConverterInt64.write(value.costMicros, into: &buf)
         FfiConverterOptionString.write(value.error, into: &buf)
     }
 }

@@ -57,32 +57,43 @@ use crate::{
 };
 
 /// Largest vector dimension accepted.
+/// Fixed (not a setting).
 pub const MAX_DIMENSION: usize = 4096;
 /// Most neighbours one KNN query returns.
+/// Fixed (not a setting).
 pub const MAX_KNN: usize = 500;
 /// Candidates kept by the Hamming pass per neighbour asked for.
+/// Fixed (not a setting).
 pub const COARSE_FACTOR: usize = 32;
 /// Candidates kept by the Hamming pass at least.
+/// Fixed (not a setting).
 pub const MIN_COARSE: usize = 1_000;
 /// A space whose int8 codes fit in this many bytes skips the Hamming pass: all its vectors go
 /// to the int8 pass (about a millisecond of scanning).
+/// Fixed (not a setting).
 pub const INT8_FULL_SCAN_BYTES: usize = 2 * 1024 * 1024;
 /// Candidates re-ranked on exact cosine beyond the k asked for, in percent of k (after the
 /// int8 pass; each costs a read of its floats from sqlite-vec).
+/// Fixed (not a setting).
 pub const RERANK_EXTRA_PERCENT: usize = 50;
 /// The fewest extra candidates re-ranked on exact cosine.
+/// Fixed (not a setting).
 pub const MIN_RERANK_EXTRA: usize = 16;
 /// The int8 scale leaves this much room above the largest component of a space's first batch.
+/// Fixed (not a setting).
 pub const Q_HEADROOM: f32 = 1.25;
 /// Most bytes of codes (int8 and sign bits) kept in memory per space.
+/// Fixed (not a setting).
 pub const MAX_CODE_CACHE_BYTES: usize = 256 * 1024 * 1024;
 /// Default farthest cosine distance a KNN neighbour may be to count as a semantic match
 /// (similarity ≥ 0.5). Beyond it a neighbour is merely the least unrelated message, and an
 /// absent topic must find nothing.
+/// Fixed (not a setting).
 pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.5;
 /// Vectors per sqlite-vec chunk in the float tables.
 const FLOAT_CHUNK: usize = 16;
 /// Most vectors written in one call.
+/// Fixed (not a setting).
 pub const MAX_VECTOR_BATCH: usize = 1024;
 
 /// The migrations of `vectors.db`.
@@ -434,7 +445,8 @@ fn bump<'d>(
 
 impl VectorStore {
     /// Opens (creating if needed) `<dir>/vectors.db`.
-    pub fn open(dir: &Path, limits: &Limits) -> Result<Self, VectorError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(dir: &Path, limits: &Limits) -> Result<Self, VectorError> {
         std::fs::create_dir_all(dir).map_err(|e| {
             VectorError::Store(StoreError::Open { path: dir.to_path_buf(), source: Box::new(e) })
         })?;

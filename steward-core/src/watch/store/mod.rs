@@ -488,7 +488,8 @@ pub(crate) fn timestamp(v: &Value) -> Option<i64> {
 
 impl Watches {
     /// Opens (creating) `<home>/watches.db` with these adapters.
-    pub fn open(
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn open(
         home: &Path,
         limits: &Limits,
         adapters: &[Arc<dyn WatchAdapter>],
