@@ -101,6 +101,7 @@ pub const MAX_PROBLEMS_LISTED: usize = 20;
 /// Fixed (not a setting).
 pub const STORE_BUSY_RETRIES: u32 = 50;
 
+/// Fixed (not a setting).
 const STORE_BUSY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Why a backup, a verification or a restore failed.

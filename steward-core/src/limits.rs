@@ -163,6 +163,24 @@ impl Limits {
         if self.approval_poll_ms == 0 {
             return Err("approval_poll_ms");
         }
+        if self.ingest_threads > 1_024 {
+            return Err("ingest_threads");
+        }
+        if self.bulk_load_min_files == 0 {
+            return Err("bulk_load_min_files");
+        }
+        if self.max_body_chars == 0 {
+            return Err("max_body_chars");
+        }
+        if !(0..=1 << 40).contains(&self.mmap_bytes) {
+            return Err("mmap_bytes");
+        }
+        if !(0..=64 * 1024 * 1024).contains(&self.page_cache_kib) {
+            return Err("page_cache_kib");
+        }
+        if self.busy_timeout_ms > 600_000 {
+            return Err("busy_timeout_ms");
+        }
         Ok(())
     }
 

@@ -99,6 +99,7 @@ fn scan_folder(
 }
 
 /// Deepest nested folder followed.
+/// Fixed (not a setting).
 const MAX_FOLDER_DEPTH: usize = 16;
 
 /// Finds Maildirs in plain subdirectories (not Maildir++ dot folders, not cur/new/tmp).

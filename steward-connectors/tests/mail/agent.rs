@@ -324,7 +324,17 @@ fn a_turn_ends_on_its_cost_bound_priced_by_the_configured_rates() {
                 steward_core::llm::Rates { input: 10.0, output: 30.0, ..Default::default() };
             llm.rates.insert("scripted".into(), rates);
         },
-        |_, n| call(&format!("c{n}"), "usage.summary", json!({"since": format!("{}d", n + 1)})),
+        // The provider names its model its own way: priced by the configured one.
+        |_, n| {
+            let args = json!({"since": format!("{}d", n + 1)}).to_string();
+            let answer = chat_answer(
+                "scripted-2026-01-01",
+                "",
+                &[(&format!("c{n}"), "usage.summary", &args)],
+                (100, 10, 0),
+            );
+            Reply::Json(200, answer)
+        },
     );
     let chat = r.agent.create_chat().unwrap().id;
     let res = r.turn(&chat, "How much did I spend?");
@@ -656,8 +666,8 @@ fn a_decision_on_a_summarized_call_reaches_the_model_by_a_new_summary_or_steward
     assert_eq!(summaries.len(), 1, "the start was summarized, the waiting call with it");
     assert!(last_message(summaries[0]).contains("waiting for the person's approval"));
 
-    // The person declines: the summary that described the call as waiting is dropped, and the
-    // next turn summarizes again — now with the outcome.
+    // The person declines: the summary that described the call as waiting now ends before it,
+    // so the next turn's model reads the call with its outcome.
     let me = r.steward.human("Ada").unwrap();
     r.steward
         .decide_approval(paused.approvals[0], DecisionKind::Deny, &DecisionInput::default(), &me)
@@ -665,10 +675,9 @@ fn a_decision_on_a_summarized_call_reaches_the_model_by_a_new_summary_or_steward
     assert_eq!(r.agent.resolve_decided().unwrap(), 1);
     assert_eq!(r.turn(&chat, "FIVE").end_reason, EndReason::Completed);
     let after = r._model.requests();
-    let resummarized: Vec<&Recorded> =
-        after[before.len()..].iter().filter(|q| is_summary_request(q)).collect();
-    assert_eq!(resummarized.len(), 1, "summarized again once");
-    assert!(last_message(resummarized[0]).contains("declined by the person"));
+    let five = after[before.len()..].iter().find(|q| !is_summary_request(q)).unwrap();
+    let sent = five.body["messages"].to_string();
+    assert!(sent.contains("declined by the person") && sent.contains("SUMMARY:"), "{sent}");
 
     // When summaries fail, what became of the actions left out is Steward's own note.
     failing.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -683,7 +692,7 @@ fn a_decision_on_a_summarized_call_reaches_the_model_by_a_new_summary_or_steward
     assert_eq!(r.turn(&chat, "SIX").end_reason, EndReason::Completed);
     let last = r._model.requests().into_iter().rev().find(|q| !is_summary_request(q)).unwrap();
     let sent = last.body["messages"].to_string();
-    assert!(sent.contains("(Steward: earlier messages of this chat were left out"), "{sent}");
+    assert!(sent.contains("earlier messages of this chat were left out to fit"), "{sent}");
     assert!(sent.contains("- mail.send: declined"), "{sent}");
     assert_eq!(r.sink.deliveries().len(), 0, "nothing was sent");
 }
@@ -722,6 +731,60 @@ fn person_said(r: &Recorded) -> Vec<String> {
         .filter(|m| m["role"] == "user")
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .collect()
+}
+
+#[test]
+fn a_summary_written_while_a_decision_lands_is_not_stored_over_the_outcome() {
+    let (gate, arrived, release) = Gate::new();
+    let mut config = AgentConfig::default();
+    config.context_chars = 6_000;
+    config.summary_chars = 500;
+    config.resume_on_decision = false;
+    let mail = json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"});
+    let held = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let hold = Arc::clone(&held);
+    let r = rig(config, move |req, n| {
+        if is_summary_request(req) {
+            // The first summary is held while the person decides.
+            if hold.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                gate.hold(n);
+            }
+            return say("SUMMARY: the person said ONE and asked to mail Bob.");
+        }
+        let told = last_message(req);
+        if told.contains("SEND") {
+            call("s1", "mail.send", mail.clone())
+        } else if told.contains("ONE") {
+            say(&"a".repeat(3_000))
+        } else if told.contains("THREE") {
+            say(&"b".repeat(5_400))
+        } else {
+            say("ok")
+        }
+    });
+    let chat = r.agent.create_chat().unwrap().id;
+    assert_eq!(r.turn(&chat, "ONE").end_reason, EndReason::Completed);
+    let paused = r.turn(&chat, "SEND");
+    assert_eq!(paused.end_reason, EndReason::AwaitingApproval);
+    assert_eq!(r.turn(&chat, "THREE").end_reason, EndReason::Completed);
+    let four = r.agent.start_turn(&chat, "FOUR").unwrap();
+    arrived.recv_timeout(WAIT).expect("the summary of the start is being written");
+    let decided = r._model.requests().len();
+    let me = r.steward.human("Ada").unwrap();
+    r.steward
+        .decide_approval(paused.approvals[0], DecisionKind::Deny, &DecisionInput::default(), &me)
+        .unwrap();
+    assert_eq!(r.agent.resolve_decided().unwrap(), 1);
+    release.send(()).unwrap();
+    assert_eq!(r.agent.wait(&four, WAIT).unwrap().unwrap().end_reason, EndReason::Completed);
+    assert_eq!(r.turn(&chat, "FIVE").end_reason, EndReason::Completed);
+    let heard = r._model.requests()[decided..]
+        .iter()
+        .any(|q| q.body.to_string().contains("declined by the person"));
+    assert!(
+        heard,
+        "the outcome reached the model: the summary written from the old text was not kept"
+    );
 }
 
 #[test]

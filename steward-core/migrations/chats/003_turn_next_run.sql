@@ -1,8 +1,6 @@
--- chats.db v3: a turn's cost, and the run that took the messages a turn ended without applying, recorded in the
+-- chats.db v3: the run that took the messages a turn ended without applying, recorded in the
 -- same write as the turn's end (a client that saw the end also sees where its message went).
 ALTER TABLE turns ADD COLUMN next_run TEXT;
--- What a turn's model calls cost, millionths of a USD (`[llm.rates]`), bounded per turn.
-ALTER TABLE turns ADD COLUMN cost_micros INTEGER NOT NULL DEFAULT 0;
 -- Carried over from each ended turn's last `turn_ended` event, in one pass over the events
 -- (a damaged event row is skipped, not fatal).
 UPDATE turns SET next_run = ended.next_run FROM (

@@ -462,8 +462,10 @@ pub struct RunFollower {
 }
 
 /// Events read from the store at once by a [`RunFollower`].
+/// Fixed (not a setting).
 const FOLLOW_BATCH: usize = 100;
 /// How much longer than the turn deadline a followed run may stay silent.
+/// Fixed (not a setting).
 const SILENCE_MARGIN: Duration = Duration::from_secs(60);
 
 impl RunFollower {
@@ -800,11 +802,7 @@ impl Agent {
             if lane.queued.len() >= MAX_QUEUED_MESSAGES {
                 return Err(AgentError::Busy(chat.to_owned()));
             }
-            let carrier = if lane.closing {
-                lane.next.get_or_insert_with(|| new_id("run")).clone()
-            } else {
-                run.clone()
-            };
+            let carrier = if lane.closing { self.shared.reserve_next(lane) } else { run.clone() };
             lane.queued.push_back(text.to_owned());
             return Ok(carrier);
         }
@@ -816,12 +814,15 @@ impl Agent {
     }
 
     fn spawn(&self, chat: &str, run: &str, text: Option<String>) {
-        let cancel = Arc::new(AtomicBool::new(false));
-        self.shared
-            .cancels
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(run.to_owned(), Arc::clone(&cancel));
+        // A reserved run already has its flag (it may be cancelled before it starts).
+        let cancel = Arc::clone(
+            self.shared
+                .cancels
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(run.to_owned())
+                .or_insert_with(|| Arc::new(AtomicBool::new(false))),
+        );
         let shared = Arc::clone(&self.shared);
         let agent = self.clone();
         let (c, r) = (chat.to_owned(), run.to_owned());
@@ -1125,6 +1126,18 @@ impl Agent {
 }
 
 impl Shared {
+    /// The run id reserved for what `lane`'s run will not apply, with its cancel flag, so a
+    /// person can cancel it from the moment its id is known (lock order: lanes, then cancels).
+    fn reserve_next(&self, lane: &mut Lane) -> String {
+        let next = lane.next.get_or_insert_with(|| new_id("run")).clone();
+        self.cancels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(next.clone())
+            .or_insert_with(|| Arc::new(AtomicBool::new(false)));
+        next
+    }
+
     fn acquire(&self) {
         let (lock, cv) = &self.running;
         let mut n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

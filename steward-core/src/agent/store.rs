@@ -31,6 +31,11 @@ const SCHEMA: Schema = Schema {
             name: "turn next run",
             sql: include_str!("../../migrations/chats/003_turn_next_run.sql"),
         },
+        Migration {
+            version: 4,
+            name: "cost and summary epoch",
+            sql: include_str!("../../migrations/chats/004_cost_and_summary_epoch.sql"),
+        },
     ],
 };
 
@@ -368,25 +373,42 @@ impl ChatStore {
     }
 
     /// Records that `text` (by `model`) now stands for every message up to `upto`.
+    /// The chat's summary epoch: read it before the messages a summary is written from.
+    pub(crate) fn summary_epoch(&self, chat: &str) -> Result<i64, AgentError> {
+        Ok(self
+            .db
+            .read(|c| {
+                c.query_row("SELECT summary_epoch FROM chats WHERE id = ?1", [chat], |r| r.get(0))
+                    .optional()
+                    .map_err(q("summary epoch"))
+            })?
+            .unwrap_or(0))
+    }
+
+    /// Stores a summary written from the messages as they were at `epoch`; `false` (nothing
+    /// stored) when a decision changed one of them since.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn set_summary(
         &self,
         chat: &str,
         upto: i64,
         text: &str,
         model: &str,
+        epoch: i64,
         now: i64,
-    ) -> Result<(), AgentError> {
-        self.db.write(|tx| {
+    ) -> Result<bool, AgentError> {
+        let n = self.db.write(|tx| {
             tx.execute(
                 "INSERT INTO summaries (chat_id, upto, text, model, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (chat_id) DO UPDATE SET \
+                 SELECT ?1, ?2, ?3, ?4, ?5 WHERE (SELECT summary_epoch FROM chats WHERE id = ?1) = ?6 \
+                 ON CONFLICT (chat_id) DO UPDATE SET \
                  upto = excluded.upto, text = excluded.text, model = excluded.model, \
                  created_at = excluded.created_at WHERE excluded.upto > summaries.upto",
-                params![chat, upto, text, model, now],
+                params![chat, upto, text, model, now, epoch],
             )
             .map_err(q("store summary"))
         })?;
-        Ok(())
+        Ok(n > 0)
     }
 
     /// The tool message answering `call_id` gets `content` (a pending call's final result).
@@ -403,14 +425,21 @@ impl ChatStore {
                 params![chat, call_id, content],
             )
             .map_err(q("update tool message"))?;
-            // A summary written while the call waited stands for the old text: it goes, and
-            // the next context is summarized again with the outcome.
+            // A summary written while the call waited stands for the old text: it now ends
+            // before the call (its text stays, as what came before), so the next context
+            // carries the call with its outcome and summarizes it again from there. Summaries
+            // being written from the older text are not stored (the epoch moves on).
             tx.execute(
-                "DELETE FROM summaries WHERE chat_id = ?1 AND upto >= (SELECT min(id) FROM messages \
+                "UPDATE summaries SET upto = coalesce((SELECT max(id) FROM messages \
+                 WHERE chat_id = ?1 AND role = 'assistant' AND id < (SELECT min(id) FROM messages \
+                 WHERE chat_id = ?1 AND role = 'tool' AND tool_call_id = ?2)) - 1, 0) \
+                 WHERE chat_id = ?1 AND upto >= (SELECT min(id) FROM messages \
                  WHERE chat_id = ?1 AND role = 'tool' AND tool_call_id = ?2)",
                 params![chat, call_id],
             )
-            .map_err(q("drop a stale summary"))
+            .map_err(q("move a stale summary back"))?;
+            tx.execute("UPDATE chats SET summary_epoch = summary_epoch + 1 WHERE id = ?1", [chat])
+                .map_err(q("bump the summary epoch"))
         })?;
         Ok(())
     }

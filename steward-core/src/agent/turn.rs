@@ -201,7 +201,7 @@ fn close_lane(shared: &Shared, chat: &str) -> Option<String> {
     if lane.queued.is_empty() {
         return None;
     }
-    Some(lane.next.get_or_insert_with(|| super::new_id("run")).clone())
+    Some(shared.reserve_next(lane))
 }
 
 impl Turn<'_> {
@@ -220,7 +220,13 @@ impl Turn<'_> {
     fn count(&mut self, answer: &crate::llm::ChatResponse) {
         self.tokens.0 += answer.usage.input;
         self.tokens.1 += answer.usage.output;
-        let rates = self.shared.steward.llm_config().and_then(|c| c.rates.get(&answer.model));
+        // Priced as the ledger prices it: by the configured model of the target that answered
+        // (a provider names its model its own way: `gpt-4o-mini-2024-07-18`).
+        let rates = self
+            .shared
+            .steward
+            .llm_config()
+            .and_then(|c| c.targets.get(&answer.target).and_then(|t| c.rates.get(&t.model)));
         self.cost = self.cost.saturating_add(crate::llm::cost_micros(rates, &answer.usage));
         self.shared.event(
             self.run,
@@ -642,6 +648,8 @@ impl Turn<'_> {
     /// answered), then the oldest exchanges summarized by a cheaper tier — or, when that
     /// fails, left out. Either way a `context_compacted` event says so.
     fn context(&mut self) -> Result<Vec<Message>, AgentError> {
+        // Read first: a decision that changes a message after this is not summarized over.
+        let epoch = self.shared.store.summary_epoch(self.chat)?;
         let mut summary = self.shared.store.summary(self.chat)?;
         let after = summary.as_ref().map_or(0, |s| s.0);
         let history = self.shared.store.messages(self.chat, after, usize::MAX >> 1)?;
@@ -738,14 +746,16 @@ impl Turn<'_> {
         let unread = match msgs.iter().rposition(|(_, m)| m.role == "assistant") {
             Some(i) if !msgs[i].1.tool_calls.is_empty() => i,
             Some(i) => i + 1,
-            None => 0,
+            None => msgs.len(),
         };
         let protected =
             msgs.iter().rposition(|(_, m)| m.role == "user").map_or(unread, |p| p.min(unread));
         // Cheapest first: the results of what came before.
         let mut dropped = drop_results(&mut msgs, protected, summary_size(&summary));
         let mut summarized = false;
-        let mut left_out: Vec<String> = Vec::new();
+        // Steward's own note when exchanges are left out without a summary: what became of
+        // the actions in them (from its records, no model involved).
+        let mut left_out: Option<String> = None;
         if !fits(&msgs, summary_size(&summary)) {
             // The oldest exchanges go, cut at a person's message: as few as make the rest fit
             // next to a summary of them, never what is protected. From the whole messages
@@ -766,14 +776,24 @@ impl Turn<'_> {
             if let Some(cut) = cut {
                 if let Some((text, model)) = self.summary_of(summary.as_ref(), &original[..cut]) {
                     let upto = original[cut - 1].0;
-                    self.shared.store.set_summary(self.chat, upto, &text, &model, now_secs())?;
+                    // Not stored when a decision changed the messages meanwhile (the next
+                    // context summarizes again); this call still gets it.
+                    self.shared.store.set_summary(
+                        self.chat,
+                        upto,
+                        &text,
+                        &model,
+                        epoch,
+                        now_secs(),
+                    )?;
                     summary = Some((upto, text));
                     summarized = true;
                 } else {
-                    left_out = actions_in(&original[..cut], &gated);
+                    left_out = Some(left_out_note(cut, &actions_in(&original[..cut], &gated)));
                 }
                 dropped += cut;
-                let whole = fits(&original[cut..], summary_size(&summary));
+                let note = left_out.as_ref().map_or(0, |n| n.chars().count());
+                let whole = fits(&original[cut..], summary_size(&summary) + note);
                 msgs = if whole { original[cut..].to_vec() } else { msgs.split_off(cut) };
             }
             // Still too long (the kept exchanges are large): their results go too, oldest
@@ -797,17 +817,8 @@ impl Turn<'_> {
         if let Some((_, text)) = &summary {
             out.push(Message::text("user", &fenced_summary(text)));
         }
-        if !left_out.is_empty() {
-            // Steward's own words (from its records, no model involved): what became of the
-            // actions in the part of the chat left out.
-            out.push(Message::text(
-                "user",
-                &format!(
-                    "(Steward: earlier messages of this chat were left out to fit. The actions \
-                     proposed in them and what came of them:\n{})",
-                    left_out.join("\n")
-                ),
-            ));
+        if let Some(note) = &left_out {
+            out.push(Message::text("user", note));
         }
         out.extend(msgs.into_iter().map(|(_, m)| m));
         Ok(out)
@@ -885,9 +896,23 @@ impl Turn<'_> {
 }
 
 /// Room kept for the note that lists the actions of a part left out, characters.
+/// Fixed (not a setting).
 const LEFT_OUT_NOTE_CHARS: usize = 1_000;
 /// Most actions that note lists.
+/// Fixed (not a setting).
 const LEFT_OUT_ACTIONS: usize = 10;
+
+/// Steward's note for `n` messages left out without a summary, with the lines of
+/// [`actions_in`].
+fn left_out_note(n: usize, actions: &[String]) -> String {
+    let mut note = format!("(Steward: {n} earlier messages of this chat were left out to fit.");
+    if !actions.is_empty() {
+        note.push_str(" The actions proposed in them and what came of them:\n");
+        note.push_str(&actions.join("\n"));
+    }
+    note.push(')');
+    note
+}
 
 /// The gated calls proposed in `msgs`, as note lines (`- mail.send: declined`), newest last,
 /// at most [`LEFT_OUT_ACTIONS`]: from the records, so the note carries no text from mail.
@@ -907,6 +932,7 @@ fn actions_in(msgs: &[(i64, Message)], gated: &[(String, String, String)]) -> Ve
 }
 
 /// Longest title a chat gets from its first message, characters.
+/// Fixed (not a setting).
 const AUTO_TITLE_CHARS: usize = 60;
 
 /// A chat's title from the person's first message: its first line, cut at a word within

@@ -35,6 +35,7 @@ pub const MASK: &str = "[REDACTED]";
 /// Characters scanned past a cut: longer than any secret the rules match (PEM blocks aside).
 /// Fixed (not a setting).
 pub const MASK_MARGIN_CHARS: usize = 512;
+/// Fixed (not a setting).
 const RULE_SIZE_LIMIT: usize = 64 * 1024 * 1024;
 
 const BODY_KEYS: [&str; 6] = ["body", "bodytext", "html", "htmlbody", "content", "markdown"];

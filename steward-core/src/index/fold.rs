@@ -103,6 +103,7 @@ impl Hasher for KeyHasher {
 }
 
 /// Bits of the ASCII trigram bitmap (three 7-bit characters).
+/// Fixed (not a setting).
 const ASCII_KEYS: usize = 1 << 21;
 
 /// Which trigrams a document already emitted: a bitmap for ASCII trigrams (cleared through the

@@ -44,6 +44,7 @@ pub const MAX_QUERY_TERMS: usize = 32;
 /// Fixed (not a setting).
 pub const MAX_LEXICAL_HITS: usize = 500;
 /// Longest token indexed (longer ones are base64 noise or URLs).
+/// Fixed (not a setting).
 const MAX_TOKEN_CHARS: usize = 40;
 const ANALYZER: &str = "steward";
 const TRIGRAMS: &str = "steward_trigram";
@@ -53,7 +54,9 @@ pub(crate) const MAX_SEGMENTS: usize = 4;
 /// Most candidates one substring lookup returns.
 /// Fixed (not a setting).
 pub const MAX_SUBSTRING_CANDIDATES: usize = 500;
+/// Fixed (not a setting).
 const SUBJECT_BOOST: f32 = 2.0;
+/// Fixed (not a setting).
 const PEOPLE_BOOST: f32 = 1.5;
 
 /// Clauses of a boolean query.

@@ -219,7 +219,8 @@ pub struct SharedLedger {
 
 impl SharedLedger {
     /// The ledger of `home`, not yet opened.
-    pub fn new(home: &Path, limits: &Limits) -> Self {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn new(home: &Path, limits: &Limits) -> Self {
         Self {
             home: home.to_owned(),
             limits: limits.clone(),
@@ -229,7 +230,8 @@ impl SharedLedger {
     }
 
     /// The ledger, opened now if this is the first use (one opener at a time).
-    pub fn get(&self) -> Result<&std::sync::Arc<UsageLedger>, StoreError> {
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn get(&self) -> Result<&std::sync::Arc<UsageLedger>, StoreError> {
         if let Some(l) = self.cell.get() {
             return Ok(l);
         }

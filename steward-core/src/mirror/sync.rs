@@ -29,6 +29,7 @@ use crate::{
 };
 
 /// Changed files at or above which a run loads the existence filters.
+/// Fixed (not a setting).
 const FILTER_MIN_FILES: usize = 1_000;
 
 /// Indexes that no ingest step reads, so a bulk load may drop and rebuild them. Each `sql` must

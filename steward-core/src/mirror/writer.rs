@@ -207,15 +207,19 @@ impl IngestCache {
 }
 
 /// References kept per message for the reverse (children) lookup, nearest first.
+/// Fixed (not a setting).
 const MAX_STORED_REFERENCES: usize = 8;
 
 /// The mtime recorded for a file that could not be read, so that the next run retries it.
+/// Fixed (not a setting).
 const UNREAD_MTIME: i64 = -1;
 
 /// Threads examined from each end of the window by the subject fallback.
+/// Fixed (not a setting).
 const SUBJECT_CANDIDATES: i64 = 16;
 
 /// Most thread participant lists cached during one run.
+/// Fixed (not a setting).
 const PARTICIPANT_CACHE: usize = 50_000;
 
 /// Applies prepared files for one account.

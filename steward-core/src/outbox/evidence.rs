@@ -11,6 +11,7 @@ use super::{
 use crate::{mirror::Mirror, store::StoreError};
 
 /// Candidates the field match examines at most (same sender, subject and window).
+/// Fixed (not a setting).
 const MAX_CANDIDATES: usize = 20;
 
 /// The name of a Sent-role mailbox holding an active copy of message `m`, or NULL.

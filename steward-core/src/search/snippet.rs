@@ -3,6 +3,7 @@
 use tantivy::tokenizer::TokenStream;
 
 /// How far before the first match a snippet starts, as a fraction of its length.
+/// Fixed (not a setting).
 const LEAD_DIVISOR: usize = 4;
 
 /// At most `max_chars` characters of `body` around the first token whose analyzed form is in

@@ -9,6 +9,7 @@ use crate::{
 
 /// The HTTP status of a request that could not run (a store or source unavailable): its key
 /// is forgotten so a retry runs it, instead of replaying the failure.
+/// Fixed (not a setting).
 const NOT_RUN_STATUS: u16 = 503;
 
 impl Steward {

@@ -91,6 +91,9 @@ pub fn default_home() -> Option<PathBuf> {
     }
 }
 
+/// A change to the limits applied after `[limits]` was read ([`StewardBuilder::adjust_limits`]).
+type LimitsAdjustment = Arc<dyn Fn(&mut Limits) + Send + Sync>;
+
 /// Opens a [`Steward`]. No `Default`-driven magic: the home is explicit or documented.
 #[derive(Clone, Default)]
 pub struct StewardBuilder {
@@ -101,6 +104,7 @@ pub struct StewardBuilder {
     llm: Option<crate::llm::LlmConfig>,
     llm_from_config: bool,
     limits_from_config: bool,
+    adjust_limits: Vec<LimitsAdjustment>,
     tools: Vec<ToolSpec>,
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
 }
@@ -173,6 +177,14 @@ impl StewardBuilder {
         self
     }
 
+    /// Changes the limits last, after `[limits]` was read: a command's flags win over the
+    /// configuration (`steward index mail --ingest-batch N`).
+    #[must_use]
+    pub fn adjust_limits(mut self, f: impl Fn(&mut Limits) + Send + Sync + 'static) -> Self {
+        self.adjust_limits.push(Arc::new(f));
+        self
+    }
+
     /// Registers a watch source (a connector's adapter: `time`, `train`, …).
     #[must_use]
     pub fn watch_adapter(mut self, adapter: Arc<dyn crate::watch::WatchAdapter>) -> Self {
@@ -196,6 +208,12 @@ impl StewardBuilder {
         };
         if self.limits_from_config {
             self.limits = self.limits.with_config(&home).map_err(OpenError::LimitsConfig)?;
+        }
+        if !self.adjust_limits.is_empty() {
+            for f in &self.adjust_limits {
+                f(&mut self.limits);
+            }
+            self.limits.validate().map_err(OpenError::InvalidLimit)?;
         }
         create_private_dir(&home)
             .map_err(|e| OpenError::Home { path: home.clone(), reason: e.to_string() })?;

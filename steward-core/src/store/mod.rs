@@ -127,12 +127,15 @@ pub type StoreResult<T> = Result<T, StoreError>;
 static VEC_EXTENSION: Once = Once::new();
 
 /// Bytes a WAL file is truncated to after a checkpoint.
+/// Fixed (not a setting).
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
 /// Page cache of each pooled read connection, in KiB.
+/// Fixed (not a setting).
 const READER_CACHE_KIB: i64 = 16 * 1024;
 
 /// Prepared statements kept per connection.
+/// Fixed (not a setting).
 const STATEMENT_CACHE: usize = 128;
 
 /// Registers sqlite-vec as an auto-extension, once per process, before any connection opens.

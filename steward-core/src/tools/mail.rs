@@ -198,6 +198,7 @@ fn more(next: Option<usize>) -> String {
 }
 
 /// Room kept for the continuation line.
+/// Fixed (not a setting).
 const MORE_CHARS: usize = 40;
 
 fn search(run: &ToolRun<'_>, i: MailSearchInput) -> Result<ToolOutput, ExecError> {

@@ -40,7 +40,7 @@ use crate::{
 };
 
 /// Characters of result text a tool returns to the model when its configuration does not say.
-/// Fixed (not a setting).
+/// Default of `[tools.result_chars]`.
 pub const DEFAULT_RESULT_CHARS: usize = 8_000;
 /// The most characters of result text any tool may be configured to return.
 /// Fixed (not a setting).

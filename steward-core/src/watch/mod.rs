@@ -54,7 +54,7 @@ pub use store::{
 use crate::{ErrorKind, StewardError, store::StoreError};
 
 /// Default seconds between polls.
-/// Fixed (not a setting).
+/// Default of `[jobs.watch-poll] interval_secs`.
 pub const DEFAULT_POLL_SECS: u64 = 45;
 /// The shortest interval without an adapter's urgency hint.
 /// Fixed (not a setting).

@@ -863,9 +863,14 @@ CREATE TABLE summaries (
 ) STRICT;
 ";
 
-const CHATS_VERSIONS: [&str; 2] = [CHATS_001_CHATS, CHATS_002_SUMMARIES];
+const CHATS_003_TURN_NEXT_RUN: &str = r"
+-- chats.db v3: the run that took the messages a turn ended without applying.
+ALTER TABLE turns ADD COLUMN next_run TEXT;
+";
 
-fn chats_rows(c: &rusqlite::Connection, _version: usize) {
+const CHATS_VERSIONS: [&str; 3] = [CHATS_001_CHATS, CHATS_002_SUMMARIES, CHATS_003_TURN_NEXT_RUN];
+
+fn chats_rows(c: &rusqlite::Connection, version: usize) {
     c.execute_batch(&format!(
         "INSERT INTO chats (id, title, created_at, updated_at) VALUES ('chat_old', 'Trip', {NOW}, {NOW});
          INSERT INTO messages (chat_id, run_id, role, content, tool_calls, tool_call_id, created_at)
@@ -884,6 +889,10 @@ fn chats_rows(c: &rusqlite::Connection, _version: usize) {
            VALUES ('run_old', 'chat_old', '{{\"type\":\"turn_ended\",\"reason\":\"completed\",\"error\":null,\"next_run\":\"run_next\"}}', {NOW});"
     ))
     .unwrap();
+    if version >= 3 {
+        // A v3 home recorded the hand-over with the turn itself.
+        c.execute("UPDATE turns SET next_run = 'run_next' WHERE run_id = 'run_old'", []).unwrap();
+    }
 }
 
 #[test]

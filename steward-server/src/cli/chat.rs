@@ -214,6 +214,12 @@ fn follow(agent: &Agent, mut f: RunFollower, json: bool) -> Result<Followed, Fai
     set_current(running(&f));
     CANCEL_NEXT.store(false, Ordering::SeqCst);
     let result = loop {
+        // A Ctrl-C that came while the run handed over cancels the run followed now, once it
+        // can be (its flag exists from the moment its id was reserved).
+        if CANCEL_NEXT.load(Ordering::SeqCst) && agent.cancel(f.run_id()) {
+            CANCEL_NEXT.store(false, Ordering::SeqCst);
+            eprintln!("\nsteward: cancelling run {} (Ctrl-C again leaves)", f.run_id());
+        }
         let Some(e) = f.next(Duration::from_secs(1))? else { continue };
         if json {
             json_line(&e);
@@ -246,9 +252,6 @@ fn follow(agent: &Agent, mut f: RunFollower, json: bool) -> Result<Followed, Fai
                     break Followed { run: f.run_id().to_owned(), reason: *reason, approvals };
                 }
                 set_current(running(&f));
-                if CANCEL_NEXT.swap(false, Ordering::SeqCst) && agent.cancel(f.run_id()) {
-                    eprintln!("\nsteward: cancelling run {} (Ctrl-C again leaves)", f.run_id());
-                }
             }
             _ => {}
         }

@@ -12,7 +12,7 @@ use steward_connectors::mail::{
     watch::{WatchOptions, watch_and_sync},
 };
 use steward_core::{
-    ErrorKind, Limits, Steward, StewardError,
+    ErrorKind, Steward, StewardError,
     mirror::{BodyWindow, MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
     search::{SearchParams, SearchRequest},
 };
@@ -360,11 +360,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
 }
 
 fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {
-    open_with(home, Limits::default())
-}
-
-fn open_with(home: Option<PathBuf>, limits: Limits) -> Result<Steward, Failure> {
-    Ok(steward_connectors::home::builder(home).limits(limits).open()?)
+    Ok(steward_connectors::home::open(home)?)
 }
 
 fn source_of(m: &MailArgs) -> Result<Box<dyn MailSource>, Failure> {
@@ -448,17 +444,21 @@ fn print_summary(s: &SyncSummary, json: bool) {
 }
 
 fn index_mail(home: Option<PathBuf>, m: MailArgs) -> Result<(), Failure> {
-    let mut limits = Limits::default();
-    if let Some(n) = m.ingest_batch {
-        limits.ingest_batch = n;
-    }
-    if let Some(n) = m.threads {
-        limits.ingest_threads = n;
-    }
-    if let Some(n) = m.bulk_load_min_files {
-        limits.bulk_load_min_files = n;
-    }
-    let steward = open_with(home, limits)?;
+    // The flags win over `[limits]`.
+    let (batch, threads, bulk) = (m.ingest_batch, m.threads, m.bulk_load_min_files);
+    let steward = steward_connectors::home::builder(home)
+        .adjust_limits(move |l| {
+            if let Some(n) = batch {
+                l.ingest_batch = n;
+            }
+            if let Some(n) = threads {
+                l.ingest_threads = n;
+            }
+            if let Some(n) = bulk {
+                l.bulk_load_min_files = n;
+            }
+        })
+        .open()?;
     let source = source_of(&m)?;
     if m.embed && !steward.has_embedder() {
         return Err(steward_core::embed::EmbedRunError::NotConfigured.into());

@@ -27,6 +27,7 @@ pub const REPLAYED: &str = "idempotent-replayed";
 /// Fixed (not a setting).
 pub const MAX_REQUEST_BODY: usize = 2 * 1024 * 1024;
 /// Largest response body buffered to remember it.
+/// Fixed (not a setting).
 const MAX_RESPONSE_BODY: usize = 4 * 1024 * 1024;
 
 pub(super) async fn idempotency(

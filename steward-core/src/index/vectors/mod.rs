@@ -88,9 +88,10 @@ pub const MAX_CODE_CACHE_BYTES: usize = 256 * 1024 * 1024;
 /// Default farthest cosine distance a KNN neighbour may be to count as a semantic match
 /// (similarity ≥ 0.5). Beyond it a neighbour is merely the least unrelated message, and an
 /// absent topic must find nothing.
-/// Fixed (not a setting).
+/// Default of `[embed] max_distance`.
 pub const DEFAULT_MAX_VECTOR_DISTANCE: f32 = 0.5;
 /// Vectors per sqlite-vec chunk in the float tables.
+/// Fixed (not a setting).
 const FLOAT_CHUNK: usize = 16;
 /// Most vectors written in one call.
 /// Fixed (not a setting).

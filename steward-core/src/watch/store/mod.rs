@@ -39,6 +39,7 @@ use crate::{
 };
 
 /// Watches whose observations share one write transaction during a poll.
+/// Fixed (not a setting).
 const POLL_WRITE_BATCH: usize = 256;
 
 /// What one poll saw of one watch.
