@@ -5,3 +5,4 @@
 //! authenticates, translates and transports.
 
 pub mod http;
+pub mod mcp;

@@ -354,6 +354,67 @@ fn a_gated_send_runs_only_the_approved_input_once_and_a_denied_one_never() {
 }
 
 #[test]
+fn an_outside_agents_call_is_pending_until_approved_then_runs_once_and_a_declined_one_never() {
+    use steward_core::tools::{ClientOutcome, client_actor};
+    let r = rig();
+    let (tb, sink) = r.mailing();
+    let actor = client_actor("desk-agent");
+    let send = |input: &Value| {
+        tb.call_for_client(&ToolCall { actor: &actor, chat: None, tool: "mail.send", input })
+            .unwrap()
+    };
+    let input = json!({"to": ["bob@example.org"], "subject": "Budget", "body": "v1"});
+    let ClientOutcome::Pending { approval } = send(&input) else { panic!("must wait") };
+    assert_eq!(approval.requested_by, "agent:mcp:desk-agent");
+    let ClientOutcome::Pending { approval: same } = send(&input) else { panic!("still waits") };
+    assert_eq!(same.id, approval.id, "asking again makes no second request");
+    assert_eq!(sink.deliveries().len(), 0);
+    // The same input written in another key order is the same call.
+    let reordered = json!({"body": "v1", "subject": "Budget", "to": ["bob@example.org"]});
+    let ClientOutcome::Pending { approval: also } = send(&reordered) else { panic!() };
+    assert_eq!(also.id, approval.id);
+    let me = r.steward.human("Ada").unwrap();
+    r.steward
+        .decide_approval(approval.id, DecisionKind::Approve, &DecisionInput::default(), &me)
+        .unwrap();
+    // Another agent's identical call does not consume it.
+    let other = tb
+        .call_for_client(&ToolCall {
+            actor: "agent:mcp:other",
+            chat: None,
+            tool: "mail.send",
+            input: &input,
+        })
+        .unwrap();
+    assert!(matches!(other, ClientOutcome::Pending { .. }), "{other:?}");
+    let ClientOutcome::Ran { approval: ran_under, .. } = send(&input) else { panic!("runs") };
+    assert_eq!(ran_under, Some(approval.id));
+    assert_eq!(sink.deliveries().len(), 1);
+    let ClientOutcome::Pending { approval: next } = send(&input) else { panic!("asks anew") };
+    assert_ne!(next.id, approval.id, "run once: a third call is a new request");
+    assert_eq!(sink.deliveries().len(), 1);
+    // Declined: refused from then on, asking nobody.
+    r.steward.decide_approval(next.id, DecisionKind::Deny, &DecisionInput::default(), &me).unwrap();
+    let ClientOutcome::Declined { approval: no } = send(&input) else { panic!("declined") };
+    assert_eq!(no.id, next.id);
+    let pending = r.steward.list_approvals(&Default::default()).unwrap();
+    assert_eq!(pending.len(), 3, "no request after the denial: {pending:?}");
+    assert_eq!(sink.deliveries().len(), 1);
+    // A denied namespace is not even listed.
+    assert!(tb.list_for_client().unwrap().iter().any(|t| t.name == "mail.send"));
+    r.steward
+        .set_policy(
+            &me,
+            &steward_core::policy::PolicyChange::DenyNamespace { prefix: "mail".into() },
+            None,
+        )
+        .unwrap();
+    let listed = tb.list_for_client().unwrap();
+    assert!(!listed.iter().any(|t| t.name.starts_with("mail.")), "{listed:?}");
+    assert!(listed.iter().any(|t| t.name == "ops.list"));
+}
+
+#[test]
 fn an_approved_reply_answers_in_the_thread_and_a_later_send_waits_for_its_time() {
     let r = rig();
     let (tb, sink) = r.mailing();

@@ -26,6 +26,8 @@ pub(crate) mod store;
 mod taint;
 mod turn;
 
+pub(crate) use turn::for_model;
+
 use std::{
     collections::{HashMap, VecDeque},
     sync::{
@@ -723,6 +725,11 @@ impl Agent {
         self.runs_here()?;
         self.shared.steward.llm().map_err(|e| AgentError::NoModel(e.to_string()))?;
         Ok(())
+    }
+
+    /// The tools its turns call (and the MCP face serves).
+    pub fn toolbox(&self) -> &Arc<Toolbox> {
+        &self.shared.toolbox
     }
 
     /// The bounds in force.

@@ -57,6 +57,11 @@ pub(crate) const SCHEMA: Schema = Schema {
             name: "taint",
             sql: include_str!("../../migrations/steward/006_taint.sql"),
         },
+        Migration {
+            version: 7,
+            name: "client calls",
+            sql: include_str!("../../migrations/steward/007_client_calls.sql"),
+        },
     ],
 };
 
@@ -456,6 +461,42 @@ impl Approvals {
         });
         self.flush_audit();
         ids
+    }
+
+    /// The newest request `requested_by` made for `tool` with this normalized input
+    /// (canonical JSON), and whether a matching call already ran it ([`Approvals::consume`]).
+    pub(crate) fn latest_for(
+        &self,
+        requested_by: &str,
+        tool: &str,
+        normalized: &str,
+    ) -> Result<Option<(Approval, bool)>, ApprovalError> {
+        let found: Option<(i64, bool)> = self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT id, consumed_at IS NOT NULL FROM approvals WHERE requested_by = ?1 \
+                 AND tool = ?2 AND normalized_input = ?3 ORDER BY id DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![requested_by, tool, normalized], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(rows("latest approval for a call"))
+        })?;
+        found.map(|(id, consumed)| Ok((self.get(id)?, consumed))).transpose()
+    }
+
+    /// Marks approved request `id` as run by the matching call of the agent that asked for
+    /// it; `false` when a call already did (or it is not approved): it runs once.
+    pub(crate) fn consume(&self, id: i64, now: i64) -> Result<bool, ApprovalError> {
+        let n = self.db.write(|tx| {
+            tx.execute(
+                "UPDATE approvals SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL \
+                 AND status IN ('approved', 'edited')",
+                params![id, now],
+            )
+            .map_err(rows("consume an approval"))
+        })?;
+        Ok(n == 1)
     }
 
     /// One request.

@@ -18,8 +18,11 @@
 //! continuation `cursor`, and every result names the items it came from ([`SourceRef`]) —
 //! mail and attachments marked untrusted, because their text is data, never instructions.
 
+mod client;
 mod mail;
 mod system;
+
+pub use client::{ClientOutcome, MAX_CLIENT_NAME_CHARS, client_actor, pending_json, result_text};
 
 pub use mail::{MAX_ATTACHMENT_TEXT_BYTES, SEARCH_DEFAULT_LIMIT};
 pub use system::{USAGE_DEFAULT_SINCE, WATCH_PAGE};

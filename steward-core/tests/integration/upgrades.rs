@@ -161,12 +161,19 @@ CREATE TABLE jobs (
 ";
 
 /// Every shipped version of `steward.db`, oldest first.
-const STEWARD_VERSIONS: [&str; 5] = [
+const STEWARD_006_TAINT: &str = r"
+-- steward.db v6: an approval names the fields of its input that were copied from untrusted
+-- content (mail, attachments, outside services) and where they came from (JSON; NULL: none).
+ALTER TABLE approvals ADD COLUMN taint TEXT;
+";
+
+const STEWARD_VERSIONS: [&str; 6] = [
     STEWARD_001_APPROVALS,
     STEWARD_002_AUDIT_CURSOR,
     STEWARD_003_POLICY,
     STEWARD_004_ACCESS,
     STEWARD_005_JOBS,
+    STEWARD_006_TAINT,
 ];
 
 // ---- watches.db, as each migration shipped (migrations/watches/NNN_*.sql) -------------------

@@ -131,6 +131,9 @@ enum Command {
     /// Talk with the agent: one turn (streamed; approvals asked for inline on a terminal)
     /// or JSON lines.
     Chat(Box<chat::ChatArgs>),
+    /// Serve the tools to an MCP client over stdio (for a desktop agent's configuration:
+    /// `{"command": "steward", "args": ["mcp"]}`). Gated calls wait for a person's approval.
+    Mcp,
     /// The chats: list, show, rename, delete.
     Chats {
         #[command(subcommand)]
@@ -340,6 +343,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Tools { cmd } => tools::tools(args.home, cmd),
         Command::Chat(a) => chat::chat(args.home, *a),
         Command::Chats { cmd } => chat::chats(args.home, cmd),
+        Command::Mcp => mcp(args.home),
         Command::Usage(a) => usage::run(args.home, a),
         Command::Mail { cmd } => mail::mail(args.home, cmd),
     };
@@ -357,6 +361,21 @@ pub(crate) fn run(args: Args) -> ExitCode {
             }
         }
     }
+}
+
+/// `steward mcp`: the home's tools over stdio until the client hangs up.
+fn mcp(home: Option<PathBuf>) -> Result<(), Failure> {
+    let steward = std::sync::Arc::new(open(home)?);
+    let toolbox = std::sync::Arc::new(steward_connectors::home::toolbox(steward)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| usage(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(steward_server::mcp::serve_stdio(toolbox)).map_err(|e| Failure {
+        code: "MCP_TRANSPORT".into(),
+        kind: ErrorKind::Unavailable,
+        message: e.to_string(),
+    })
 }
 
 fn open(home: Option<PathBuf>) -> Result<Steward, Failure> {

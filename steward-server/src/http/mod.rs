@@ -7,7 +7,8 @@
 //! it needed more, the core would grow it.
 //!
 //! Layers, outside in: Host/Origin checks on every route ([`auth`]), then the bearer token on
-//! every route but `GET /health`.
+//! every route but `GET /health`. `/mcp` is the MCP face ([`crate::mcp`]) under the same
+//! layers.
 
 mod approvals;
 pub mod attachments;
@@ -43,6 +44,9 @@ use steward_core::{
     Steward, StewardError,
     access::{AccessToken, OriginPolicy},
 };
+
+/// Where `steward serve` answers MCP clients (streamable HTTP).
+pub const MCP_PATH: &str = "/mcp";
 
 /// What every handler can reach: the core handle and the access rules.
 #[derive(Debug)]
@@ -294,6 +298,11 @@ pub fn app(state: AppState) -> Router {
     let mut guarded = Router::new();
     for r in private {
         guarded = guarded.route(r.path, r.handler);
+    }
+    // The MCP face of the agent's tools (streamable HTTP), behind the same checks.
+    if let Some(agent) = state.agent() {
+        guarded =
+            guarded.nest_service(MCP_PATH, crate::mcp::http_service(Arc::clone(agent.toolbox())));
     }
     // route_layer: the last added runs first, so the token is checked before idempotency.
     let guarded = guarded

@@ -1,0 +1,163 @@
+//! Calls from an outside agent (an MCP client, through `steward mcp` or `/mcp`): the same
+//! gate as the chat runner's, for an agent that cannot be paused. A gated call leaves an
+//! approval request and answers "pending"; the same call again (same tool, same normalized
+//! input, same agent) answers from that request: still pending, declined, or — once a person
+//! approved it — run, exactly once. Nothing runs without the person, and the agent can never
+//! decide: its identity is an `agent:` one.
+
+use serde_json::{Value, json};
+
+use super::{ToolError, ToolInfo, ToolResult, Toolbox};
+use crate::{
+    ToolCall,
+    approval::{Approval, ApprovalStatus, canonical_json},
+    policy::{Decision, DecisionContext, DenyReason, Level},
+    time::now_secs,
+};
+
+/// Longest agent name an outside client may give (`agent:mcp:<name>`), characters.
+/// Fixed (not a setting).
+pub const MAX_CLIENT_NAME_CHARS: usize = 64;
+
+/// What an outside agent's call came to.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ClientOutcome {
+    /// It ran: allowed by the policy, or approved by a person (then `approval` names the
+    /// request this call consumed).
+    Ran {
+        /// The level it ran at.
+        level: Level,
+        /// The result.
+        result: Box<ToolResult>,
+        /// The approval it ran under.
+        approval: Option<i64>,
+    },
+    /// A person decides first: the request (new, or the one this same call already left).
+    Pending {
+        /// The request.
+        approval: Box<Approval>,
+    },
+    /// A person declined this same call: it is not asked again.
+    Declined {
+        /// The request the person declined.
+        approval: Box<Approval>,
+    },
+    /// The policy denies it.
+    Denied {
+        /// Why.
+        reason: DenyReason,
+    },
+}
+
+/// The identity of an outside client named `name` (by its `initialize`): `agent:mcp:<name>`,
+/// the name cut to [`MAX_CLIENT_NAME_CHARS`] and kept to letters, digits, `.`, `-` and `_`.
+pub fn client_actor(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '-' })
+        .take(MAX_CLIENT_NAME_CHARS)
+        .collect();
+    let clean = clean.trim_matches('-');
+    format!("agent:mcp:{}", if clean.is_empty() { "unnamed" } else { clean })
+}
+
+impl Toolbox {
+    /// The tools an outside client may see: those that can run here and that the policy does
+    /// not deny outright (a gated tool is listed; a denied one is not).
+    pub fn list_for_client(&self) -> Result<Vec<ToolInfo>, ToolError> {
+        let policy = self.steward.policy()?.policy;
+        let ctx = DecisionContext::default();
+        let empty = json!({});
+        Ok(self
+            .list()
+            .into_iter()
+            .filter(|t| {
+                !matches!(
+                    crate::policy::decide(self.steward.tools(), &policy, &t.name, &empty, &ctx),
+                    Decision::Deny { .. }
+                )
+            })
+            .collect())
+    }
+
+    /// Calls `call.tool` for an outside agent (`call.actor`, an `agent:` identity), through
+    /// the gate (see the module documentation).
+    pub fn call_for_client(&self, call: &ToolCall<'_>) -> Result<ClientOutcome, ToolError> {
+        let input = self.preflight(call.tool, call.input)?;
+        let now = now_secs();
+        let approvals = self.steward.approvals()?;
+        approvals.expire_due(now)?;
+        if let Some((a, consumed)) =
+            approvals.latest_for(call.actor, call.tool, &canonical_json(&input))?
+        {
+            match a.status {
+                ApprovalStatus::Requested => {
+                    return Ok(ClientOutcome::Pending { approval: Box::new(a) });
+                }
+                ApprovalStatus::Denied => {
+                    return Ok(ClientOutcome::Declined { approval: Box::new(a) });
+                }
+                // Claimed before it runs: two racing calls cannot both run it.
+                ApprovalStatus::Approved | ApprovalStatus::Edited
+                    if !consumed && approvals.consume(a.id, now)? =>
+                {
+                    let result = self.run_approved(a.id, call.actor)?;
+                    return Ok(ClientOutcome::Ran {
+                        level: a.level,
+                        result: Box::new(result),
+                        approval: Some(a.id),
+                    });
+                }
+                // Run already, expired, cancelled or sent back: a new decision.
+                _ => {}
+            }
+        }
+        let decided = ToolCall { input: &input, ..*call };
+        Ok(match self.call(&decided, &DecisionContext::default())? {
+            super::ToolOutcome::Ran { level, result } => {
+                ClientOutcome::Ran { level, result, approval: None }
+            }
+            super::ToolOutcome::AwaitingApproval { approval } => {
+                ClientOutcome::Pending { approval }
+            }
+            super::ToolOutcome::Denied { reason } => ClientOutcome::Denied { reason },
+        })
+    }
+}
+
+/// The text a client's model reads for a result: untrusted text fenced and labelled as data,
+/// as Steward's own agent reads it.
+pub fn result_text(r: &ToolResult) -> String {
+    crate::agent::for_model(r)
+}
+
+/// The structured answer to a pending call, for a client to show and act on.
+pub fn pending_json(a: &Approval) -> Value {
+    json!({
+        "status": "pending_approval",
+        "approval_id": a.id,
+        "summary": a.summary,
+        "level": a.level,
+        "expires_at": a.expires_at,
+        "message": format!(
+            "pending approval #{}: a person must decide in Steward (steward approvals show {}); \
+             call again with the same input after they approve",
+            a.id, a.id
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_actor;
+
+    #[test]
+    fn a_client_name_becomes_a_bounded_agent_identity() {
+        assert_eq!(client_actor("claude-ai"), "agent:mcp:claude-ai");
+        assert_eq!(client_actor("My Client/1.0"), "agent:mcp:My-Client-1.0");
+        assert_eq!(client_actor(""), "agent:mcp:unnamed");
+        assert_eq!(client_actor(&"x".repeat(500)).len(), "agent:mcp:".len() + 64);
+        assert!(client_actor("human:ada").starts_with("agent:"), "never a person");
+    }
+}
