@@ -68,7 +68,9 @@ impl Steward {
         let decision = if oversized {
             Decision::Deny { reason: crate::policy::DenyReason::InputTooLarge { bytes } }
         } else {
-            decide(self.tools(), &current.policy, call.tool, call.input, ctx)
+            // The caller's agent denials apply to the agent asking, whoever built the context.
+            let ctx = DecisionContext { actor: Some(call.actor), ..*ctx };
+            decide(self.tools(), &current.policy, call.tool, call.input, &ctx)
         };
         let risk = match decision {
             Decision::Deny { .. } => Risk::High,

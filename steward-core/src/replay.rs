@@ -166,7 +166,7 @@ impl Steward {
         for (index, r) in records.iter().enumerate() {
             let grants: Option<BTreeSet<String>> =
                 r.headless_grants.as_ref().map(|g| g.iter().cloned().collect());
-            let ctx = DecisionContext { headless_grants: grants.as_ref() };
+            let ctx = DecisionContext { headless_grants: grants.as_ref(), actor: None };
             let detail = decide(self.tools(), &current.policy, &r.tool, &r.input, &ctx);
             let (decision, level) = words(&detail);
             let matches = r.expected.as_deref().map(|e| match e.split_once(':') {

@@ -14,8 +14,10 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-        Tool, ToolAnnotations,
+        JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+        ServerConfig, Tool, ToolAnnotations,
     },
     service::RequestContext,
 };
@@ -24,7 +26,10 @@ use steward_core::{
     StewardError, ToolCall,
     approval::{MAX_INPUT_BYTES, canonical_json},
     policy::Effect,
-    tools::{ClientOutcome, ToolError, ToolInfo, Toolbox, client_actor, pending_json, result_text},
+    tools::{
+        ClientOutcome, MESSAGE_RESOURCE, THREAD_RESOURCE, ToolError, ToolInfo, Toolbox,
+        client_actor, pending_json, result_text,
+    },
 };
 
 use crate::http::auth::Person;
@@ -148,7 +153,7 @@ fn answer(outcome: ClientOutcome) -> Result<CallToolResult, ErrorData> {
 
 impl ServerHandler for StewardMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("steward", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -156,14 +161,70 @@ impl ServerHandler for StewardMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _cx: RequestContext<RoleServer>,
+        cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let actor = actor_of(&cx);
         let toolbox = Arc::clone(&self.toolbox);
-        let tools = tokio::task::spawn_blocking(move || toolbox.list_for_client())
+        let tools = tokio::task::spawn_blocking(move || toolbox.list_for_client(&actor))
             .await
             .map_err(internal)?
             .map_err(internal)?;
         Ok(ListToolsResult::with_all_items(tools.into_iter().map(tool_of).collect()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let actor = actor_of(&cx);
+        let toolbox = Arc::clone(&self.toolbox);
+        let listed = tokio::task::spawn_blocking(move || toolbox.client_resources(&actor))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
+        Ok(ListResourcesResult::with_all_items(
+            listed
+                .into_iter()
+                .map(|r| Resource::new(r.uri, r.name).with_mime_type("text/plain"))
+                .collect(),
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(MESSAGE_RESOURCE, "mail message")
+                .with_description("One mirrored message: headers and a bounded window of its body")
+                .with_mime_type("text/plain"),
+            ResourceTemplate::new(THREAD_RESOURCE, "mail thread")
+                .with_description("A thread's messages, newest first (one bounded page)")
+                .with_mime_type("text/plain"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let actor = actor_of(&cx);
+        let toolbox = Arc::clone(&self.toolbox);
+        let uri = request.uri.clone();
+        let text = tokio::task::spawn_blocking(move || toolbox.read_client_resource(&actor, &uri))
+            .await
+            .map_err(internal)?
+            .map_err(|e| match e {
+                ToolError::InvalidInput { .. } | ToolError::Unknown { .. } => {
+                    ErrorData::resource_not_found(format!("{}: {e}", e.code()), None)
+                }
+                e => internal(e),
+            })?;
+        let contents = ResourceContents::text(text, request.uri).with_mime_type("text/plain");
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 
     async fn call_tool(

@@ -90,6 +90,18 @@ fn check(seen: &Value, sink: &SmtpSink, home: &Path) {
     // Denied: an error the client's model reads.
     assert_eq!(seen["denied"]["is_error"], true);
     assert!(seen["denied"]["text"].as_str().unwrap().contains("declined"), "{}", seen["denied"]);
+    // Mail as resources a client can attach: the newest listed, both templates, a read fenced
+    // as data; a URI of another shape is not found.
+    let resources = seen["resources"].as_array().unwrap();
+    assert!(!resources.is_empty() && resources.len() <= 12, "{resources:?}");
+    assert!(resources[0]["uri"].as_str().unwrap().starts_with("steward://mail/message/"));
+    assert!(resources[0]["name"].as_str().unwrap().starts_with('#'));
+    assert_eq!(
+        seen["templates"],
+        serde_json::json!(["steward://mail/message/{id}", "steward://mail/thread/{id}"])
+    );
+    assert!(seen["read"].as_str().unwrap().contains("<untrusted_data tool=\"mail.read\""));
+    assert_eq!(seen["bad_resource"]["code"], -32002, "{}", seen["bad_resource"]);
     // Bad requests are protocol errors (invalid params); nothing ran.
     for bad in ["unknown_tool", "bad_input", "oversized"] {
         assert_eq!(seen[bad]["code"], -32602, "{bad}: {}", seen[bad]);

@@ -75,6 +75,17 @@ async def scenario(session: ClientSession) -> dict[str, Any]:
         "is_error": denied.isError,
         "text": denied.content[0].text if denied.content else "",
     }
+    resources = await session.list_resources()
+    out["resources"] = [{"uri": str(r.uri), "name": r.name} for r in resources.resources]
+    templates = await session.list_resource_templates()
+    out["templates"] = [t.uriTemplate for t in templates.resourceTemplates]
+    read = await session.read_resource(resources.resources[0].uri)
+    out["read"] = read.contents[0].text
+    try:
+        await session.read_resource("steward://mail/message/not-a-number")
+        out["bad_resource"] = "no error"
+    except McpError as e:
+        out["bad_resource"] = {"code": e.error.code, "message": e.error.message}
     out["unknown_tool"] = await protocol_error(session, "mail.nope", {})
     out["bad_input"] = await protocol_error(session, "mail.search", {"bogus": 1})
     out["oversized"] = await protocol_error(

@@ -283,7 +283,7 @@ fn a_denied_or_ungranted_call_runs_nothing() {
     assert_eq!(r.executed("mail.read"), 0);
     // A background turn may run only what its rule granted.
     let granted = std::collections::BTreeSet::from(["ops.list".to_owned()]);
-    let headless = DecisionContext { headless_grants: Some(&granted) };
+    let headless = DecisionContext { headless_grants: Some(&granted), actor: None };
     let input = json!({"query": "report"});
     let out = tb
         .call(
@@ -401,7 +401,7 @@ fn an_outside_agents_call_is_pending_until_approved_then_runs_once_and_a_decline
     assert_eq!(pending.len(), 3, "no request after the denial: {pending:?}");
     assert_eq!(sink.deliveries().len(), 1);
     // A denied namespace is not even listed.
-    assert!(tb.list_for_client().unwrap().iter().any(|t| t.name == "mail.send"));
+    assert!(tb.list_for_client(&actor).unwrap().iter().any(|t| t.name == "mail.send"));
     r.steward
         .set_policy(
             &me,
@@ -409,9 +409,39 @@ fn an_outside_agents_call_is_pending_until_approved_then_runs_once_and_a_decline
             None,
         )
         .unwrap();
-    let listed = tb.list_for_client().unwrap();
+    let listed = tb.list_for_client(&actor).unwrap();
     assert!(!listed.iter().any(|t| t.name.starts_with("mail.")), "{listed:?}");
     assert!(listed.iter().any(|t| t.name == "ops.list"));
+    r.steward
+        .set_policy(
+            &me,
+            &steward_core::policy::PolicyChange::UndenyNamespace { prefix: "mail".into() },
+            None,
+        )
+        .unwrap();
+    // An agent denial: every MCP client, one tool; other agents keep it.
+    let deny = |rule: &str| steward_core::policy::PolicyChange::DenyAgent { rule: rule.into() };
+    for bad in ["mail.send", "human:ada:mail.send", "agent:mcp:*:mail", "agent:*x:mail.send"] {
+        let e = r.steward.set_policy(&me, &deny(bad), None).unwrap_err();
+        assert_eq!(e.code(), "POLICY_BAD_AGENT_RULE", "{bad}");
+    }
+    r.steward.set_policy(&me, &deny("agent:mcp:*:mail.send"), None).unwrap();
+    let listed = tb.list_for_client(&actor).unwrap();
+    assert!(
+        !listed.iter().any(|t| t.name == "mail.send")
+            && listed.iter().any(|t| t.name == "mail.search")
+    );
+    let refused = send(&json!({"to": ["carol@example.org"], "subject": "Hi", "body": "x"}));
+    assert!(
+        matches!(&refused, ClientOutcome::Denied { reason: DenyReason::Agent { rule } } if rule == "agent:mcp:*:mail.send"),
+        "{refused:?}"
+    );
+    let ToolOutcome::AwaitingApproval { .. } =
+        call(&tb, "mail.send", json!({"to": ["carol@example.org"], "subject": "Hi", "body": "x"}))
+    else {
+        panic!("another agent is still only gated")
+    };
+    assert_eq!(sink.deliveries().len(), 1);
 }
 
 #[test]

@@ -120,6 +120,9 @@ pub enum PolicyError {
     /// A deny prefix that is not a namespace (`mail.` or `mail`).
     #[error("deny prefix {0:?} is not a namespace")]
     BadPrefix(String),
+    /// An agent denial that is not `<agent pattern>:<tool, namespace.* or *>`.
+    #[error("agent denial {0:?} must be agent:<name or prefix*>:<tool, namespace.* or *>")]
+    BadAgentRule(String),
     /// Someone else changed the policy since the version the change was based on.
     #[error("the policy is at version {actual}, not {expected}; reload and retry")]
     VersionConflict {
@@ -168,6 +171,7 @@ impl StewardError for PolicyError {
             Self::Duplicate(_) => "POLICY_DUPLICATE_TOOL",
             Self::BadLevel(_) => "POLICY_BAD_LEVEL",
             Self::BadPrefix(_) => "POLICY_BAD_PREFIX",
+            Self::BadAgentRule(_) => "POLICY_BAD_AGENT_RULE",
             Self::VersionConflict { .. } => "POLICY_VERSION_CONFLICT",
             Self::NoChange => "POLICY_NO_CHANGE",
             Self::OutOfRange { .. } => "POLICY_OUT_OF_RANGE",
@@ -190,6 +194,7 @@ impl StewardError for PolicyError {
             | Self::BadSchema { .. }
             | Self::BadLevel(_)
             | Self::BadPrefix(_)
+            | Self::BadAgentRule(_)
             | Self::NoChange
             | Self::OutOfRange { .. } => ErrorKind::InvalidInput,
         }
@@ -265,6 +270,49 @@ pub struct Policy {
     pub allow_reads: BTreeSet<String>,
     /// Per-tool levels replacing the default (raised to floors; reads capped at L1).
     pub overrides: BTreeMap<String, Level>,
+    /// Denials for some agents only, `<agent>:<tool>`: `agent:mcp:*:mail.send` denies
+    /// `mail.send` to every MCP client, `agent:mcp:cursor:mail.*` the mail namespace to one. A
+    /// part ending in `*` matches a prefix. At most [`MAX_AGENT_DENIES`].
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub agent_denies: BTreeSet<String>,
+}
+
+/// Most agent denials one policy holds.
+/// Fixed (not a setting).
+pub const MAX_AGENT_DENIES: usize = 100;
+
+/// `rule` (`<agent pattern>:<tool pattern>`) split at its last `:`, checked: the agent part
+/// names agents (`agent:…`), the tool part is a tool, a namespace (`mail.*`) or `*`.
+fn agent_rule(rule: &str) -> Result<(&str, &str), PolicyError> {
+    let bad = || PolicyError::BadAgentRule(rule.to_owned());
+    let (agent, tool) = rule.rsplit_once(':').ok_or_else(bad)?;
+    if !agent.starts_with("agent:") || agent.len() > 200 || agent[..agent.len() - 1].contains('*') {
+        return Err(bad());
+    }
+    match tool.strip_suffix('*') {
+        Some("") => {}
+        Some(ns) if ns.ends_with('.') => {
+            spec::check_name(&format!("{ns}x")).map_err(|_| bad())?;
+        }
+        Some(_) => return Err(bad()),
+        None => spec::check_name(tool).map_err(|_| bad())?,
+    }
+    Ok((agent, tool))
+}
+
+/// Whether `pattern` (ending in `*` for a prefix) matches `value`.
+fn glob(pattern: &str, value: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => value.starts_with(prefix),
+        None => pattern == value,
+    }
+}
+
+/// The agent denial of `policy` that matches `actor` calling `tool`, if one does.
+fn agent_denial<'p>(policy: &'p Policy, actor: &str, tool: &str) -> Option<&'p String> {
+    policy.agent_denies.iter().find(|r| {
+        agent_rule(r).is_ok_and(|(agent, pattern)| glob(agent, actor) && glob(pattern, tool))
+    })
 }
 
 impl Policy {
@@ -314,6 +362,19 @@ impl Policy {
             }
             PolicyChange::SetTaintFloor { level } => {
                 self.taint_floor = Some(*level);
+            }
+            PolicyChange::DenyAgent { rule } => {
+                agent_rule(rule)?;
+                if self.agent_denies.len() >= MAX_AGENT_DENIES && !self.agent_denies.contains(rule)
+                {
+                    return Err(PolicyError::BadAgentRule(format!(
+                        "{rule}: at most {MAX_AGENT_DENIES} agent denials"
+                    )));
+                }
+                self.agent_denies.insert(rule.clone());
+            }
+            PolicyChange::UndenyAgent { rule } => {
+                self.agent_denies.remove(rule);
             }
         }
         if *self == before { Err(PolicyError::NoChange) } else { Ok(()) }
@@ -393,6 +454,17 @@ pub enum PolicyChange {
         /// The level.
         level: Level,
     },
+    /// Deny a tool (or a namespace, `mail.*`, or every tool, `*`) to some agents only:
+    /// `agent:mcp:*:mail.send`.
+    DenyAgent {
+        /// `<agent pattern>:<tool pattern>`.
+        rule: String,
+    },
+    /// Remove an agent denial.
+    UndenyAgent {
+        /// The rule as it was added.
+        rule: String,
+    },
 }
 
 /// Who is asking, and under what authority.
@@ -400,6 +472,9 @@ pub enum PolicyChange {
 pub struct DecisionContext<'a> {
     /// `Some` in a background (watch) turn: only these tools may run, and only logged.
     pub headless_grants: Option<&'a BTreeSet<String>>,
+    /// The agent asking (its agent denials apply); [`crate::Steward::decide`] sets it from
+    /// the call.
+    pub actor: Option<&'a str>,
 }
 
 /// Why a call is denied.
@@ -418,6 +493,11 @@ pub enum DenyReason {
     },
     /// A background turn asked for a tool its rule did not grant.
     NotGranted,
+    /// An agent denial matched the agent asking.
+    Agent {
+        /// The rule.
+        rule: String,
+    },
     /// The input is not a JSON object.
     InputNotObject,
     /// The input is larger than an approval card may hold ([`crate::approval::MAX_INPUT_BYTES`]).
@@ -482,6 +562,9 @@ pub fn decide(
     }
     if let Some(prefix) = policy.deny_prefixes.iter().find(|p| tool.starts_with(p.as_str())) {
         return Decision::Deny { reason: DenyReason::Namespace { prefix: prefix.clone() } };
+    }
+    if let Some(rule) = ctx.actor.and_then(|actor| agent_denial(policy, actor, tool)) {
+        return Decision::Deny { reason: DenyReason::Agent { rule: rule.clone() } };
     }
     let reserved = tool.starts_with(RESERVED_NAMESPACE);
     if let Some(grants) = ctx.headless_grants {

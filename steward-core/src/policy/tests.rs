@@ -243,7 +243,7 @@ fn decision_table() {
     assert_eq!(d(&p, "mail.read"), allow(Level::Logged));
     // Headless turns: grants only, logged; denies still win.
     let grants: BTreeSet<String> = ["mail.send".to_owned(), "shell.run".to_owned()].into();
-    let bg = DecisionContext { headless_grants: Some(&grants) };
+    let bg = DecisionContext { headless_grants: Some(&grants), actor: None };
     let h = |p: &Policy, tool: &str| decide(&reg, p, tool, &obj, &bg);
     assert_eq!(h(&base, "mail.send"), allow(Level::Logged));
     assert_eq!(h(&base, "mail.read"), Decision::Deny { reason: DenyReason::NotGranted });
@@ -255,7 +255,7 @@ fn decision_table() {
     p.rules.insert("mail.send".into(), Rule::Deny { reason: "no".into() });
     assert!(matches!(h(&p, "mail.send"), Decision::Deny { reason: DenyReason::Rule { .. } }));
     let ghost: BTreeSet<String> = ["mail.ghost".to_owned()].into();
-    let bg = DecisionContext { headless_grants: Some(&ghost) };
+    let bg = DecisionContext { headless_grants: Some(&ghost), actor: None };
     assert_eq!(
         decide(&reg, &base, "mail.ghost", &obj, &bg),
         Decision::Deny { reason: DenyReason::NotGranted },
@@ -308,7 +308,7 @@ proptest! {
         if listed { p.allow_reads.insert(tool.into()); }
         if deny_ns { p.deny_namespace("mail").unwrap(); }
         let grants: BTreeSet<String> = if granted { [tool.to_owned()].into() } else { BTreeSet::new() };
-        let ctx = DecisionContext { headless_grants: headless.then_some(&grants) };
+        let ctx = DecisionContext { headless_grants: headless.then_some(&grants), actor: None };
         let d = decide(&reg, &p, tool, &input, &ctx);
         let runs = matches!(d, Decision::Allow { .. });
         if matches!(rule, Some(Rule::Deny { .. })) || (deny_ns && tool.starts_with("mail.")) || !input.is_object() {
@@ -388,7 +388,7 @@ fn the_policy_namespace_is_never_below_confirm_and_never_granted() {
         Decision::Gate { level: Level::Secure }
     );
     let grants: BTreeSet<String> = ["policy.peek".to_owned()].into();
-    let headless = DecisionContext { headless_grants: Some(&grants) };
+    let headless = DecisionContext { headless_grants: Some(&grants), actor: None };
     assert_eq!(
         decide(&r, &p, "policy.peek", &input, &headless),
         Decision::Deny { reason: DenyReason::NotGranted }

@@ -50,6 +50,26 @@ pub enum ClientOutcome {
     },
 }
 
+/// The URI of a mirrored message as a resource (`{id}`: its mirror id).
+pub const MESSAGE_RESOURCE: &str = "steward://mail/message/{id}";
+/// The URI of a thread as a resource.
+pub const THREAD_RESOURCE: &str = "steward://mail/thread/{id}";
+/// Messages listed as resources (the newest, through `mail.search`).
+/// Fixed (not a setting): the most `mail.search` returns to a model.
+pub const LISTED_RESOURCES: usize = 12;
+/// Longest resource name, characters.
+/// Fixed (not a setting).
+pub const RESOURCE_NAME_CHARS: usize = 100;
+
+/// A resource an outside client may read: its URI and a name to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientResource {
+    /// `steward://mail/message/<id>`.
+    pub uri: String,
+    /// `#<id> <subject>`.
+    pub name: String,
+}
+
 /// The identity of an outside client named `name` (by its `initialize`): `agent:mcp:<name>`,
 /// the name cut to [`MAX_CLIENT_NAME_CHARS`] and kept to letters, digits, `.`, `-` and `_`.
 pub fn client_actor(name: &str) -> String {
@@ -63,11 +83,11 @@ pub fn client_actor(name: &str) -> String {
 }
 
 impl Toolbox {
-    /// The tools an outside client may see: those that can run here and that the policy does
-    /// not deny outright (a gated tool is listed; a denied one is not).
-    pub fn list_for_client(&self) -> Result<Vec<ToolInfo>, ToolError> {
+    /// The tools outside client `actor` may see: those that can run here and that the policy
+    /// does not deny it outright (a gated tool is listed; a denied one is not).
+    pub fn list_for_client(&self, actor: &str) -> Result<Vec<ToolInfo>, ToolError> {
         let policy = self.steward.policy()?.policy;
-        let ctx = DecisionContext::default();
+        let ctx = DecisionContext { actor: Some(actor), ..DecisionContext::default() };
         let empty = json!({});
         Ok(self
             .list()
@@ -79,6 +99,65 @@ impl Toolbox {
                 )
             })
             .collect())
+    }
+
+    /// The newest messages as resources, through `mail.search` under the client's identity
+    /// (so the policy and the audit see it like any read), at most [`LISTED_RESOURCES`].
+    pub fn client_resources(&self, actor: &str) -> Result<Vec<ClientResource>, ToolError> {
+        let input = json!({"query": "", "limit": LISTED_RESOURCES});
+        let call = ToolCall { actor, chat: None, tool: "mail.search", input: &input };
+        let ClientOutcome::Ran { result, .. } = self.call_for_client(&call)? else {
+            return Ok(Vec::new());
+        };
+        // Each line of the compact page: `N. #ID date sender | subject | snippet`.
+        Ok(result
+            .text
+            .lines()
+            .filter_map(|line| {
+                let (_, rest) = line.split_once(". #")?;
+                let (id, rest) = rest.split_once(' ')?;
+                let id: i64 = id.parse().ok()?;
+                let subject = rest.split(" | ").nth(1).unwrap_or("").trim();
+                let name: String =
+                    format!("#{id} {subject}").chars().take(RESOURCE_NAME_CHARS).collect();
+                Some(ClientResource {
+                    uri: MESSAGE_RESOURCE.replace("{id}", &id.to_string()),
+                    name,
+                })
+            })
+            .collect())
+    }
+
+    /// Reads resource `uri` (a message or a thread) through `mail.read` / `mail.thread` under
+    /// the client's identity: the bounded text, mail fenced as data. A URI of another shape is
+    /// invalid input; a read the policy denies is an error like any call's.
+    pub fn read_client_resource(&self, actor: &str, uri: &str) -> Result<String, ToolError> {
+        let invalid = |why: &str| ToolError::InvalidInput {
+            tool: "resources/read".to_owned(),
+            reason: format!("{uri}: {why}"),
+        };
+        let id_in = |template: &str| {
+            let prefix = template.trim_end_matches("{id}");
+            uri.strip_prefix(prefix).map(|id| id.parse::<i64>().map_err(|_| invalid("not an id")))
+        };
+        let (tool, input) = if let Some(id) = id_in(MESSAGE_RESOURCE) {
+            ("mail.read", json!({"message_id": id?}))
+        } else if let Some(id) = id_in(THREAD_RESOURCE) {
+            ("mail.thread", json!({"thread_id": id?}))
+        } else {
+            return Err(invalid(
+                "not a Steward resource (steward://mail/message/ID or …/thread/ID)",
+            ));
+        };
+        let call = ToolCall { actor, chat: None, tool, input: &input };
+        match self.call_for_client(&call)? {
+            ClientOutcome::Ran { result, .. } => Ok(result_text(&result)),
+            ClientOutcome::Denied { reason } => Err(invalid(&format!(
+                "the policy denies {tool}: {}",
+                serde_json::to_string(&reason).unwrap_or_default()
+            ))),
+            _ => Err(invalid(&format!("{tool} waits for a person's approval"))),
+        }
     }
 
     /// Calls `call.tool` for an outside agent (`call.actor`, an `agent:` identity), through

@@ -22,7 +22,10 @@ mod client;
 mod mail;
 mod system;
 
-pub use client::{ClientOutcome, MAX_CLIENT_NAME_CHARS, client_actor, pending_json, result_text};
+pub use client::{
+    ClientOutcome, ClientResource, LISTED_RESOURCES, MAX_CLIENT_NAME_CHARS, MESSAGE_RESOURCE,
+    RESOURCE_NAME_CHARS, THREAD_RESOURCE, client_actor, pending_json, result_text,
+};
 
 pub use mail::{MAX_ATTACHMENT_TEXT_BYTES, SEARCH_DEFAULT_LIMIT};
 pub use system::{USAGE_DEFAULT_SINCE, WATCH_PAGE};

@@ -141,7 +141,7 @@ fn an_agents_policy_change_needs_an_approval_and_applies_exactly_what_was_approv
     assert_eq!(d, Decision::Gate { level: Level::Confirm });
     // A background turn can never be granted it.
     let grants: BTreeSet<String> = [POLICY_SET_TOOL.to_owned()].into();
-    let headless = DecisionContext { headless_grants: Some(&grants) };
+    let headless = DecisionContext { headless_grants: Some(&grants), actor: None };
     let d = s.decide(&call(POLICY_SET_TOOL, &input), &headless).unwrap();
     assert_eq!(d, Decision::Deny { reason: DenyReason::NotGranted });
 

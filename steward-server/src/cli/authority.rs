@@ -133,6 +133,20 @@ pub(super) enum PolicyCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Deny (or with --undo, stop denying) a tool to some agents only:
+    /// `agent:mcp:*:mail.send` (every MCP client), `agent:mcp:cursor:mail.*`.
+    DenyAgent {
+        /// `<agent pattern>:<tool, namespace.* or *>`.
+        rule: String,
+        /// Remove the denial.
+        #[arg(long)]
+        undo: bool,
+        #[command(flatten)]
+        person: Person,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, ClapArgs)]
@@ -306,6 +320,9 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
                 for prefix in &p.deny_prefixes {
                     out!("  denied namespace {prefix}*");
                 }
+                for rule in &p.agent_denies {
+                    out!("  denied to agents {rule}");
+                }
                 for tool in &p.allow_reads {
                     out!("  allowed read {tool}");
                 }
@@ -337,6 +354,15 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
                 PolicyChange::UndenyNamespace { prefix }
             } else {
                 PolicyChange::DenyNamespace { prefix }
+            };
+            let who = steward.human(&person.name())?;
+            print_version(&steward.set_policy(&who, &change, None)?, json);
+        }
+        PolicyCmd::DenyAgent { rule, undo, person, json } => {
+            let change = if undo {
+                PolicyChange::UndenyAgent { rule }
+            } else {
+                PolicyChange::DenyAgent { rule }
             };
             let who = steward.human(&person.name())?;
             print_version(&steward.set_policy(&who, &change, None)?, json);
