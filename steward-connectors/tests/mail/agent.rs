@@ -622,44 +622,61 @@ fn a_gated_calls_result_is_never_dropped_to_fit_the_context() {
     assert_eq!(compacted[0]["summarized"], false, "dropping a result was enough");
 }
 
-#[test]
-fn a_decision_on_a_summarized_call_reaches_the_model_by_a_new_summary_or_steward_s_own_note() {
+/// A small context (6,000 characters, 500 of summary) whose decisions the test resolves.
+fn small_context() -> AgentConfig {
     let mut config = AgentConfig::default();
     config.context_chars = 6_000;
     config.summary_chars = 500;
     config.resume_on_decision = false;
-    let mail = json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"});
+    config
+}
+
+/// The model of the "lunch" chats: `SEND` proposes a mail to Bob (`SEND again` another), `ONE`
+/// and `THREE` get long answers that make the chat outgrow the small context.
+fn lunch(req: &Recorded) -> Reply {
+    let told = last_message(req);
+    if told.contains("SEND again") {
+        let other = json!({"to": ["bob@example.org"], "subject": "Lunch?", "body": "Or Monday?"});
+        call("s2", "mail.send", other)
+    } else if told.contains("SEND") {
+        call(
+            "s1",
+            "mail.send",
+            json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"}),
+        )
+    } else if told.contains("ONE") {
+        say(&"a".repeat(3_000))
+    } else if told.contains("THREE") {
+        say(&"b".repeat(5_400))
+    } else {
+        say("ok")
+    }
+}
+
+/// The first three turns of a lunch chat: an answer, a send waiting for approval, an answer.
+fn lunch_start(r: &Rig, chat: &str) -> TurnResult {
+    assert_eq!(r.turn(chat, "ONE").end_reason, EndReason::Completed);
+    let paused = r.turn(chat, "SEND");
+    assert_eq!(paused.end_reason, EndReason::AwaitingApproval, "{paused:?}");
+    assert_eq!(r.turn(chat, "THREE").end_reason, EndReason::Completed);
+    paused
+}
+
+#[test]
+fn a_decision_on_a_summarized_call_reaches_the_model_by_a_new_summary_or_steward_s_own_note() {
     let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let fail = Arc::clone(&failing);
-    let r = rig(config, move |req, _| {
+    let r = rig(small_context(), move |req, _| {
         if is_summary_request(req) {
             if fail.load(std::sync::atomic::Ordering::SeqCst) {
                 return Reply::Json(400, json!({"error": {"message": "no summaries now"}}));
             }
             return say("SUMMARY: the person said ONE and asked to mail Bob; it waits.");
         }
-        let told = last_message(req);
-        if told.contains("SEND again") {
-            call(
-                "s2",
-                "mail.send",
-                json!({"to": ["bob@example.org"], "subject": "Lunch?", "body": "Or Monday?"}),
-            )
-        } else if told.contains("SEND") {
-            call("s1", "mail.send", mail.clone())
-        } else if told.contains("ONE") {
-            say(&"a".repeat(3_000))
-        } else if told.contains("THREE") {
-            say(&"b".repeat(5_400))
-        } else {
-            say("ok")
-        }
+        lunch(req)
     });
     let chat = r.agent.create_chat().unwrap().id;
-    assert_eq!(r.turn(&chat, "ONE").end_reason, EndReason::Completed);
-    let paused = r.turn(&chat, "SEND");
-    assert_eq!(paused.end_reason, EndReason::AwaitingApproval, "{paused:?}");
-    assert_eq!(r.turn(&chat, "THREE").end_reason, EndReason::Completed);
+    let paused = lunch_start(&r, &chat);
     assert_eq!(r.turn(&chat, "FOUR").end_reason, EndReason::Completed);
     let before = r._model.requests();
     let summaries: Vec<&Recorded> = before.iter().filter(|q| is_summary_request(q)).collect();
@@ -736,14 +753,9 @@ fn person_said(r: &Recorded) -> Vec<String> {
 #[test]
 fn a_summary_written_while_a_decision_lands_is_not_stored_over_the_outcome() {
     let (gate, arrived, release) = Gate::new();
-    let mut config = AgentConfig::default();
-    config.context_chars = 6_000;
-    config.summary_chars = 500;
-    config.resume_on_decision = false;
-    let mail = json!({"to": ["bob@example.org"], "subject": "Lunch", "body": "Friday?"});
     let held = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let hold = Arc::clone(&held);
-    let r = rig(config, move |req, n| {
+    let r = rig(small_context(), move |req, n| {
         if is_summary_request(req) {
             // The first summary is held while the person decides.
             if hold.swap(false, std::sync::atomic::Ordering::SeqCst) {
@@ -751,22 +763,10 @@ fn a_summary_written_while_a_decision_lands_is_not_stored_over_the_outcome() {
             }
             return say("SUMMARY: the person said ONE and asked to mail Bob.");
         }
-        let told = last_message(req);
-        if told.contains("SEND") {
-            call("s1", "mail.send", mail.clone())
-        } else if told.contains("ONE") {
-            say(&"a".repeat(3_000))
-        } else if told.contains("THREE") {
-            say(&"b".repeat(5_400))
-        } else {
-            say("ok")
-        }
+        lunch(req)
     });
     let chat = r.agent.create_chat().unwrap().id;
-    assert_eq!(r.turn(&chat, "ONE").end_reason, EndReason::Completed);
-    let paused = r.turn(&chat, "SEND");
-    assert_eq!(paused.end_reason, EndReason::AwaitingApproval);
-    assert_eq!(r.turn(&chat, "THREE").end_reason, EndReason::Completed);
+    let paused = lunch_start(&r, &chat);
     let four = r.agent.start_turn(&chat, "FOUR").unwrap();
     arrived.recv_timeout(WAIT).expect("the summary of the start is being written");
     let decided = r._model.requests().len();

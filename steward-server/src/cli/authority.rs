@@ -355,8 +355,7 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
             } else {
                 PolicyChange::DenyNamespace { prefix }
             };
-            let who = steward.human(&person.name())?;
-            print_version(&steward.set_policy(&who, &change, None)?, json);
+            set(&steward, &person, &change, json)?;
         }
         PolicyCmd::DenyAgent { rule, undo, person, json } => {
             let change = if undo {
@@ -364,10 +363,21 @@ pub(super) fn policy(home: Option<PathBuf>, cmd: PolicyCmd) -> Result<(), Failur
             } else {
                 PolicyChange::DenyAgent { rule }
             };
-            let who = steward.human(&person.name())?;
-            print_version(&steward.set_policy(&who, &change, None)?, json);
+            set(&steward, &person, &change, json)?;
         }
     }
+    Ok(())
+}
+
+/// `person` applies `change` to the policy; prints the new version.
+fn set(
+    steward: &Steward,
+    person: &Person,
+    change: &PolicyChange,
+    json: bool,
+) -> Result<(), Failure> {
+    let who = steward.human(&person.name())?;
+    print_version(&steward.set_policy(&who, change, None)?, json);
     Ok(())
 }
 
