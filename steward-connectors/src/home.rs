@@ -128,6 +128,8 @@ struct ConfigFile {
     tools: Option<ToolsSection>,
     #[serde(default)]
     agent: Option<AgentSection>,
+    #[serde(default)]
+    mcp: Option<toml::Value>,
 }
 
 /// `[agent]`: the chat turns' tier and bounds.
@@ -353,7 +355,7 @@ fn person_of(s: &steward_core::outbox::Sender) -> String {
 }
 
 /// The tools of `steward`'s home: the core's, the mail write tools when outgoing mail is
-/// configured, the train tools, with the result budgets of `[tools.result_chars]`:
+/// configured, the train tools, the outside MCP servers' ([`crate::mcp`]), with the result budgets of `[tools.result_chars]`:
 ///
 /// ```toml
 /// [tools.result_chars]
@@ -376,7 +378,9 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
             }
         }
     }
-    if let Some(tools) = read_config(&home)?.tools {
+    let config = read_config(&home)?;
+    crate::mcp::register(&mut tb, &home, crate::mcp::servers(config.mcp)?)?;
+    if let Some(tools) = config.tools {
         for (name, chars) in tools.result_chars {
             tb.set_budget(&name, chars)?;
         }

@@ -8,6 +8,7 @@
 
 pub mod home;
 pub mod mail;
+pub mod mcp;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod trains;

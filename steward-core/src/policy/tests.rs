@@ -315,7 +315,7 @@ proptest! {
             prop_assert!(!runs, "{tool} ran: {d:?}");
         }
         let spec = reg.get(tool);
-        if !headless && spec.is_none_or(|s| s.effect == Effect::Destructive) {
+        if !headless && spec.as_ref().is_none_or(|s| s.effect == Effect::Destructive) {
             prop_assert!(!runs, "{tool} ran without a person: {d:?}");
         }
         if headless && (!granted || spec.is_none()) {

@@ -83,14 +83,16 @@ pub fn client_actor(name: &str) -> String {
 }
 
 impl Toolbox {
-    /// The tools outside client `actor` may see: those that can run here and that the policy
-    /// does not deny it outright (a gated tool is listed; a denied one is not).
+    /// The tools outside client `actor` may see: Steward's own that can run here and that
+    /// the policy does not deny it outright (a gated tool is listed; a denied one is not).
+    /// Outside servers' tools (`mcp.*`) are Steward's agent's only: Steward does not relay
+    /// one outside party to another.
     pub fn list_for_client(&self, actor: &str) -> Result<Vec<ToolInfo>, ToolError> {
         let policy = self.steward.policy()?.policy;
         let ctx = DecisionContext { actor: Some(actor), ..DecisionContext::default() };
         let empty = json!({});
         Ok(self
-            .list()
+            .infos(false)
             .into_iter()
             .filter(|t| {
                 !matches!(
@@ -163,6 +165,9 @@ impl Toolbox {
     /// Calls `call.tool` for an outside agent (`call.actor`, an `agent:` identity), through
     /// the gate (see the module documentation).
     pub fn call_for_client(&self, call: &ToolCall<'_>) -> Result<ClientOutcome, ToolError> {
+        if call.tool.starts_with(crate::policy::EXTERNAL_NAMESPACE) {
+            return Err(ToolError::Unknown { tool: call.tool.to_owned() });
+        }
         let input = self.preflight(call.tool, call.input)?;
         let now = now_secs();
         let approvals = self.steward.approvals()?;

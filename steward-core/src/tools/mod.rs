@@ -19,6 +19,7 @@
 //! mail and attachments marked untrusted, because their text is data, never instructions.
 
 mod client;
+mod external;
 mod mail;
 mod system;
 
@@ -27,10 +28,17 @@ pub use client::{
     RESOURCE_NAME_CHARS, THREAD_RESOURCE, client_actor, pending_json, result_text,
 };
 
+pub use external::{
+    MAX_EXTERNAL_INPUT_BYTES, MAX_PROVIDER_NAME_CHARS, ProvidedTools, ToolProvider,
+    check_external_input, external_name, valid_provider_name,
+};
 pub use mail::{MAX_ATTACHMENT_TEXT_BYTES, SEARCH_DEFAULT_LIMIT};
 pub use system::{USAGE_DEFAULT_SINCE, WATCH_PAGE};
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
@@ -104,13 +112,26 @@ pub enum SourceRef {
     },
     /// The usage ledger.
     Usage,
+    /// A tool of an outside server (`[[mcp.servers]]`).
+    External {
+        /// The server's name.
+        server: String,
+        /// The tool's name as the server gives it.
+        tool: String,
+    },
 }
 
 impl SourceRef {
     /// Whether the item's text was written by someone other than the person and Steward
     /// (mail, attachments, public services): data for the model, never instructions.
     pub fn untrusted(&self) -> bool {
-        matches!(self, Self::Message { .. } | Self::Attachment { .. } | Self::Train { .. })
+        matches!(
+            self,
+            Self::Message { .. }
+                | Self::Attachment { .. }
+                | Self::Train { .. }
+                | Self::External { .. }
+        )
     }
 }
 
@@ -358,6 +379,7 @@ impl<I: DeserializeOwned + Serialize + Send + Sync> ToolExecutor for Typed<I> {
     }
 }
 
+#[derive(Clone)]
 struct Entry {
     executor: Arc<dyn ToolExecutor>,
     budget_chars: usize,
@@ -403,6 +425,14 @@ pub struct Toolbox {
     steward: Arc<Steward>,
     entries: BTreeMap<String, Entry>,
     reasons: BTreeMap<String, String>,
+    providers: BTreeMap<String, Provider>,
+}
+
+/// An outside provider and what its discovery came to (`Err`: not yet, or why not).
+struct Provider {
+    inner: Arc<dyn ToolProvider>,
+    budget_chars: usize,
+    found: Mutex<Result<external::Discovered, String>>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -419,7 +449,12 @@ impl Toolbox {
     /// The core's tools over `steward`: mail reads, watches, the journal and usage. The mail
     /// write tools need [`Toolbox::with_mail_sender`].
     pub fn new(steward: Arc<Steward>) -> Self {
-        let mut toolbox = Self { steward, entries: BTreeMap::new(), reasons: BTreeMap::new() };
+        let mut toolbox = Self {
+            steward,
+            entries: BTreeMap::new(),
+            reasons: BTreeMap::new(),
+            providers: BTreeMap::new(),
+        };
         for (name, executor) in mail::readers().into_iter().chain(system::tools()) {
             toolbox.insert(name, executor);
         }
@@ -468,6 +503,64 @@ impl Toolbox {
         Ok(())
     }
 
+    /// Adds an outside provider named `name` ([`valid_provider_name`]) whose tools, named
+    /// `mcp.<name>.<tool>`, return at most `budget_chars` characters of text each. Nothing
+    /// starts here: the provider is discovered on first use (a listing or a call), and again
+    /// on the next use while discovery fails.
+    pub fn add_provider(
+        &mut self,
+        name: &str,
+        provider: Arc<dyn ToolProvider>,
+        budget_chars: usize,
+    ) -> Result<(), ToolError> {
+        if !valid_provider_name(name) {
+            return Err(ToolError::Registration(format!(
+                "{name:?} cannot name a tool provider (1..={MAX_PROVIDER_NAME_CHARS} of a-z, \
+                 0-9 and _)"
+            )));
+        }
+        if self.providers.contains_key(name) {
+            return Err(ToolError::Registration(format!("the provider {name} is added twice")));
+        }
+        if !(MIN_RESULT_CHARS..=MAX_RESULT_CHARS).contains(&budget_chars) {
+            return Err(ToolError::Registration(format!(
+                "result budget of {name}: {budget_chars} is out of range \
+                 ({MIN_RESULT_CHARS}..={MAX_RESULT_CHARS})"
+            )));
+        }
+        let found = Mutex::new(Err("not started yet (starts on first use)".to_owned()));
+        self.providers.insert(name.to_owned(), Provider { inner: provider, budget_chars, found });
+        Ok(())
+    }
+
+    /// The tools of the provider `name`, discovering them when that has not worked yet.
+    fn discovered(&self, name: &str, p: &Provider) -> Result<external::Discovered, String> {
+        let mut found = p.found.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(map) = &*found {
+            return Ok(map.clone());
+        }
+        let prefix = format!("{}{name}.", crate::policy::EXTERNAL_NAMESPACE);
+        let discovered = p.inner.discover().map(|tools| {
+            let mut map = BTreeMap::new();
+            for (spec, executor) in tools {
+                if !spec.name.starts_with(&prefix) || map.contains_key(&spec.name) {
+                    tracing::warn!(tool = %spec.name, "a provider's tool is outside its name");
+                    continue;
+                }
+                let tool = spec.name.clone();
+                if let Err(e) = self.steward.tools().register_external(spec) {
+                    tracing::warn!(tool = %tool, error = %e, "an outside tool is not kept");
+                    continue;
+                }
+                self.steward.register_preflight(&tool, Arc::clone(&executor));
+                map.insert(tool, Entry { executor, budget_chars: p.budget_chars });
+            }
+            map
+        });
+        *found = discovered;
+        found.clone()
+    }
+
     /// Marks a registered tool as unable to run here, with the reason the inventory shows.
     pub fn mark_unavailable(&mut self, name: &str, reason: &str) {
         if !self.entries.contains_key(name) {
@@ -496,10 +589,25 @@ impl Toolbox {
         &self.steward
     }
 
-    /// The tools that run here, by name.
+    /// The tools that run here, by name (the outside providers' too, started if need be).
     pub fn list(&self) -> Vec<ToolInfo> {
+        self.infos(true)
+    }
+
+    /// The tools that run here, with or without the outside providers'.
+    fn infos(&self, provided: bool) -> Vec<ToolInfo> {
+        let provided: Vec<(String, Entry)> = if provided {
+            self.providers
+                .iter()
+                .filter_map(|(name, p)| self.discovered(name, p).ok())
+                .flatten()
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.entries
             .iter()
+            .chain(provided.iter().map(|(name, e)| (name, e)))
             .filter_map(|(name, e)| {
                 let spec = self.steward.tools().get(name)?;
                 Some(ToolInfo {
@@ -528,7 +636,18 @@ impl Toolbox {
                 }),
             })
             .collect();
-        ToolInventory { available: self.list(), unavailable }
+        let mut unavailable: Vec<UnavailableTool> = unavailable;
+        let available = self.list();
+        unavailable.retain(|u| !available.iter().any(|a| a.name == u.name));
+        for (name, p) in &self.providers {
+            if let Err(reason) = &*p.found.lock().unwrap_or_else(PoisonError::into_inner) {
+                unavailable.push(UnavailableTool {
+                    name: format!("{}{name}.*", crate::policy::EXTERNAL_NAMESPACE),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        ToolInventory { available, unavailable }
     }
 
     /// The tools as a model is offered them.
@@ -543,8 +662,25 @@ impl Toolbox {
             .collect()
     }
 
-    fn entry(&self, tool: &str) -> Result<&Entry, ToolError> {
-        self.entries.get(tool).ok_or_else(|| ToolError::Unknown { tool: tool.to_owned() })
+    fn entry(&self, tool: &str) -> Result<Entry, ToolError> {
+        if let Some(e) = self.entries.get(tool) {
+            return Ok(e.clone());
+        }
+        let unknown = || ToolError::Unknown { tool: tool.to_owned() };
+        let (name, p) = tool
+            .strip_prefix(crate::policy::EXTERNAL_NAMESPACE)
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(name, _)| self.providers.get_key_value(name))
+            .ok_or_else(unknown)?;
+        match self.discovered(name, p) {
+            Ok(map) => map.get(tool).cloned().ok_or_else(unknown),
+            Err(reason) => Err(ToolError::Failed {
+                tool: tool.to_owned(),
+                code: "TOOL_PROVIDER_UNAVAILABLE",
+                kind: ErrorKind::Unavailable,
+                message: reason,
+            }),
+        }
     }
 
     /// Checks and normalizes `input` for `tool` (what the policy and a card see).
@@ -604,7 +740,7 @@ impl Toolbox {
         match decision {
             Decision::Deny { reason } => Ok(ToolOutcome::Denied { reason }),
             Decision::Allow { level } => {
-                let result = self.execute(entry, &decided, None, now)?;
+                let result = self.execute(&entry, &decided, None, now)?;
                 Ok(ToolOutcome::Ran { level, result: Box::new(result) })
             }
             Decision::Gate { level } => {
@@ -643,7 +779,7 @@ impl Toolbox {
             tool: approved.tool(),
             input: approved.input(),
         };
-        self.execute(entry, &call, Some(&approved), now_secs())
+        self.execute(&entry, &call, Some(&approved), now_secs())
     }
 
     fn execute(
