@@ -379,7 +379,9 @@ pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
         }
     }
     let config = read_config(&home)?;
-    crate::mcp::register(&mut tb, &home, crate::mcp::servers(config.mcp)?)?;
+    let mcp = crate::mcp::settings(config.mcp)?;
+    tb.set_client_wait(mcp.wait_secs)?;
+    crate::mcp::register(&mut tb, &home, mcp.servers)?;
     if let Some(tools) = config.tools {
         for (name, chars) in tools.result_chars {
             tb.set_budget(&name, chars)?;

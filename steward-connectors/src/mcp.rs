@@ -1,6 +1,10 @@
 //! Outside MCP servers as tool providers for Steward's agent (`[[mcp.servers]]`):
 //!
 //! ```toml
+//! [mcp]
+//! wait_secs = 120                 # Steward's own MCP face: how long a client's gated call
+//!                                 # waits for the person (when it asked for progress); 0..=600
+//!
 //! [[mcp.servers]]
 //! name = "notes"                  # a-z, 0-9, _: its tools become mcp.notes.<tool>
 //! command = "python3"             # a local server over stdio …
@@ -72,6 +76,10 @@ pub const DEFAULT_START_TIMEOUT_SECS: u64 = 15;
 /// Longest wait before restarting a server that failed, seconds.
 /// Fixed (not a setting): the upper end of the restart backoff.
 pub const MAX_BACKOFF_SECS: u64 = 60;
+/// Most bytes of input schemas taken from one server (the tools after are left out: every
+/// model request carries them).
+/// Fixed (not a setting).
+pub const MAX_SERVER_SCHEMA_BYTES: usize = 128 * 1024;
 /// Most bytes of text taken from one result (before the toolbox's character budget).
 /// Fixed (not a setting).
 pub const MAX_RESULT_BYTES: usize = 256 * 1024;
@@ -110,24 +118,36 @@ pub struct ServerConfig {
     pub result_chars: Option<usize>,
 }
 
+/// `[mcp]`: the outside servers Steward's agent uses, and how Steward's own MCP face waits.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct McpSection {
+pub struct McpSettings {
+    /// `[[mcp.servers]]`.
     #[serde(default)]
-    servers: Vec<ServerConfig>,
+    pub servers: Vec<ServerConfig>,
+    /// How long a client's gated call waits for the person's decision (when the client asked
+    /// for progress), seconds, 0..=600 (0: it answers "pending" at once).
+    #[serde(default)]
+    pub wait_secs: u64,
 }
 
-/// The servers `<home>/config.toml` configures, checked.
-pub fn servers(mcp: Option<toml::Value>) -> Result<Vec<ServerConfig>, ConfigError> {
-    let bad = |what: String| ConfigError(format!("[[mcp.servers]]: {what}"));
-    let Some(v) = mcp else { return Ok(Vec::new()) };
-    let section: McpSection = v.try_into().map_err(|e| bad(e.to_string()))?;
+/// `[mcp]` of `<home>/config.toml`, checked.
+pub fn settings(mcp: Option<toml::Value>) -> Result<McpSettings, ConfigError> {
+    let bad = |what: String| ConfigError(format!("[mcp]: {what}"));
+    let Some(v) = mcp else { return Ok(McpSettings::default()) };
+    let section: McpSettings = v.try_into().map_err(|e| bad(e.to_string()))?;
+    if section.wait_secs > steward_core::tools::MAX_CLIENT_WAIT_SECS {
+        return Err(bad(format!(
+            "wait_secs must be 0..={}",
+            steward_core::tools::MAX_CLIENT_WAIT_SECS
+        )));
+    }
     if section.servers.len() > MAX_MCP_SERVERS {
         return Err(bad(format!("at most {MAX_MCP_SERVERS} servers")));
     }
     let mut seen = std::collections::BTreeSet::new();
     for s in &section.servers {
-        let at = |what: &str| bad(format!("{}: {what}", s.name));
+        let at = |what: &str| ConfigError(format!("[[mcp.servers]] {}: {what}", s.name));
         if !valid_provider_name(&s.name) {
             return Err(at("the name must be 1..=32 of a-z, 0-9 and _"));
         }
@@ -153,7 +173,7 @@ pub fn servers(mcp: Option<toml::Value>) -> Result<Vec<ServerConfig>, ConfigErro
             return Err(at("start_timeout_secs must be 1..=120"));
         }
     }
-    Ok(section.servers)
+    Ok(section)
 }
 
 /// Adds each configured server to `toolbox` as a provider (nothing starts yet).
@@ -200,10 +220,15 @@ impl McpRuntime {
     ) -> Option<T> {
         let rt = self.0.as_ref()?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        rt.spawn(async move {
+        let task = rt.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        rx.recv_timeout(limit + Duration::from_secs(2)).ok()
+        let got = rx.recv_timeout(limit + Duration::from_secs(2)).ok();
+        if got.is_none() {
+            // Nothing is left running that could still land after the caller gave up.
+            task.abort();
+        }
+        got
     }
 }
 
@@ -221,9 +246,50 @@ type Service = RunningService<RoleClient, ClientConfig>;
 #[derive(Default)]
 struct Conn {
     service: Option<Service>,
+    /// Which start the running service is: a failure seen by a call to an older one changes
+    /// nothing.
+    generation: u64,
+    /// Whether the running service has answered a listing or a call. One that fails before
+    /// it ever answered is a failing start, and backs off.
+    proven: bool,
     failures: u32,
     retry_at: Option<Instant>,
     last_error: String,
+}
+
+impl Conn {
+    /// Stops the running service (its process is killed when the transport drops).
+    fn stop(&mut self) {
+        if let Some(s) = self.service.take() {
+            tokio::spawn(async move {
+                let _ = s.cancel().await;
+            });
+        }
+    }
+
+    /// Counts a failure and waits before the next start: 1 s doubling to
+    /// [`MAX_BACKOFF_SECS`].
+    fn back_off(&mut self, why: String) {
+        self.failures = self.failures.saturating_add(1);
+        let secs = 1u64
+            .checked_shl(self.failures.saturating_sub(1).min(16))
+            .unwrap_or(MAX_BACKOFF_SECS)
+            .min(MAX_BACKOFF_SECS);
+        self.retry_at = Some(Instant::now() + Duration::from_secs(secs));
+        self.last_error = why;
+    }
+
+    /// After the running service failed: stopped; a proven one starts again on the next use,
+    /// one that never answered backs off.
+    fn failed(&mut self, why: String) {
+        self.stop();
+        if self.proven {
+            self.retry_at = None;
+            self.last_error = why;
+        } else {
+            self.back_off(why);
+        }
+    }
 }
 
 struct Inner {
@@ -263,17 +329,16 @@ impl Inner {
         &self.config.name
     }
 
-    /// The running server's peer, starting it when it is not running (unless it is backing
-    /// off after a failure).
-    async fn peer(&self) -> Result<Peer<RoleClient>, String> {
+    /// The running server's peer and its generation, starting it when it is not running
+    /// (unless it is backing off after failures).
+    async fn peer(&self) -> Result<(Peer<RoleClient>, u64), String> {
         let mut c = self.conn.lock().await;
         if let Some(s) = &c.service {
             // The service loop ends when the process exits (its pipe closes).
             if !s.is_closed() && !s.peer().is_transport_closed() {
-                return Ok(s.peer().clone());
+                return Ok((s.peer().clone(), c.generation));
             }
-            c.service = None;
-            c.last_error = "the server exited".to_owned();
+            c.failed("the server exited".to_owned());
         }
         if let Some(at) = c.retry_at {
             let now = Instant::now();
@@ -289,25 +354,38 @@ impl Inner {
         let started = tokio::time::timeout(self.start_timeout, self.start()).await;
         let err = match started {
             Ok(Ok(service)) => {
-                c.failures = 0;
                 c.retry_at = None;
+                c.generation += 1;
+                c.proven = false;
                 let peer = service.peer().clone();
                 c.service = Some(service);
                 tracing::info!(server = self.name(), "MCP server started");
-                return Ok(peer);
+                return Ok((peer, c.generation));
             }
             Ok(Err(e)) => e,
             Err(_) => format!("it did not start within {} s", self.start_timeout.as_secs()),
         };
-        c.failures = c.failures.saturating_add(1);
-        let backoff = 1u64
-            .checked_shl(c.failures.saturating_sub(1).min(16))
-            .unwrap_or(MAX_BACKOFF_SECS)
-            .min(MAX_BACKOFF_SECS);
-        c.retry_at = Some(Instant::now() + Duration::from_secs(backoff));
-        c.last_error.clone_from(&err);
-        tracing::warn!(server = self.name(), error = %err, backoff, "MCP server failed to start");
+        c.back_off(err.clone());
+        tracing::warn!(server = self.name(), error = %err, "MCP server failed to start");
         Err(format!("the MCP server {} cannot start: {err}", self.name()))
+    }
+
+    /// Start `generation` answered: its failures are forgotten.
+    async fn answered(&self, generation: u64) {
+        let mut c = self.conn.lock().await;
+        if c.generation == generation {
+            c.proven = true;
+            c.failures = 0;
+        }
+    }
+
+    /// Start `generation` failed a listing or a call so that it needs a new process (no
+    /// answer in time, its transport gone).
+    async fn failed(&self, generation: u64, why: &str) {
+        let mut c = self.conn.lock().await;
+        if c.generation == generation && c.service.is_some() {
+            c.failed(why.to_owned());
+        }
     }
 
     async fn start(&self) -> Result<Service, String> {
@@ -318,6 +396,11 @@ impl Inner {
         if let Some(url) = &self.config.url {
             let mut t = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             if let Some(file) = &self.config.token_file {
+                if url.starts_with("http://") && !loopback(url) {
+                    return Err(format!(
+                        "{url}: a token is sent only over https (or plain http to this machine)"
+                    ));
+                }
                 t = t.auth_header(read_token(file)?);
             }
             let transport = StreamableHttpClientTransport::from_config(t);
@@ -331,7 +414,11 @@ impl Inner {
                 cmd.env(key, v);
             }
         }
-        cmd.envs(&self.config.env);
+        for (k, v) in &self.config.env {
+            cmd.env(k, expand(Path::new(v)));
+        }
+        // Killed when its transport drops (a restart, the toolbox closing).
+        cmd.kill_on_drop(true);
         let stderr = match self.stderr.parent().map(std::fs::create_dir_all) {
             Some(Ok(())) => {
                 std::fs::File::create(&self.stderr).map_or_else(|_| Stdio::null(), Stdio::from)
@@ -344,17 +431,6 @@ impl Inner {
             .map_err(|e| format!("{program}: {e}"))?;
         client.serve(transport).await.map_err(|e| e.to_string())
     }
-
-    /// Drops the running server (its process is killed), so the next use starts it again.
-    async fn restart_later(&self, why: &str) {
-        let mut c = self.conn.lock().await;
-        if let Some(s) = c.service.take() {
-            tokio::spawn(async move {
-                let _ = s.cancel().await;
-            });
-        }
-        c.last_error = why.to_owned();
-    }
 }
 
 fn expand(path: &Path) -> PathBuf {
@@ -365,42 +441,68 @@ fn expand(path: &Path) -> PathBuf {
     }
 }
 
+/// Whether `url` names this machine (`localhost`, `127.x`, `[::1]`).
+fn loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = if host.starts_with('[') {
+        host.split(']').next().unwrap_or_default().trim_start_matches('[')
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The bearer token in `file`: a file only its owner can read (on Unix), at most
-/// [`MAX_TOKEN_BYTES`], trimmed.
+/// [`MAX_TOKEN_BYTES`] (read through the one handle that was checked), trimmed.
 fn read_token(file: &Path) -> Result<String, String> {
+    use std::io::Read as _;
     let file = expand(file);
-    let meta = std::fs::metadata(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", file.display());
+    let f = std::fs::File::open(&file).map_err(|e| at(&e))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
+        let meta = f.metadata().map_err(|e| at(&e))?;
         if meta.permissions().mode() & 0o077 != 0 {
-            return Err(format!("{}: others can read it (chmod 600)", file.display()));
+            return Err(at(&"others can read it (chmod 600)"));
         }
     }
-    if meta.len() > MAX_TOKEN_BYTES {
-        return Err(format!("{}: larger than {MAX_TOKEN_BYTES} bytes", file.display()));
+    let mut token = String::new();
+    f.take(MAX_TOKEN_BYTES + 1).read_to_string(&mut token).map_err(|e| at(&e))?;
+    if token.len() as u64 > MAX_TOKEN_BYTES {
+        return Err(at(&format!("larger than {MAX_TOKEN_BYTES} bytes")));
     }
-    let token = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(token.trim().to_owned())
 }
 
 impl ToolProvider for McpServer {
     fn discover(&self) -> Result<ProvidedTools, String> {
         let inner = Arc::clone(&self.inner);
-        let limit = inner.start_timeout + inner.call_timeout;
+        // Starting and listing share the start timeout, each.
+        let limit = inner.start_timeout * 2;
         let listed = self
             .rt
             .block(
                 async move {
-                    let peer = inner.peer().await?;
-                    match tokio::time::timeout(inner.call_timeout, peer.list_all_tools()).await {
-                        Ok(Ok(tools)) => Ok(tools),
-                        Ok(Err(e)) => Err(format!("listing its tools: {e}")),
-                        Err(_) => Err(format!(
+                    let (peer, generation) = inner.peer().await?;
+                    let why = match tokio::time::timeout(inner.start_timeout, peer.list_all_tools())
+                        .await
+                    {
+                        Ok(Ok(tools)) => {
+                            inner.answered(generation).await;
+                            return Ok(tools);
+                        }
+                        Ok(Err(e)) => format!("listing its tools: {}", service_error(&e)),
+                        Err(_) => format!(
                             "listing its tools took longer than {} s",
-                            inner.call_timeout.as_secs()
-                        )),
-                    }
+                            inner.start_timeout.as_secs()
+                        ),
+                    };
+                    inner.failed(generation, &why).await;
+                    Err(why)
                 },
                 limit,
             )
@@ -414,27 +516,45 @@ impl ToolProvider for McpServer {
             );
         }
         let mut out: ProvidedTools = Vec::new();
+        let mut schema_bytes = 0usize;
         for tool in listed.into_iter().take(MAX_SERVER_TOOLS) {
             let Some(name) = external_name(server, &tool.name) else {
-                tracing::warn!(server, tool = %tool.name, "a tool name that cannot be used");
+                tracing::warn!(server, "a tool whose name cannot be used is left out");
                 continue;
             };
             let schema = Value::Object((*tool.input_schema).clone());
+            schema_bytes += serde_json::to_vec(&schema).map_or(usize::MAX, |b| b.len());
+            if schema_bytes > MAX_SERVER_SCHEMA_BYTES {
+                tracing::warn!(server, tool = %name, "left out: the server's schemas are over {MAX_SERVER_SCHEMA_BYTES} bytes");
+                break;
+            }
             let description = tool.description.as_deref().unwrap_or_default();
-            match ToolSpec::external(&name, description, schema.clone()) {
+            match ToolSpec::external(&name, server, description, schema.clone()) {
                 Ok(spec) => {
                     let executor = McpTool {
                         inner: Arc::clone(&self.inner),
                         rt: Arc::clone(&self.rt),
+                        name,
                         tool: tool.name.to_string(),
                         schema,
                     };
                     out.push((spec, Arc::new(executor)));
                 }
-                Err(e) => tracing::warn!(server, tool = %tool.name, error = %e, "a tool left out"),
+                Err(e) => tracing::warn!(server, tool = %name, error = %e, "a tool left out"),
             }
         }
         Ok(out)
+    }
+}
+
+/// A client error in words of our own: a JSON-RPC error's message is the server's text, so
+/// only its code is kept (what the server says reaches the model only as fenced data).
+fn service_error(e: &rmcp::service::ServiceError) -> String {
+    match e {
+        rmcp::service::ServiceError::McpError(e) => {
+            format!("the server answered with JSON-RPC error {}", e.code.0)
+        }
+        e => e.to_string(),
     }
 }
 
@@ -442,6 +562,8 @@ impl ToolProvider for McpServer {
 struct McpTool {
     inner: Arc<Inner>,
     rt: Arc<McpRuntime>,
+    /// Its registry name (`mcp.<server>.<tool>`).
+    name: String,
     /// Its name as the server gives it.
     tool: String,
     schema: Value,
@@ -458,30 +580,32 @@ impl ToolExecutor for McpTool {
             args.truncate(at);
             args.push('…');
         }
-        format!("{} (outside MCP server {}) with {args}", self.tool, self.inner.name())
+        format!("{} (outside MCP server {}) with {args}", self.name, self.inner.name())
     }
 
     fn run(&self, _: &ToolRun<'_>, input: &Value) -> Result<ToolOutput, ExecError> {
         let server = self.inner.name().to_owned();
-        let failed = |code: &'static str, kind: ErrorKind, message: String| ExecError {
-            code,
-            kind,
-            message,
-        };
         let args = input.as_object().cloned().unwrap_or_default();
         let inner = Arc::clone(&self.inner);
         let tool = self.tool.clone();
         let limit = inner.start_timeout + inner.call_timeout;
         let called = self.rt.block(
             async move {
-                let peer = inner.peer().await.map_err(|e| ("MCP_SERVER_UNAVAILABLE", e))?;
+                let (peer, generation) =
+                    inner.peer().await.map_err(|e| ("MCP_SERVER_UNAVAILABLE", e))?;
                 let params = CallToolRequestParams::new(tool).with_arguments(args);
                 match tokio::time::timeout(inner.call_timeout, peer.call_tool(params)).await {
-                    Ok(Ok(r)) => Ok(r),
+                    Ok(Ok(r)) => {
+                        inner.answered(generation).await;
+                        Ok(r)
+                    }
                     Ok(Err(e)) => {
-                        let why = e.to_string();
-                        if peer.is_transport_closed() {
-                            inner.restart_later(&why).await;
+                        let why = service_error(&e);
+                        if matches!(e, rmcp::service::ServiceError::McpError(_)) {
+                            // It answered: alive, it refused.
+                            inner.answered(generation).await;
+                        } else if peer.is_transport_closed() {
+                            inner.failed(generation, &why).await;
                         }
                         Err(("MCP_CALL_FAILED", why))
                     }
@@ -490,7 +614,7 @@ impl ToolExecutor for McpTool {
                             "no answer within {} s (the server is restarted)",
                             inner.call_timeout.as_secs()
                         );
-                        inner.restart_later(&why).await;
+                        inner.failed(generation, &why).await;
                         Err(("MCP_TIMEOUT", why))
                     }
                 }
@@ -500,25 +624,32 @@ impl ToolExecutor for McpTool {
         let result = match called {
             Some(Ok(r)) => r,
             Some(Err((code, why))) => {
-                return Err(failed(code, ErrorKind::Unavailable, format!("{server}: {why}")));
+                return Err(ExecError {
+                    code,
+                    kind: ErrorKind::Unavailable,
+                    message: format!("{server}: {why}"),
+                });
             }
             None => {
-                return Err(failed(
-                    "MCP_TIMEOUT",
-                    ErrorKind::Unavailable,
-                    format!("{server}: the MCP client did not answer"),
-                ));
+                return Err(ExecError {
+                    code: "MCP_TIMEOUT",
+                    kind: ErrorKind::Unavailable,
+                    message: format!("{server}: the MCP client did not answer"),
+                });
             }
         };
-        let text = content_text(&result.content);
+        // A tool's own error is its text: data from outside like any result (fenced, and
+        // followed by taint tracking), not an error message of Steward's.
+        let mut text = content_text(&result.content);
+        let mut data = result.structured_content.unwrap_or(Value::Null);
         if result.is_error == Some(true) {
-            return Err(failed("MCP_TOOL_ERROR", ErrorKind::Conflict, format!("{server}: {text}")));
+            text = format!("the tool reported an error:\n{text}");
+            data = serde_json::json!({ "is_error": true, "structured": data });
         }
         let mut out = ToolOutput::text(text);
-        if let Some(data) = result.structured_content {
-            out.data = data;
-        }
-        out.sources = vec![SourceRef::External { server, tool: self.tool.clone() }];
+        out.data = data;
+        let short = self.name.rsplit('.').next().unwrap_or_default().to_owned();
+        out.sources = vec![SourceRef::External { server, tool: short }];
         Ok(out)
     }
 }
@@ -553,7 +684,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<Vec<ServerConfig>, ConfigError> {
         let v: toml::Value = toml::from_str(text).unwrap();
-        servers(v.get("mcp").cloned())
+        settings(v.get("mcp").cloned()).map(|s| s.servers)
     }
 
     #[test]
@@ -576,6 +707,8 @@ mod tests {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(says), "{text}: {e}");
         }
+        let wait = parse("[mcp]\nwait_secs = 601\n").unwrap_err().to_string();
+        assert!(wait.contains("wait_secs must be 0..=600"), "{wait}");
     }
 
     #[test]
@@ -610,7 +743,8 @@ mod tests {
         };
         let e = tb.call(&call, &steward_core::policy::DecisionContext::default()).unwrap_err();
         assert_eq!(steward_core::StewardError::code(&e), "TOOL_PROVIDER_UNAVAILABLE");
-        assert!(e.to_string().contains("restarting in"), "{e}");
+        // Backing off ("restarting in 1 s") or, on a slow machine, a new failed start.
+        assert!(e.to_string().contains("no-such-program: No such file"), "{e}");
         // Nothing was asked of a person, nothing audited as run.
         let all = steward_core::approval::ApprovalQuery::default();
         assert!(s.list_approvals(&all).unwrap().is_empty());

@@ -38,7 +38,7 @@ pub use states::{
     ApprovalLevel, ApprovalState, DeliveryResult, OperationState, WatchEventStatus, WatchStatus,
 };
 pub use steward::{Steward, StewardBuilder, SyncListener};
-pub use system::{StatusItem, SystemStatus, UsageGroup, UsageReport};
+pub use system::{AgentUsage, StatusItem, SystemStatus, UsageGroup, UsageReport};
 pub use watches::{PollSummary, WatchEventInfo, WatchInfo, WatchProposalInfo};
 
 /// The version of the Steward library.

@@ -64,6 +64,44 @@ pub struct UsageReport {
     pub by_model: Vec<UsageGroup>,
     /// By UTC day.
     pub by_day: Vec<UsageGroup>,
+    /// The tool calls of outside agents (MCP clients), by agent.
+    pub by_agent: Vec<AgentUsage>,
+}
+
+/// The tool calls of one outside agent (an MCP client) in a window.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct AgentUsage {
+    /// Its identity (`agent:mcp:<name>`).
+    pub agent: String,
+    /// Calls.
+    pub calls: i64,
+    /// Calls that ran.
+    pub ran: i64,
+    /// Calls answered "pending approval".
+    pub pending: i64,
+    /// Calls a person had declined.
+    pub declined: i64,
+    /// Calls the policy denied.
+    pub denied: i64,
+    /// Calls that failed.
+    pub failed: i64,
+    /// Mean latency, ms.
+    pub mean_latency_ms: f64,
+}
+
+impl From<steward_core::llm::AgentUsage> for AgentUsage {
+    fn from(a: steward_core::llm::AgentUsage) -> Self {
+        Self {
+            agent: a.agent,
+            calls: a.calls,
+            ran: a.ran,
+            pending: a.pending,
+            declined: a.declined,
+            denied: a.denied,
+            failed: a.failed,
+            mean_latency_ms: a.mean_latency_ms,
+        }
+    }
 }
 
 impl From<steward_core::llm::UsageReport> for UsageReport {
@@ -79,6 +117,7 @@ impl From<steward_core::llm::UsageReport> for UsageReport {
             by_action: groups(r.by_action),
             by_model: groups(r.by_model),
             by_day: groups(r.by_day),
+            by_agent: r.by_agent.into_iter().map(Into::into).collect(),
         }
     }
 }

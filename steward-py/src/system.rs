@@ -192,7 +192,7 @@ impl PySteward {
 
     /// What the models cost over a window (`7d`, `24h`, `90m`, `all`, a date or an RFC 3339
     /// instant): a dict with `total`, `unattributed`, `unpriced` and groups `by_service`,
-    /// `by_action`, `by_model`, `by_day`.
+    /// `by_action`, `by_model`, `by_day`, and `by_agent` (outside agents' tool calls).
     #[pyo3(signature = (since="7d"))]
     fn usage<'py>(&self, py: Python<'py>, since: &str) -> PyResult<Bound<'py, PyAny>> {
         let now = steward_core::time::now_secs();

@@ -15,9 +15,9 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
         JsonObject, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
-        ServerConfig, Tool, ToolAnnotations,
+        PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+        ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+        ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
     },
     service::RequestContext,
 };
@@ -243,12 +243,26 @@ impl ServerHandler for StewardMcp {
         let actor = actor_of(&cx);
         let tool = request.name.to_string();
         let toolbox = Arc::clone(&self.toolbox);
+        // A client that asked for progress can follow a call that waits for the person.
+        let progress = cx.meta.get_progress_token().map(|token| (token, cx.peer.clone()));
+        let cancel = cx.ct.clone();
+        let runtime = tokio::runtime::Handle::current();
         let outcome = tokio::task::spawn_blocking(move || {
-            toolbox.call_for_client(&ToolCall {
-                actor: &actor,
-                chat: None,
-                tool: &tool,
-                input: &input,
+            let call = ToolCall { actor: &actor, chat: None, tool: &tool, input: &input };
+            let Some((token, peer)) = progress else { return toolbox.call_for_client(&call) };
+            let mut told = 0.0;
+            toolbox.call_for_client_waiting(&call, &|| cancel.is_cancelled(), &mut |a, waited| {
+                told += 1.0;
+                let message = format!(
+                    "waiting for the person's approval #{} ({} s): {}",
+                    a.id,
+                    waited.as_secs(),
+                    a.summary
+                );
+                let note =
+                    ProgressNotificationParam::new(token.clone(), told).with_message(message);
+                let peer = peer.clone();
+                runtime.spawn(async move { peer.notify_progress(note).await });
             })
         })
         .await

@@ -33,7 +33,7 @@ fn home(dir: &Path, sink: &SmtpSink) -> std::path::PathBuf {
         home.join("config.toml"),
         format!(
             "[mail]\naccount = \"me\"\nfrom = \"ada@example.org\"\nsmtp_host = \"127.0.0.1\"\n\
-             smtp_port = {}\nsmtp_security = \"plain\"\n",
+             smtp_port = {}\nsmtp_security = \"plain\"\n[mcp]\nwait_secs = 60\n",
             sink.port
         ),
     )
@@ -86,7 +86,13 @@ fn check(seen: &Value, sink: &SmtpSink, home: &Path) {
     let third = &seen["third"]["structured"];
     assert_eq!(third["status"], "pending_approval", "a third call does not run it: {third}");
     assert_ne!(third["approval_id"], id);
-    assert_eq!(sink.deliveries().len(), 1, "one approval, one mail");
+    // A call that asked for progress waits for the person and answers the result.
+    let waited = &seen["waited"];
+    assert_eq!(waited["is_error"], false, "{waited}");
+    assert_eq!(waited["structured"]["status"], "ran", "{waited}");
+    let told = waited["progress"][0].as_str().unwrap_or_default();
+    assert!(told.starts_with("waiting for the person's approval #"), "{waited}");
+    assert_eq!(sink.deliveries().len(), 2, "one mail per approval: {:?}", sink.deliveries());
     // Denied: an error the client's model reads.
     assert_eq!(seen["denied"]["is_error"], true);
     assert!(seen["denied"]["text"].as_str().unwrap().contains("declined"), "{}", seen["denied"]);
@@ -116,6 +122,26 @@ fn check(seen: &Value, sink: &SmtpSink, home: &Path) {
     let card: Value = serde_json::from_slice(&card.stdout).unwrap();
     let requested_by = card["approval"]["requested_by"].as_str().unwrap_or_default().to_owned();
     assert!(requested_by.starts_with("agent:mcp:pytest-mcp"), "{card}");
+    // Its calls are counted in usage under its identity.
+    let usage = steward()
+        .arg("--home")
+        .arg(home)
+        .args(["usage", "--since", "all", "--json"])
+        .output()
+        .unwrap();
+    let usage: Value = serde_json::from_slice(&usage.stdout).unwrap();
+    let me = usage["by_agent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"].as_str().is_some_and(|n| n.starts_with("agent:mcp:pytest-mcp")))
+        .cloned()
+        .unwrap_or_else(|| panic!("{usage}"));
+    // Ran: the search, the approved send, the waited-for send, the resource listing (a
+    // search) and the resource read; pending: five answers; failed: the unknown tool and the
+    // bad input (the oversized call never reached the toolbox).
+    let counts = ["calls", "ran", "pending", "declined", "denied", "failed"].map(|k| me[k].clone());
+    assert_eq!(counts, [13, 5, 5, 1, 0, 2].map(Value::from), "{me}");
 }
 
 #[test]
@@ -199,4 +225,76 @@ fn an_mcp_client_over_http_goes_through_the_servers_token_and_host_checks() {
     );
     drop(server);
     check(&seen, &sink, &home);
+}
+
+/// The MCP Inspector's CLI (npm `@modelcontextprotocol/inspector`, pinned in
+/// `tests/support/inspector`, installed there by `scripts/test`) against `steward mcp`.
+fn inspector(home: &Path, args: &[&str]) -> (i32, Value) {
+    let cli = steward_connectors::testing::workspace_root().join(
+        "tests/support/inspector/node_modules/@modelcontextprotocol/inspector/clients/cli/build/index.js",
+    );
+    let out = Command::new("node")
+        .arg(&cli)
+        .arg(env!("CARGO_BIN_EXE_steward"))
+        .arg("mcp")
+        .arg("-e")
+        .arg(format!("STEWARD_HOME={}", home.display()))
+        .args(args)
+        .args(["--format", "json", "-q"])
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let text = if out.stdout.is_empty() { &out.stderr } else { &out.stdout };
+    let seen = serde_json::from_slice(text).unwrap_or_else(|_| {
+        Value::String(format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    });
+    (code, seen)
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_steward_s_tools() {
+    let cli = steward_connectors::testing::workspace_root()
+        .join("tests/support/inspector/node_modules/@modelcontextprotocol/inspector");
+    if !cli.exists() {
+        assert!(
+            std::env::var_os("STEWARD_REQUIRE_INSPECTOR").is_none(),
+            "the MCP Inspector is required here and missing (scripts/test installs it)"
+        );
+        eprintln!("skipped: the MCP Inspector is not installed (scripts/test installs it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sink = SmtpSink::start(dir.path(), &SinkOptions::default());
+    let home = home(dir.path(), &sink);
+    let (code, listed) = inspector(&home, &["--method", "tools/list"]);
+    assert_eq!(code, 0, "{listed}");
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"mail.search") && names.contains(&"mail.send"), "{names:?}");
+    let search = ["--method", "tools/call", "--tool-name", "mail.search"];
+    let (code, found) = inspector(
+        &home,
+        &[&search[..], &["--tool-args-json", r#"{"query":"","limit":2}"#]].concat(),
+    );
+    assert_eq!(code, 0, "{found}");
+    assert_eq!(found["result"]["structuredContent"]["status"], "ran", "{found}");
+    // A gated call is pending for the Inspector too: nothing is sent.
+    let send = ["--method", "tools/call", "--tool-name", "mail.send", "--tool-args-json"];
+    let mail = r#"{"to":["bob@example.org"],"subject":"From the Inspector","body":"Hi."}"#;
+    let (code, pending) = inspector(&home, &[&send[..], &[mail]].concat());
+    assert_eq!(code, 0, "{pending}");
+    assert_eq!(pending["result"]["structuredContent"]["status"], "pending_approval", "{pending}");
+    assert_eq!(sink.deliveries().len(), 0);
+    // An unknown tool: the Inspector's "tool not found" exit (5); nothing ran.
+    let unknown = ["--method", "tools/call", "--tool-name", "mail.nope"];
+    let (code, seen) = inspector(&home, &unknown);
+    assert_eq!(code, 5, "{seen}");
 }

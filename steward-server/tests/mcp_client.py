@@ -75,6 +75,25 @@ async def scenario(session: ClientSession) -> dict[str, Any]:
         "is_error": denied.isError,
         "text": denied.content[0].text if denied.content else "",
     }
+    # A client that follows progress may wait for the person: told the request at once, it
+    # gets the result when they approve (here, as soon as it is told).
+    progress: list[str] = []
+    decided = asyncio.Event()
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+        if not decided.is_set() and message and "#" in message:
+            decided.set()
+            approval_id = int(message.split("#", 1)[1].split(" ", 1)[0])
+            await asyncio.to_thread(person, "approve", approval_id)
+
+    wait_mail = {"to": ["carol@example.org"], "subject": "Waited for", "body": "Hello Carol."}
+    waited = await session.call_tool("mail.send", wait_mail, progress_callback=on_progress)
+    out["waited"] = {
+        "is_error": waited.isError,
+        "structured": waited.structuredContent,
+        "progress": progress,
+    }
     resources = await session.list_resources()
     out["resources"] = [{"uri": str(r.uri), "name": r.name} for r in resources.resources]
     templates = await session.list_resource_templates()

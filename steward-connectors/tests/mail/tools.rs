@@ -445,6 +445,49 @@ fn an_outside_agents_call_is_pending_until_approved_then_runs_once_and_a_decline
 }
 
 #[test]
+fn an_outside_agents_gated_call_can_wait_for_the_decision_and_every_call_is_counted_per_agent() {
+    use steward_core::tools::{ClientOutcome, MAX_CLIENT_WAIT_SECS, client_actor};
+    let r = rig();
+    let (mut tb, sink) = r.mailing();
+    let actor = client_actor("waiting-agent");
+    let input = json!({"to": ["bob@example.org"], "subject": "Waited", "body": "v1"});
+    let call = ToolCall { actor: &actor, chat: None, tool: "mail.send", input: &input };
+    let never = || false;
+    // No wait configured: pending at once, nobody told.
+    let mut told = 0;
+    let first = tb.call_for_client_waiting(&call, &never, &mut |_, _| told += 1).unwrap();
+    assert!(matches!(first, ClientOutcome::Pending { .. }), "{first:?}");
+    assert_eq!(told, 0);
+    assert!(tb.set_client_wait(MAX_CLIENT_WAIT_SECS + 1).is_err());
+    tb.set_client_wait(30).unwrap();
+    // A cancelled wait answers pending.
+    let cancelled = tb.call_for_client_waiting(&call, &|| true, &mut |_, _| {}).unwrap();
+    assert!(matches!(cancelled, ClientOutcome::Pending { .. }), "{cancelled:?}");
+    // The person approves while the call waits: it runs, once, and answers the result.
+    let me = r.steward.human("Ada").unwrap();
+    let steward = Arc::clone(&r.steward);
+    let (tx, rx) = std::sync::mpsc::channel::<i64>();
+    let person = std::thread::spawn(move || {
+        let id = rx.recv().unwrap();
+        steward.decide_approval(id, DecisionKind::Approve, &DecisionInput::default(), &me).unwrap();
+    });
+    let waited = tb
+        .call_for_client_waiting(&call, &never, &mut |a, _| {
+            told += 1;
+            tx.send(a.id).unwrap();
+        })
+        .unwrap();
+    person.join().unwrap();
+    assert!(matches!(waited, ClientOutcome::Ran { approval: Some(_), .. }), "{waited:?}");
+    assert_eq!(told, 1, "told once, when the wait began");
+    assert_eq!(sink.deliveries().len(), 1);
+    // Every call is in the usage ledger under the agent.
+    let report = r.steward.usage_report("all", steward_core::time::now_secs() + 1).unwrap();
+    let mine = report.by_agent.iter().find(|a| a.agent == "agent:mcp:waiting-agent").unwrap();
+    assert_eq!((mine.calls, mine.pending, mine.ran), (4, 3, 1), "{mine:?}");
+}
+
+#[test]
 fn an_approved_reply_answers_in_the_thread_and_a_later_send_waits_for_its_time() {
     let r = rig();
     let (tb, sink) = r.mailing();

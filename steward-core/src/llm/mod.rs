@@ -23,9 +23,9 @@ use serde_json::Value;
 
 pub use client::{LlmClient, StreamDelta};
 pub use usage::{
-    AttemptRecord, AttemptRow, MAX_USAGE_GROUPS, RequestRecord, STREAM_NATIVE, STREAM_NONE,
-    STREAM_SYNTHETIC, SharedLedger, UNKNOWN, UsageError, UsageGroup, UsageLedger, UsageReport,
-    since,
+    AgentUsage, AttemptRecord, AttemptRow, ClientCallRecord, MAX_USAGE_GROUPS, RequestRecord,
+    STREAM_NATIVE, STREAM_NONE, STREAM_SYNTHETIC, SharedLedger, UNKNOWN, UsageError, UsageGroup,
+    UsageLedger, UsageReport, since,
 };
 
 use crate::{ErrorKind, StewardError, embed::CONFIG_FILE};

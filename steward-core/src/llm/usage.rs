@@ -32,6 +32,11 @@ const SCHEMA: Schema = Schema {
             name: "attempt diagnostics",
             sql: include_str!("../../migrations/usage/002_attempt_diagnostics.sql"),
         },
+        Migration {
+            version: 3,
+            name: "client calls",
+            sql: include_str!("../../migrations/usage/003_client_calls.sql"),
+        },
     ],
 };
 
@@ -186,6 +191,42 @@ pub struct UsageGroup {
     pub mean_latency_ms: f64,
 }
 
+/// The tool calls of one outside agent (an MCP client) in a window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct AgentUsage {
+    /// Its identity (`agent:mcp:<name>`, with `@device-N` over HTTP with a device's token).
+    pub agent: String,
+    /// Calls.
+    pub calls: i64,
+    /// Calls that ran (allowed, or approved and run).
+    pub ran: i64,
+    /// Calls answered "pending approval".
+    pub pending: i64,
+    /// Calls a person had declined.
+    pub declined: i64,
+    /// Calls the policy denied.
+    pub denied: i64,
+    /// Calls that failed (the tool, or a store).
+    pub failed: i64,
+    /// Mean latency, ms.
+    pub mean_latency_ms: f64,
+}
+
+/// A finished call of an outside agent, as the toolbox records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCallRecord<'a> {
+    /// Unix seconds.
+    pub at: i64,
+    /// The agent's identity.
+    pub agent: &'a str,
+    /// The tool.
+    pub tool: &'a str,
+    /// `ran`, `pending`, `declined`, `denied` or `failed`.
+    pub outcome: &'static str,
+    /// Wall time, ms.
+    pub latency_ms: i64,
+}
+
 /// Usage since an instant, by service, action, model and day.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct UsageReport {
@@ -205,6 +246,8 @@ pub struct UsageReport {
     pub by_model: Vec<UsageGroup>,
     /// By UTC day.
     pub by_day: Vec<UsageGroup>,
+    /// The tool calls of outside agents (MCP clients), by agent, most calls first.
+    pub by_agent: Vec<AgentUsage>,
 }
 
 /// The ledger of a home, opened on its first record or read — not when the home is opened —
@@ -331,6 +374,49 @@ impl UsageLedger {
         })
     }
 
+    /// Records an outside agent's tool call (names cut to 100 characters).
+    pub fn record_client_call(&self, r: &ClientCallRecord<'_>) -> Result<(), StoreError> {
+        let cut = |s: &str| s.chars().take(100).collect::<String>();
+        self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO client_calls (at, agent, tool, outcome, latency_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![r.at, cut(r.agent), cut(r.tool), r.outcome, r.latency_ms],
+            )
+            .map_err(q("record client call"))?;
+            Ok(())
+        })
+    }
+
+    fn by_agent(&self, since: i64) -> Result<Vec<AgentUsage>, StoreError> {
+        let sql = format!(
+            "SELECT agent, count(*), sum(outcome = 'ran'), sum(outcome = 'pending'),
+                sum(outcome = 'declined'), sum(outcome = 'denied'), sum(outcome = 'failed'),
+                avg(latency_ms)
+             FROM client_calls WHERE at >= ?1 GROUP BY agent ORDER BY count(*) DESC, agent
+             LIMIT {MAX_USAGE_GROUPS}"
+        );
+        self.db.read(|c| {
+            c.prepare(&sql)
+                .and_then(|mut s| {
+                    s.query_map([since], |r| {
+                        Ok(AgentUsage {
+                            agent: r.get(0)?,
+                            calls: r.get(1)?,
+                            ran: r.get(2)?,
+                            pending: r.get(3)?,
+                            declined: r.get(4)?,
+                            denied: r.get(5)?,
+                            failed: r.get(6)?,
+                            mean_latency_ms: r.get::<_, Option<f64>>(7)?.unwrap_or(0.0),
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(q("usage by agent"))
+        })
+    }
+
     /// The attempts of request `id`, in order.
     pub fn attempts(&self, id: i64) -> Result<Vec<AttemptRow>, StoreError> {
         self.db.read(|c| {
@@ -390,6 +476,7 @@ impl UsageLedger {
             by_action: group("action")?,
             by_model: group("coalesce(model, 'none')")?,
             by_day: group("date(at, 'unixepoch')")?,
+            by_agent: self.by_agent(since)?,
         })
     }
 }

@@ -37,8 +37,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub(crate) use spec::check_name as check_tool_name;
 pub use spec::{
-    Effect, MAX_EXTERNAL_DESCRIPTION_CHARS, MAX_EXTERNAL_SCHEMA_BYTES, MAX_SCHEMA_DEPTH,
-    MAX_TOOL_NAME, ToolSpec,
+    Effect, MAX_EXTERNAL_DESCRIPTION_CHARS, MAX_EXTERNAL_SCHEMA_BYTES, MAX_EXTERNAL_SCHEMA_NESTING,
+    MAX_SCHEMA_DEPTH, MAX_TOOL_NAME, ToolSpec,
 };
 pub use store::{MAX_POLICY_HISTORY, PolicyStore, PolicyVersion};
 

@@ -16,6 +16,9 @@ pub const MAX_TOOL_NAME: usize = 64;
 /// Largest input schema an outside server's tool may have, bytes of JSON.
 /// Fixed (not a setting).
 pub const MAX_EXTERNAL_SCHEMA_BYTES: usize = 32 * 1024;
+/// Deepest JSON nesting of an outside server's input schema.
+/// Fixed (not a setting).
+pub const MAX_EXTERNAL_SCHEMA_NESTING: usize = 32;
 /// Longest description of an outside server's tool kept, characters.
 /// Fixed (not a setting).
 pub const MAX_EXTERNAL_DESCRIPTION_CHARS: usize = 1_000;
@@ -108,14 +111,17 @@ impl ToolSpec {
         })
     }
 
-    /// A tool an outside server offers (under [`super::EXTERNAL_NAMESPACE`]). Its schema is
-    /// the server's, so it is checked only for what the gate relies on — an object schema no
-    /// larger than [`MAX_EXTERNAL_SCHEMA_BYTES`]; its description is cut to
-    /// [`MAX_EXTERNAL_DESCRIPTION_CHARS`]. Its effect is an irreversible write whatever the
-    /// server's annotations say (they are hints from an untrusted party), and it is gated
-    /// ([`Level::Confirm`]) until a person lowers it — never below `logged`.
+    /// A tool the outside server `server` offers (under [`super::EXTERNAL_NAMESPACE`]). Its
+    /// schema is the server's, so it is checked only for what the gate and the model request
+    /// rely on — an object schema of at most [`MAX_EXTERNAL_SCHEMA_BYTES`], nested at most
+    /// [`MAX_EXTERNAL_SCHEMA_NESTING`] deep, with local `$ref`s only. Its description is cut to
+    /// [`MAX_EXTERNAL_DESCRIPTION_CHARS`] and says whose words it is. Its effect is an
+    /// irreversible write whatever the server's annotations say (they are hints from an
+    /// untrusted party), and it is gated ([`Level::Confirm`]) until a person lowers it — never
+    /// below `logged`.
     pub fn external(
         name: &str,
+        server: &str,
         description: &str,
         input_schema: Value,
     ) -> Result<Self, PolicyError> {
@@ -130,12 +136,17 @@ impl ToolSpec {
         if input_schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(bad("the input must be an object".to_owned()));
         }
-        let description = description.trim();
-        let description: String = if description.is_empty() {
-            "(the server gave no description)".to_owned()
-        } else {
-            description.chars().take(MAX_EXTERNAL_DESCRIPTION_CHARS).collect()
-        };
+        external_node(&input_schema, 0).map_err(bad)?;
+        let description: String = description
+            .trim()
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(MAX_EXTERNAL_DESCRIPTION_CHARS)
+            .collect();
+        let description = format!(
+            "[from the outside MCP server {server}; its description, not Steward's] {}",
+            if description.is_empty() { "(none given)" } else { description.as_str() }
+        );
         Ok(Self {
             name: name.to_owned(),
             description,
@@ -151,6 +162,25 @@ impl ToolSpec {
     pub fn scopes(mut self, scopes: &[&str]) -> Self {
         self.scopes = scopes.iter().map(|s| (*s).to_owned()).collect();
         self
+    }
+}
+
+/// Checks an outside schema's nesting and references.
+fn external_node(v: &Value, depth: usize) -> Result<(), String> {
+    if depth > MAX_EXTERNAL_SCHEMA_NESTING {
+        return Err(format!("nested deeper than {MAX_EXTERNAL_SCHEMA_NESTING}"));
+    }
+    match v {
+        Value::Object(m) => {
+            if let Some(r) = m.get("$ref")
+                && !r.as_str().is_some_and(|r| r.starts_with("#/"))
+            {
+                return Err(format!("a reference outside the schema: {r}"));
+            }
+            m.values().try_for_each(|c| external_node(c, depth + 1))
+        }
+        Value::Array(a) => a.iter().try_for_each(|c| external_node(c, depth + 1)),
+        _ => Ok(()),
     }
 }
 

@@ -5,6 +5,11 @@
 //! approved it — run, exactly once. Nothing runs without the person, and the agent can never
 //! decide: its identity is an `agent:` one.
 
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
 use serde_json::{Value, json};
 
 use super::{ToolError, ToolInfo, ToolResult, Toolbox};
@@ -18,6 +23,19 @@ use crate::{
 /// Longest agent name an outside client may give (`agent:mcp:<name>`), characters.
 /// Fixed (not a setting).
 pub const MAX_CLIENT_NAME_CHARS: usize = 64;
+
+/// Longest a client's gated call may wait for the person's decision, seconds.
+/// The upper end of `[mcp] wait_secs`.
+pub const MAX_CLIENT_WAIT_SECS: u64 = 600;
+/// Calls that may wait for a decision at once (each holds a thread); more answer "pending" at
+/// once. Fixed (not a setting).
+pub const MAX_WAITING_CALLS: usize = 32;
+/// How often a waiting call looks at its request.
+/// Fixed (not a setting).
+const WAIT_POLL: Duration = Duration::from_millis(200);
+/// How often a waiting call tells its client it still waits.
+/// Fixed (not a setting).
+const WAIT_PROGRESS: Duration = Duration::from_secs(5);
 
 /// What an outside agent's call came to.
 #[derive(Debug)]
@@ -163,8 +181,71 @@ impl Toolbox {
     }
 
     /// Calls `call.tool` for an outside agent (`call.actor`, an `agent:` identity), through
-    /// the gate (see the module documentation).
+    /// the gate (see the module documentation), and counts the call in the usage ledger under
+    /// the agent.
     pub fn call_for_client(&self, call: &ToolCall<'_>) -> Result<ClientOutcome, ToolError> {
+        let started = Instant::now();
+        let outcome = self.client_call(call);
+        let name = match &outcome {
+            Ok(ClientOutcome::Ran { .. }) => "ran",
+            Ok(ClientOutcome::Pending { .. }) => "pending",
+            Ok(ClientOutcome::Declined { .. }) => "declined",
+            Ok(ClientOutcome::Denied { .. }) => "denied",
+            Err(_) => "failed",
+        };
+        let record = crate::llm::ClientCallRecord {
+            at: now_secs(),
+            agent: call.actor,
+            tool: call.tool,
+            outcome: name,
+            latency_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+        };
+        if let Err(e) = self.steward.usage().and_then(|u| u.record_client_call(&record)) {
+            tracing::warn!(error = %e, "a client's call is not counted in usage");
+        }
+        outcome
+    }
+
+    /// [`Toolbox::call_for_client`], and when the call is gated, waiting for the person's
+    /// decision up to the toolbox's client wait ([`Toolbox::set_client_wait`]; none by
+    /// default), while `cancelled` says no and at most [`MAX_WAITING_CALLS`] wait at once:
+    /// approved, it runs (once) and answers its result; declined, it answers so; still
+    /// undecided, it answers "pending". `waiting` is told the request at once and then every
+    /// few seconds, so the client can show it and keep the call open.
+    pub fn call_for_client_waiting(
+        &self,
+        call: &ToolCall<'_>,
+        cancelled: &dyn Fn() -> bool,
+        waiting: &mut dyn FnMut(&Approval, Duration),
+    ) -> Result<ClientOutcome, ToolError> {
+        let outcome = self.call_for_client(call)?;
+        let ClientOutcome::Pending { approval } = &outcome else { return Ok(outcome) };
+        if self.client_wait.is_zero() {
+            return Ok(outcome);
+        }
+        let Some(_slot) = WaitSlot::take(&self.waiting) else { return Ok(outcome) };
+        let id = approval.id;
+        let started = Instant::now();
+        waiting(approval, Duration::ZERO);
+        let mut told = started;
+        let decided = loop {
+            if started.elapsed() >= self.client_wait || cancelled() {
+                break false;
+            }
+            std::thread::sleep(WAIT_POLL);
+            let a = self.steward.approvals().and_then(|a| a.get(id))?;
+            if a.status != ApprovalStatus::Requested {
+                break true;
+            }
+            if told.elapsed() >= WAIT_PROGRESS {
+                told = Instant::now();
+                waiting(&a, started.elapsed());
+            }
+        };
+        if decided { self.call_for_client(call) } else { Ok(outcome) }
+    }
+
+    fn client_call(&self, call: &ToolCall<'_>) -> Result<ClientOutcome, ToolError> {
         if call.tool.starts_with(crate::policy::EXTERNAL_NAMESPACE) {
             return Err(ToolError::Unknown { tool: call.tool.to_owned() });
         }
@@ -207,6 +288,26 @@ impl Toolbox {
             }
             super::ToolOutcome::Denied { reason } => ClientOutcome::Denied { reason },
         })
+    }
+}
+
+/// One of the [`MAX_WAITING_CALLS`] places to wait, given back when dropped.
+struct WaitSlot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> WaitSlot<'a> {
+    fn take(count: &'a std::sync::atomic::AtomicUsize) -> Option<Self> {
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_WAITING_CALLS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(count))
+    }
+}
+
+impl Drop for WaitSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

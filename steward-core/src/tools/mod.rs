@@ -24,8 +24,9 @@ mod mail;
 mod system;
 
 pub use client::{
-    ClientOutcome, ClientResource, LISTED_RESOURCES, MAX_CLIENT_NAME_CHARS, MESSAGE_RESOURCE,
-    RESOURCE_NAME_CHARS, THREAD_RESOURCE, client_actor, pending_json, result_text,
+    ClientOutcome, ClientResource, LISTED_RESOURCES, MAX_CLIENT_NAME_CHARS, MAX_CLIENT_WAIT_SECS,
+    MAX_WAITING_CALLS, MESSAGE_RESOURCE, RESOURCE_NAME_CHARS, THREAD_RESOURCE, client_actor,
+    pending_json, result_text,
 };
 
 pub use external::{
@@ -383,6 +384,9 @@ impl<I: DeserializeOwned + Serialize + Send + Sync> ToolExecutor for Typed<I> {
 struct Entry {
     executor: Arc<dyn ToolExecutor>,
     budget_chars: usize,
+    /// Runs under an approval at most once, claimed before it runs (an outside tool, which
+    /// has no journal of its own to make a second run harmless).
+    claim_once: bool,
 }
 
 /// A tool as a model, an MCP client or a tool inventory sees it.
@@ -426,6 +430,10 @@ pub struct Toolbox {
     entries: BTreeMap<String, Entry>,
     reasons: BTreeMap<String, String>,
     providers: BTreeMap<String, Provider>,
+    /// How long an outside client's gated call waits for the decision.
+    client_wait: std::time::Duration,
+    /// Calls waiting now.
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// An outside provider and what its discovery came to (`Err`: not yet, or why not).
@@ -454,6 +462,8 @@ impl Toolbox {
             entries: BTreeMap::new(),
             reasons: BTreeMap::new(),
             providers: BTreeMap::new(),
+            client_wait: std::time::Duration::ZERO,
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         };
         for (name, executor) in mail::readers().into_iter().chain(system::tools()) {
             toolbox.insert(name, executor);
@@ -498,8 +508,23 @@ impl Toolbox {
         }
         self.reasons.remove(name);
         self.steward.register_preflight(name, Arc::clone(&executor));
-        self.entries
-            .insert(name.to_owned(), Entry { executor, budget_chars: DEFAULT_RESULT_CHARS });
+        self.entries.insert(
+            name.to_owned(),
+            Entry { executor, budget_chars: DEFAULT_RESULT_CHARS, claim_once: false },
+        );
+        Ok(())
+    }
+
+    /// How long an outside client's gated call waits for the person's decision before it
+    /// answers "pending" (`[mcp] wait_secs`, 0..=[`MAX_CLIENT_WAIT_SECS`] s; 0, the default:
+    /// it answers at once). See [`Toolbox::call_for_client_waiting`].
+    pub fn set_client_wait(&mut self, secs: u64) -> Result<(), ToolError> {
+        if secs > MAX_CLIENT_WAIT_SECS {
+            return Err(ToolError::Registration(format!(
+                "[mcp] wait_secs: {secs} is out of range (0..={MAX_CLIENT_WAIT_SECS})"
+            )));
+        }
+        self.client_wait = std::time::Duration::from_secs(secs);
         Ok(())
     }
 
@@ -553,7 +578,8 @@ impl Toolbox {
                     continue;
                 }
                 self.steward.register_preflight(&tool, Arc::clone(&executor));
-                map.insert(tool, Entry { executor, budget_chars: p.budget_chars });
+                let entry = Entry { executor, budget_chars: p.budget_chars, claim_once: true };
+                map.insert(tool, entry);
             }
             map
         });
@@ -773,6 +799,16 @@ impl Toolbox {
     pub fn run_approved(&self, approval_id: i64, actor: &str) -> Result<ToolResult, ToolError> {
         let approved = self.steward.approvals()?.authorize_approved(approval_id)?;
         let entry = self.entry(approved.tool())?;
+        if entry.claim_once && !self.steward.approvals()?.consume(approval_id, now_secs())? {
+            return Err(ToolError::Failed {
+                tool: approved.tool().to_owned(),
+                code: "APPROVAL_ALREADY_RUN",
+                kind: ErrorKind::Conflict,
+                message: format!(
+                    "approval #{approval_id} already ran: an outside tool runs once per approval"
+                ),
+            });
+        }
         let call = ToolCall {
             actor,
             chat: approved.chat(),

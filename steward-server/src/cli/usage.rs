@@ -13,7 +13,7 @@ pub(super) struct UsageArgs {
     /// The window: 7d, 24h, 90m, all, YYYY-MM-DD or an RFC 3339 instant.
     #[arg(long, default_value = "7d")]
     since: String,
-    /// Print JSON: totals and groups by service, action, model and day.
+    /// Print JSON: totals and groups by service, action, model and day, and outside agents' calls.
     #[arg(long)]
     json: bool,
 }
@@ -60,5 +60,21 @@ pub(super) fn run(home: Option<PathBuf>, a: UsageArgs) -> Result<(), Failure> {
     table("by action", &report.by_action);
     table("by model", &report.by_model);
     table("by day", &report.by_day);
+    if !report.by_agent.is_empty() {
+        out!("tool calls of outside agents (MCP clients):");
+        for a in &report.by_agent {
+            out!(
+                "  {:<32} {:>6} calls {:>6} ran {:>4} pending {:>4} declined {:>4} denied {:>4} failed  {:.0} ms",
+                a.agent,
+                a.calls,
+                a.ran,
+                a.pending,
+                a.declined,
+                a.denied,
+                a.failed,
+                a.mean_latency_ms
+            );
+        }
+    }
     Ok(())
 }

@@ -2558,6 +2558,135 @@ public func FfiConverterTypeTurnHandle_lower(_ value: TurnHandle) -> UInt64 {
 
 
 /**
+ * The tool calls of one outside agent (an MCP client) in a window.
+ */
+public struct AgentUsage: Equatable, Hashable {
+    /**
+     * Its identity (`agent:mcp:<name>`).
+     */
+    public var agent: String
+    /**
+     * Calls.
+     */
+    public var calls: Int64
+    /**
+     * Calls that ran.
+     */
+    public var ran: Int64
+    /**
+     * Calls answered "pending approval".
+     */
+    public var pending: Int64
+    /**
+     * Calls a person had declined.
+     */
+    public var declined: Int64
+    /**
+     * Calls the policy denied.
+     */
+    public var denied: Int64
+    /**
+     * Calls that failed.
+     */
+    public var failed: Int64
+    /**
+     * Mean latency, ms.
+     */
+    public var meanLatencyMs: Double
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its identity (`agent:mcp:<name>`).
+         */agent: String, 
+        /**
+         * Calls.
+         */calls: Int64, 
+        /**
+         * Calls that ran.
+         */ran: Int64, 
+        /**
+         * Calls answered "pending approval".
+         */pending: Int64, 
+        /**
+         * Calls a person had declined.
+         */declined: Int64, 
+        /**
+         * Calls the policy denied.
+         */denied: Int64, 
+        /**
+         * Calls that failed.
+         */failed: Int64, 
+        /**
+         * Mean latency, ms.
+         */meanLatencyMs: Double) {
+        self.agent = agent
+        self.calls = calls
+        self.ran = ran
+        self.pending = pending
+        self.declined = declined
+        self.denied = denied
+        self.failed = failed
+        self.meanLatencyMs = meanLatencyMs
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension AgentUsage: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeAgentUsage: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> AgentUsage {
+        return
+            try AgentUsage(
+                agent: FfiConverterString.read(from: &buf), 
+                calls: FfiConverterInt64.read(from: &buf), 
+                ran: FfiConverterInt64.read(from: &buf), 
+                pending: FfiConverterInt64.read(from: &buf), 
+                declined: FfiConverterInt64.read(from: &buf), 
+                denied: FfiConverterInt64.read(from: &buf), 
+                failed: FfiConverterInt64.read(from: &buf), 
+                meanLatencyMs: FfiConverterDouble.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: AgentUsage, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.agent, into: &buf)
+        FfiConverterInt64.write(value.calls, into: &buf)
+        FfiConverterInt64.write(value.ran, into: &buf)
+        FfiConverterInt64.write(value.pending, into: &buf)
+        FfiConverterInt64.write(value.declined, into: &buf)
+        FfiConverterInt64.write(value.denied, into: &buf)
+        FfiConverterInt64.write(value.failed, into: &buf)
+        FfiConverterDouble.write(value.meanLatencyMs, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAgentUsage_lift(_ buf: RustBuffer) throws -> AgentUsage {
+    return try FfiConverterTypeAgentUsage.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAgentUsage_lower(_ value: AgentUsage) -> RustBuffer {
+    return FfiConverterTypeAgentUsage.lower(value)
+}
+
+
+/**
  * An approval request as a card shows it.
  */
 public struct ApprovalCard: Equatable, Hashable {
@@ -5527,6 +5656,10 @@ public struct UsageReport: Equatable, Hashable {
      * By UTC day.
      */
     public var byDay: [UsageGroup]
+    /**
+     * The tool calls of outside agents (MCP clients), by agent.
+     */
+    public var byAgent: [AgentUsage]
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -5554,7 +5687,10 @@ public struct UsageReport: Equatable, Hashable {
          */byModel: [UsageGroup], 
         /**
          * By UTC day.
-         */byDay: [UsageGroup]) {
+         */byDay: [UsageGroup], 
+        /**
+         * The tool calls of outside agents (MCP clients), by agent.
+         */byAgent: [AgentUsage]) {
         self.since = since
         self.total = total
         self.unattributed = unattributed
@@ -5563,6 +5699,7 @@ public struct UsageReport: Equatable, Hashable {
         self.byAction = byAction
         self.byModel = byModel
         self.byDay = byDay
+        self.byAgent = byAgent
     }
 
     
@@ -5588,7 +5725,8 @@ public struct FfiConverterTypeUsageReport: FfiConverterRustBuffer {
                 byService: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
                 byAction: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
                 byModel: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
-                byDay: FfiConverterSequenceTypeUsageGroup.read(from: &buf)
+                byDay: FfiConverterSequenceTypeUsageGroup.read(from: &buf), 
+                byAgent: FfiConverterSequenceTypeAgentUsage.read(from: &buf)
         )
     }
 
@@ -5601,6 +5739,7 @@ public struct FfiConverterTypeUsageReport: FfiConverterRustBuffer {
         FfiConverterSequenceTypeUsageGroup.write(value.byAction, into: &buf)
         FfiConverterSequenceTypeUsageGroup.write(value.byModel, into: &buf)
         FfiConverterSequenceTypeUsageGroup.write(value.byDay, into: &buf)
+        FfiConverterSequenceTypeAgentUsage.write(value.byAgent, into: &buf)
     }
 }
 
@@ -7853,6 +7992,31 @@ fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterString.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeAgentUsage: FfiConverterRustBuffer {
+    typealias SwiftType = [AgentUsage]
+
+    public static func write(_ value: [AgentUsage], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeAgentUsage.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [AgentUsage] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [AgentUsage]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeAgentUsage.read(from: &buf))
         }
         return seq
     }
