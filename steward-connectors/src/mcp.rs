@@ -403,6 +403,8 @@ impl Inner {
                 }
                 t = t.auth_header(read_token(file)?);
             }
+            // reqwest is built without a default crypto provider (see steward_core::net).
+            steward_core::net::install_crypto_provider();
             let transport = StreamableHttpClientTransport::from_config(t);
             return client.serve(transport).await.map_err(|e| e.to_string());
         }
@@ -709,6 +711,30 @@ mod tests {
         }
         let wait = parse("[mcp]\nwait_secs = 601\n").unwrap_err().to_string();
         assert!(wait.contains("wait_secs must be 0..=600"), "{wait}");
+    }
+
+    #[test]
+    fn a_token_is_read_only_from_a_private_file_and_sent_to_loopback_over_plain_http() {
+        for url in ["http://127.0.0.1:8000/mcp", "http://localhost/mcp", "http://[::1]:9/x"] {
+            assert!(loopback(url), "{url}");
+        }
+        for url in ["http://example.org/mcp", "http://127.0.0.1.evil.example/", "http://10.0.0.1/"]
+        {
+            assert!(!loopback(url), "{url}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "  secret-token\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+            assert!(read_token(&file).unwrap_err().contains("chmod 600"));
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        assert_eq!(read_token(&file).unwrap(), "secret-token");
+        std::fs::write(&file, "x".repeat(9_000)).unwrap();
+        assert!(read_token(&file).unwrap_err().contains("larger than"));
     }
 
     #[test]

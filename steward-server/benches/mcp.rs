@@ -98,6 +98,7 @@ async fn main() {
     let addr = running.addr;
     println!("home: {} ({messages} messages), {rounds} rounds", home.display());
 
+    steward_core::net::install_crypto_provider();
     let http = reqwest::Client::new();
     let rest = |q: &str| {
         let req = http

@@ -18,7 +18,9 @@ def log(entry: dict) -> None:
         f.write(json.dumps(entry) + "\n")
 
 
-server = FastMCP("notes")
+# NOTES_HTTP_PORT set: streamable HTTP on loopback (at /mcp) instead of stdio.
+PORT = int(os.environ.get("NOTES_HTTP_PORT", "0"))
+server = FastMCP("notes", host="127.0.0.1", port=PORT or 8000)
 
 
 @server.tool()
@@ -56,4 +58,4 @@ def slow(seconds: int) -> str:
 
 if __name__ == "__main__":
     log({"event": "started", "pid": os.getpid()})
-    server.run()
+    server.run(transport="streamable-http" if PORT else "stdio")

@@ -100,6 +100,18 @@ impl Rig {
         self.agent.wait(&run, WAIT).unwrap().expect("the turn ends")
     }
 
+    /// The person lets `tools` run without asking (still audited).
+    fn allow(&self, tools: &[&str]) {
+        let me = self.steward.human("Ada").unwrap();
+        for tool in tools {
+            let allow = steward_core::policy::PolicyChange::SetRule {
+                tool: (*tool).into(),
+                rule: steward_core::policy::Rule::Allow,
+            };
+            self.steward.set_policy(&me, &allow, None).unwrap();
+        }
+    }
+
     /// The chat's `context_compacted` events, as JSON.
     fn compactions(&self, chat: &str) -> Vec<Value> {
         self.events(chat)
@@ -1092,14 +1104,7 @@ fn an_instruction_injected_by_an_outside_tool_does_not_act_without_the_person_an
         }
     });
     // The person lowered the reads (a gated outside tool runs only so).
-    let me = r.steward.human("Ada").unwrap();
-    for tool in ["mcp.notes.fetch_page", "mcp.notes.lookup"] {
-        let allow = steward_core::policy::PolicyChange::SetRule {
-            tool: tool.into(),
-            rule: steward_core::policy::Rule::Allow,
-        };
-        r.steward.set_policy(&me, &allow, None).unwrap();
-    }
+    r.allow(&["mcp.notes.fetch_page", "mcp.notes.lookup"]);
     let chat = r.agent.create_chat().unwrap().id;
     let turn = r.turn(&chat, "When is the office open?");
     assert_eq!(turn.end_reason, EndReason::AwaitingApproval, "{turn:?}");
@@ -1136,14 +1141,7 @@ fn an_outside_server_that_hangs_or_dies_fails_the_call_typed_and_is_restarted_on
             _ => say("done"),
         }
     });
-    let me = r.steward.human("Ada").unwrap();
-    for tool in ["mcp.notes.slow", "mcp.notes.fetch_page"] {
-        let allow = steward_core::policy::PolicyChange::SetRule {
-            tool: tool.into(),
-            rule: steward_core::policy::Rule::Allow,
-        };
-        r.steward.set_policy(&me, &allow, None).unwrap();
-    }
+    r.allow(&["mcp.notes.slow", "mcp.notes.fetch_page"]);
     let chat = r.agent.create_chat().unwrap().id;
     let turn = r.turn(&chat, "Try the slow one.");
     assert_eq!(turn.end_reason, EndReason::Completed, "{turn:?}");
@@ -1177,4 +1175,63 @@ fn an_outside_server_that_hangs_or_dies_fails_the_call_typed_and_is_restarted_on
     );
     assert!(matches!(after, Ok(steward_core::tools::ToolOutcome::Ran { .. })), "{after:?}");
     assert_eq!(notes_events(&log, "started").len(), 3);
+}
+
+#[test]
+fn an_outside_server_over_streamable_http_is_listed_and_called_with_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let root = steward_connectors::testing::workspace_root();
+    let mut server = std::process::Command::new(steward_connectors::testing::python())
+        .arg(root.join("tests/support/mcp_notes_server.py"))
+        .env("NOTES_LOG", dir.path().join("notes.jsonl"))
+        .env("NOTES_HTTP_PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the HTTP server did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let token = dir.path().join("token");
+    std::fs::write(&token, "a-token\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let s = Arc::new(Steward::builder().home(dir.path().join("home")).open().unwrap());
+    let mut tb = Toolbox::new(Arc::clone(&s));
+    let config = steward_connectors::mcp::ServerConfig {
+        name: "web".into(),
+        command: None,
+        args: Vec::new(),
+        env: std::collections::BTreeMap::new(),
+        url: Some(format!("http://127.0.0.1:{port}/mcp")),
+        token_file: Some(token),
+        timeout_secs: Some(30),
+        start_timeout_secs: Some(30),
+        result_chars: None,
+    };
+    steward_connectors::mcp::register(&mut tb, dir.path(), vec![config]).unwrap();
+    let listed: Vec<String> = tb.list().into_iter().map(|t| t.name).collect();
+    assert!(listed.iter().any(|t| t == "mcp.web.fetch_page"), "{listed:?}");
+    let me = s.human("Ada").unwrap();
+    let allow = steward_core::policy::PolicyChange::SetRule {
+        tool: "mcp.web.fetch_page".into(),
+        rule: steward_core::policy::Rule::Allow,
+    };
+    s.set_policy(&me, &allow, None).unwrap();
+    let input = json!({"url": "https://example.org/"});
+    let call = steward_core::ToolCall {
+        actor: "agent:steward",
+        chat: None,
+        tool: "mcp.web.fetch_page",
+        input: &input,
+    };
+    let outcome = tb.call(&call, &steward_core::policy::DecisionContext::default()).unwrap();
+    let steward_core::tools::ToolOutcome::Ran { result, .. } = outcome else { panic!() };
+    assert!(result.text.contains("Opening hours"), "{}", result.text);
+    assert!(result.untrusted, "an outside server's result is data");
+    let _ = server.kill();
+    let _ = server.wait();
 }

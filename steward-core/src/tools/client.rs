@@ -252,10 +252,18 @@ impl Toolbox {
         let input = self.preflight(call.tool, call.input)?;
         let now = now_secs();
         let approvals = self.steward.approvals()?;
-        approvals.expire_due(now)?;
-        if let Some((a, consumed)) =
-            approvals.latest_for(call.actor, call.tool, &canonical_json(&input))?
+        let key = canonical_json(&input);
+        let mut found = approvals.latest_for(call.actor, call.tool, &key)?;
+        if found
+            .as_ref()
+            .is_some_and(|(a, _)| a.status == ApprovalStatus::Requested && a.expires_at <= now)
         {
+            // Past its time: expired first. (Sweeping only then keeps a plain read free of
+            // writes to the approvals.)
+            approvals.expire_due(now)?;
+            found = approvals.latest_for(call.actor, call.tool, &key)?;
+        }
+        if let Some((a, consumed)) = found {
             match a.status {
                 ApprovalStatus::Requested => {
                     return Ok(ClientOutcome::Pending { approval: Box::new(a) });
