@@ -6,6 +6,7 @@
 //! deterministic demo mailbox generator; watch sources ([`watches`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod calendar;
 pub mod home;
 pub mod mail;
 pub mod mcp;

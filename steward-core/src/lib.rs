@@ -17,6 +17,7 @@ pub mod attachments;
 pub mod audit;
 mod authority;
 pub mod backup;
+pub mod calendar;
 pub mod embed;
 pub mod error;
 pub mod eval;

@@ -1009,3 +1009,44 @@ fn ctrl_c_cancels_the_running_turn_which_ends_in_order_and_runs_no_tool() {
     );
     assert_eq!(model.requests().len(), 1, "no model call after the cancel");
 }
+
+#[test]
+fn calendar_agenda_expands_an_ics_file_in_a_zone_and_refuses_a_window_too_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let ics = dir.path().join("team.ics");
+    std::fs::write(
+        &ics,
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\nUID:weekly@t\r\n\
+         DTSTART;TZID=Europe/Rome:20250324T090000\r\nDURATION:PT1H\r\n\
+         RRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:Riunione\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    )
+    .unwrap();
+    let out = steward()
+        .args(["calendar", "agenda", "--ics"])
+        .arg(&ics)
+        .args(["--from", "2025-03-01", "--to", "2025-04-30", "--tz", "Europe/Rome", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let starts: Vec<&str> = lines.iter().filter_map(|l| l["start"].as_str()).collect();
+    // Across the change to summer time the meeting stays at 09:00 on the wall clock.
+    assert_eq!(
+        starts,
+        ["2025-03-24T09:00:00+01:00", "2025-03-31T09:00:00+02:00", "2025-04-07T09:00:00+02:00"]
+    );
+    assert_eq!(lines[0]["calendar"], "team.ics");
+    assert_eq!(lines[0]["summary"], "Riunione");
+    assert_eq!(lines[1]["recurrence_id"], "2025-03-31T09:00:00");
+    let long = steward()
+        .args(["calendar", "agenda", "--ics"])
+        .arg(&ics)
+        .args(["--from", "2025-01-01", "--to", "2026-06-01", "--json"])
+        .output()
+        .unwrap();
+    assert!(!long.status.success());
+    assert!(String::from_utf8_lossy(&long.stderr).contains("CALENDAR_BAD_WINDOW"), "{long:?}");
+}

@@ -33,6 +33,7 @@ macro_rules! out {
 
 mod authority;
 mod backup;
+mod calendar;
 mod chat;
 mod embed;
 mod jobs;
@@ -143,6 +144,12 @@ enum Command {
     Tools {
         #[command(subcommand)]
         cmd: tools::ToolsCmd,
+    },
+    /// Calendars: the occurrences of a vdir's or an .ics file's events in a window
+    /// (recurrences expanded, time zones and DST done right)
+    Calendar {
+        #[command(subcommand)]
+        cmd: calendar::CalendarCmd,
     },
     /// Italian trains: the next direct train between two stations, a train's status.
     Trains {
@@ -340,6 +347,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Ops { cmd } => ops::ops(args.home, cmd),
         Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Trains { cmd } => trains::trains(cmd),
+        Command::Calendar { cmd } => calendar::calendar(cmd),
         Command::Tools { cmd } => tools::tools(args.home, cmd),
         Command::Chat(a) => chat::chat(args.home, *a),
         Command::Chats { cmd } => chat::chats(args.home, cmd),

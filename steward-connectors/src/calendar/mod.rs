@@ -1,0 +1,222 @@
+//! Calendar sources: single iCalendar files and vdir trees (what khal and vdirsyncer keep: a
+//! root of collections, one item per `.ics` file, the collection's `displayname` and `color`
+//! beside them; `.tmp` and extensionless files are not items).
+
+pub mod ics;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use steward_core::calendar::Event;
+
+pub use ics::{IcsError, IcsRead, ItemError, read_ics};
+
+/// Most collections read from one vdir root.
+/// Fixed (not a setting).
+pub const MAX_COLLECTIONS: usize = 1_000;
+/// Most items read from one collection.
+/// Fixed (not a setting).
+pub const MAX_COLLECTION_ITEMS: usize = 200_000;
+/// Longest `displayname` or `color` read, bytes.
+/// Fixed (not a setting).
+const MAX_META_BYTES: u64 = 1_024;
+
+/// An item of a collection that could not be read, or one of its events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceError {
+    /// The file.
+    pub path: PathBuf,
+    /// Its UID, when the error is one event's.
+    pub uid: Option<String>,
+    /// A stable code.
+    pub code: &'static str,
+    /// What was wrong.
+    pub message: String,
+}
+
+/// A calendar: a vdir collection, or one `.ics` file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalendarRead {
+    /// Its id: the collection's directory name, or the file's name.
+    pub id: String,
+    /// Its name for people (`displayname`), when it has one.
+    pub display_name: Option<String>,
+    /// Its color (`color`), when it has one.
+    pub color: Option<String>,
+    /// Its events.
+    pub events: Vec<Event>,
+    /// What could not be read.
+    pub errors: Vec<SourceError>,
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> SourceError {
+    SourceError {
+        path: path.to_owned(),
+        uid: None,
+        code: "CALENDAR_SOURCE_UNREADABLE",
+        message: e.to_string(),
+    }
+}
+
+fn add_file(cal: &mut CalendarRead, path: &Path) {
+    let text = match std::fs::read(path) {
+        Ok(bytes) if bytes.len() > ics::MAX_ICS_BYTES => {
+            cal.errors.push(SourceError {
+                path: path.to_owned(),
+                uid: None,
+                code: "ICS_TOO_LARGE",
+                message: format!("larger than {} bytes", ics::MAX_ICS_BYTES),
+            });
+            return;
+        }
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            cal.errors.push(io_error(path, &e));
+            return;
+        }
+    };
+    match read_ics(&text) {
+        Ok(read) => {
+            cal.events.extend(read.events);
+            cal.errors.extend(read.errors.into_iter().map(|e| SourceError {
+                path: path.to_owned(),
+                uid: e.uid,
+                code: e.code,
+                message: e.message,
+            }));
+        }
+        Err(e) => cal.errors.push(SourceError {
+            path: path.to_owned(),
+            uid: None,
+            code: steward_core::StewardError::code(&e),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// One `.ics` file as a calendar.
+pub fn read_ics_file(path: &Path) -> CalendarRead {
+    let id = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let mut cal = CalendarRead {
+        id,
+        display_name: None,
+        color: None,
+        events: Vec::new(),
+        errors: Vec::new(),
+    };
+    add_file(&mut cal, path);
+    cal
+}
+
+fn meta(dir: &Path, name: &str) -> Option<String> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(dir.join(name)).ok()?;
+    let mut s = String::new();
+    f.take(MAX_META_BYTES).read_to_string(&mut s).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// Every collection under the vdir `root`, by name: a root that is itself a collection (it
+/// holds `.ics` items) is read as one.
+pub fn read_vdir(root: &Path) -> Result<Vec<CalendarRead>, std::io::Error> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    let holds_items = |d: &Path| {
+        std::fs::read_dir(d).is_ok_and(|mut it| {
+            it.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "ics")))
+        })
+    };
+    if holds_items(root) {
+        dirs = vec![root.to_path_buf()];
+    }
+    dirs.truncate(MAX_COLLECTIONS);
+    let mut out = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let id = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let mut cal = CalendarRead {
+            id,
+            display_name: meta(&dir, "displayname"),
+            color: meta(&dir, "color"),
+            events: Vec::new(),
+            errors: Vec::new(),
+        };
+        let mut items: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(it) => it
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                // Items are `.ics` files; `.tmp` (a write in progress) and the rest are not.
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ics"))
+                .collect(),
+            Err(e) => {
+                cal.errors.push(io_error(&dir, &e));
+                Vec::new()
+            }
+        };
+        items.sort();
+        if items.len() > MAX_COLLECTION_ITEMS {
+            cal.errors.push(SourceError {
+                path: dir.clone(),
+                uid: None,
+                code: "CALENDAR_TOO_MANY_ITEMS",
+                message: format!("only the first {MAX_COLLECTION_ITEMS} items are read"),
+            });
+            items.truncate(MAX_COLLECTION_ITEMS);
+        }
+        for item in &items {
+            add_file(&mut cal, item);
+        }
+        out.push(cal);
+    }
+    Ok(out)
+}
+
+/// An agenda entry with the calendar it is in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CalendarOccurrence {
+    /// The calendar's id.
+    pub calendar: String,
+    /// The occurrence.
+    #[serde(flatten)]
+    pub item: steward_core::calendar::AgendaItem,
+}
+
+/// The occurrences of every calendar in `[from, to)`, by start (see
+/// [`steward_core::calendar::agenda`]), at most `max` in all.
+pub fn agenda_of(
+    calendars: &[CalendarRead],
+    person: chrono_tz::Tz,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+    max: usize,
+) -> Result<Vec<CalendarOccurrence>, steward_core::calendar::RecurError> {
+    let mut out = Vec::new();
+    for cal in calendars {
+        for item in steward_core::calendar::agenda(&cal.events, person, from, to, max)? {
+            out.push(CalendarOccurrence { calendar: cal.id.clone(), item });
+        }
+        if out.len() > max {
+            return Err(steward_core::calendar::RecurError::TooMany { max });
+        }
+    }
+    out.sort_by(|a, b| a.item.start.cmp(&b.item.start).then_with(|| a.item.uid.cmp(&b.item.uid)));
+    Ok(out)
+}
+
+/// The person's zone when nothing names one: `TZ`, else `/etc/localtime`'s zone, else UTC.
+pub fn system_zone() -> chrono_tz::Tz {
+    let from_tz = std::env::var("TZ").ok().and_then(|t| t.trim_start_matches(':').parse().ok());
+    from_tz
+        .or_else(|| {
+            let link = std::fs::read_link("/etc/localtime").ok()?;
+            let s = link.to_string_lossy().into_owned();
+            let (_, name) = s.split_once("zoneinfo/")?;
+            name.parse().ok()
+        })
+        .unwrap_or(chrono_tz::Tz::UTC)
+}

@@ -1,0 +1,6 @@
+//! Calendars: recurrence expansion against libical's own cases (differential, with an
+//! allow-list of every disagreement and its reason), and the sources (vdir, .ics) read into an
+//! agenda.
+
+mod recur;
+mod sources;

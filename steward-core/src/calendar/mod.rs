@@ -1,0 +1,179 @@
+//! Calendars: events as their sources wrote them (a start in its own frame — a date, a zoned
+//! wall-clock time, UTC or floating — a length, a recurrence), expanded into occurrences in a
+//! bounded window ([`recur`]).
+
+pub mod recur;
+
+pub use recur::{
+    EventTime, MAX_EXPANSION_STEPS, MAX_INSTANCES, MAX_RULE_BYTES, MAX_WINDOW_DAYS, Occurrence,
+    RecurError, Recurrence, first_walls, occurrences, place,
+};
+
+use serde::Serialize;
+
+/// Longest summary kept, characters.
+/// Fixed (not a setting).
+pub const MAX_SUMMARY_CHARS: usize = 1_000;
+/// Longest location kept, characters.
+/// Fixed (not a setting).
+pub const MAX_LOCATION_CHARS: usize = 1_000;
+/// Longest description kept, characters.
+/// Fixed (not a setting).
+pub const MAX_DESCRIPTION_CHARS: usize = 32_000;
+/// Most attendees kept per event.
+/// Fixed (not a setting).
+pub const MAX_ATTENDEES: usize = 500;
+/// Longest event kept (a longer one is cut to this), days.
+/// Fixed (not a setting).
+pub const MAX_EVENT_DAYS: i64 = 3_660;
+/// Most RDATEs or EXDATEs kept per event, each.
+/// Fixed (not a setting).
+pub const MAX_DATES: usize = 1_000;
+
+/// An attendee of an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Attendee {
+    /// The address (lowercase, without `mailto:`).
+    pub email: String,
+    /// The name it was given (CN).
+    pub name: Option<String>,
+    /// Their answer: `accepted`, `declined`, `tentative`, `needs-action`, `delegated`.
+    pub partstat: Option<String>,
+}
+
+/// An event as its source wrote it: a master (with its recurrence) or the override of one
+/// occurrence (`recurrence_id`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Its UID.
+    pub uid: String,
+    /// The occurrence it replaces, when it is an override.
+    pub recurrence_id: Option<EventTime>,
+    /// Its revision (SEQUENCE).
+    pub sequence: i64,
+    /// What it is (cut to [`MAX_SUMMARY_CHARS`]).
+    pub summary: String,
+    /// Where (cut to [`MAX_LOCATION_CHARS`]).
+    pub location: Option<String>,
+    /// More (cut to [`MAX_DESCRIPTION_CHARS`]).
+    pub description: Option<String>,
+    /// When it starts.
+    pub start: EventTime,
+    /// How long each occurrence lasts, seconds (all-day: whole days).
+    pub duration_secs: i64,
+    /// How it repeats.
+    #[serde(skip)]
+    pub recurrence: Recurrence,
+    /// `tentative`, `confirmed` or `cancelled`.
+    pub status: Option<String>,
+    /// Whether it leaves the time free (TRANSP:TRANSPARENT).
+    pub transparent: bool,
+    /// The organizer's address.
+    pub organizer: Option<String>,
+    /// Its attendees (at most [`MAX_ATTENDEES`]).
+    pub attendees: Vec<Attendee>,
+}
+
+impl Event {
+    /// Whether it is an all-day event.
+    pub fn all_day(&self) -> bool {
+        self.start.is_date()
+    }
+
+    /// Its length.
+    pub fn duration(&self) -> chrono::Duration {
+        chrono::Duration::seconds(self.duration_secs)
+    }
+}
+
+/// One occurrence on an agenda.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgendaItem {
+    /// The event's UID.
+    pub uid: String,
+    /// The occurrence's original start (RFC 3339), for a recurring event.
+    pub recurrence_id: Option<String>,
+    /// What it is.
+    pub summary: String,
+    /// Where.
+    pub location: Option<String>,
+    /// When it starts (RFC 3339 with offset).
+    pub start: chrono::DateTime<chrono::FixedOffset>,
+    /// When it ends.
+    pub end: chrono::DateTime<chrono::FixedOffset>,
+    /// Whether it takes whole days.
+    pub all_day: bool,
+    /// `tentative`, `confirmed` or `cancelled`.
+    pub status: Option<String>,
+    /// Whether it leaves the time free.
+    pub transparent: bool,
+}
+
+fn item(e: &Event, o: &Occurrence, recurring: bool) -> AgendaItem {
+    AgendaItem {
+        uid: e.uid.clone(),
+        recurrence_id: recurring.then(|| o.recurrence_id.format("%Y-%m-%dT%H:%M:%S").to_string()),
+        summary: e.summary.clone(),
+        location: e.location.clone(),
+        start: o.start,
+        end: o.end,
+        all_day: e.all_day(),
+        status: e.status.clone(),
+        transparent: e.transparent,
+    }
+}
+
+/// The occurrences of `events` (masters and their overrides, any order) that overlap
+/// `[from, to)`, by start: each master expanded ([`occurrences`]), an occurrence that an
+/// override of the same UID replaces (matched by RECURRENCE-ID, whatever its SEQUENCE) taken
+/// from the override — or dropped when the override is cancelled. At most `max`
+/// (≤ [`MAX_INSTANCES`]) in all, else [`RecurError::TooMany`].
+pub fn agenda(
+    events: &[Event],
+    person: chrono_tz::Tz,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+    max: usize,
+) -> Result<Vec<AgendaItem>, RecurError> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let max = max.min(MAX_INSTANCES);
+    // Overrides by UID: the wall-clock times (in their master's zone) they replace.
+    let mut replaced: BTreeMap<&str, BTreeSet<chrono::NaiveDateTime>> = BTreeMap::new();
+    let masters: BTreeMap<&str, &Event> =
+        events.iter().filter(|e| e.recurrence_id.is_none()).map(|e| (e.uid.as_str(), e)).collect();
+    let mut out = Vec::new();
+    for o in events.iter().filter(|e| e.recurrence_id.is_some()) {
+        let Some(rid) = &o.recurrence_id else { continue };
+        let zone = masters.get(o.uid.as_str()).map_or(rid.zone(person), |m| m.start.zone(person));
+        let wall = rid.instant(person).with_timezone(&zone).naive_local();
+        let wall = if rid.is_date() { rid.wall() } else { wall };
+        replaced.entry(&o.uid).or_default().insert(wall);
+        if o.status.as_deref() == Some("cancelled") {
+            continue;
+        }
+        let single = Recurrence::default();
+        for occ in occurrences(&o.start, o.duration(), &single, person, from, to, max)? {
+            let mut it = item(o, &occ, true);
+            it.recurrence_id = Some(wall.format("%Y-%m-%dT%H:%M:%S").to_string());
+            out.push(it);
+        }
+    }
+    for m in masters.values() {
+        let recurring = m.recurrence.rule.is_some() || !m.recurrence.rdates.is_empty();
+        let gone = replaced.get(m.uid.as_str());
+        for occ in occurrences(&m.start, m.duration(), &m.recurrence, person, from, to, max)? {
+            if gone.is_some_and(|g| g.contains(&occ.recurrence_id)) {
+                continue;
+            }
+            out.push(item(m, &occ, recurring));
+        }
+        if out.len() > max {
+            return Err(RecurError::TooMany { max });
+        }
+    }
+    if out.len() > max {
+        return Err(RecurError::TooMany { max });
+    }
+    out.sort_by(|a, b| a.start.cmp(&b.start).then_with(|| a.uid.cmp(&b.uid)));
+    Ok(out)
+}

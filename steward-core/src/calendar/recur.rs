@@ -1,0 +1,525 @@
+//! Recurrence: an event's start and rule expanded into its occurrences, bounded.
+//!
+//! The rule engine is the `rrule` crate (a port of python-dateutil's), driven on wall-clock
+//! times only: every time is expanded as a naive wall-clock time with UTC as a stand-in zone,
+//! and each occurrence is placed in its real zone afterwards by this module's own rules —
+//! RFC 5545 §3.3.5: a wall time in a DST gap is read with the offset before the gap (09:30 in a
+//! gap that skips 09:00–10:00 is 10:30), one in an overlap is the earlier instant. So the
+//! engine's own zone handling (and the machine's local zone) never enters, floating and
+//! all-day events expand in the person's zone, and a rule in any zone behaves the same.
+//!
+//! What this module adds to the engine, per RFC 5545: DTSTART is always the first occurrence;
+//! RDATEs join and EXDATEs remove by wall-clock time in the event's zone; duplicates are
+//! dropped; UNTIL is read by us (a UTC UNTIL of a zoned event becomes that zone's wall time, a
+//! DATE UNTIL includes its whole day) so the engine never reads a time in the machine's zone.
+//! Everything is bounded: a window of at most [`MAX_WINDOW_DAYS`], at most [`MAX_INSTANCES`]
+//! occurrences in it (more is an error, never a silent cut), at most
+//! [`MAX_EXPANSION_STEPS`] candidates looked at.
+
+use std::collections::BTreeSet;
+
+use chrono::{
+    DateTime, Duration, FixedOffset, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset,
+    TimeZone, Utc,
+};
+use chrono_tz::Tz;
+use serde::Serialize;
+
+use crate::error::{ErrorKind, StewardError};
+
+/// Most days one query window may span.
+/// Fixed (not a setting): the upper end of a window.
+pub const MAX_WINDOW_DAYS: i64 = 366;
+/// Most occurrences one expansion may return; a window holding more is an error.
+/// Fixed (not a setting).
+pub const MAX_INSTANCES: usize = 1_000;
+/// Most candidates one expansion looks at (a rule that yields little over a long span, or
+/// starts long before the window, stops here with an error).
+/// Fixed (not a setting).
+pub const MAX_EXPANSION_STEPS: usize = 200_000;
+/// Longest rule text read, bytes.
+/// Fixed (not a setting).
+pub const MAX_RULE_BYTES: usize = 1_024;
+
+/// Why an expansion failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecurError {
+    /// The rule cannot be read or is not valid for its start.
+    #[error("recurrence rule {rule:?}: {reason}")]
+    BadRule {
+        /// The rule.
+        rule: String,
+        /// Why.
+        reason: String,
+    },
+    /// The window is empty, reversed or longer than [`MAX_WINDOW_DAYS`].
+    #[error("the window must end after it starts and span at most {MAX_WINDOW_DAYS} days")]
+    BadWindow,
+    /// The window holds more occurrences than asked for (at most [`MAX_INSTANCES`]).
+    #[error("more than {max} occurrences in the window: ask for a shorter window")]
+    TooMany {
+        /// The most asked for.
+        max: usize,
+    },
+    /// Finding the window's occurrences would look at more than [`MAX_EXPANSION_STEPS`]
+    /// candidates.
+    #[error("the rule needs more than {MAX_EXPANSION_STEPS} steps to reach the window")]
+    TooFar,
+}
+
+impl StewardError for RecurError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::BadRule { .. } => "CALENDAR_BAD_RRULE",
+            Self::BadWindow => "CALENDAR_BAD_WINDOW",
+            Self::TooMany { .. } => "CALENDAR_TOO_MANY_OCCURRENCES",
+            Self::TooFar => "CALENDAR_RRULE_TOO_FAR",
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidInput
+    }
+}
+
+/// A time as an iCalendar source wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum EventTime {
+    /// A whole day (an all-day event).
+    Date(NaiveDate),
+    /// A wall-clock time in an IANA zone.
+    Zoned(NaiveDateTime, #[serde(serialize_with = "tz_name")] Tz),
+    /// An instant, written in UTC.
+    Utc(NaiveDateTime),
+    /// A wall-clock time in no zone: read in the person's.
+    Floating(NaiveDateTime),
+}
+
+fn tz_name<S: serde::Serializer>(tz: &Tz, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(tz.name())
+}
+
+impl EventTime {
+    /// Its wall-clock time (a date at midnight).
+    pub fn wall(&self) -> NaiveDateTime {
+        match *self {
+            Self::Date(d) => d.and_time(NaiveTime::MIN),
+            Self::Zoned(w, _) | Self::Utc(w) | Self::Floating(w) => w,
+        }
+    }
+
+    /// The zone its wall clock runs in: its own, UTC, or the person's.
+    pub fn zone(&self, person: Tz) -> Tz {
+        match *self {
+            Self::Zoned(_, tz) => tz,
+            Self::Utc(_) => Tz::UTC,
+            Self::Date(_) | Self::Floating(_) => person,
+        }
+    }
+
+    /// Whether it is a whole day.
+    pub fn is_date(&self) -> bool {
+        matches!(self, Self::Date(_))
+    }
+
+    /// Its instant (see [`place`]).
+    pub fn instant(&self, person: Tz) -> DateTime<FixedOffset> {
+        place(self.zone(person), self.wall())
+    }
+
+    /// Its wall-clock time in `zone` (an exception date in another zone than its event's
+    /// compares by the same instant).
+    fn wall_in(&self, zone: Tz, person: Tz) -> NaiveDateTime {
+        match self {
+            Self::Date(d) => d.and_time(NaiveTime::MIN),
+            _ if self.zone(person) == zone => self.wall(),
+            _ => self.instant(person).with_timezone(&zone).naive_local(),
+        }
+    }
+}
+
+/// The instant of wall-clock time `wall` in `zone` (RFC 5545 §3.3.5): in a gap, read with
+/// the offset before the gap; in an overlap, the earlier instant.
+pub fn place(zone: Tz, wall: NaiveDateTime) -> DateTime<FixedOffset> {
+    match zone.from_local_datetime(&wall) {
+        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => t.fixed_offset(),
+        LocalResult::None => {
+            // The offset in force a day before (gaps are shorter than a day).
+            let before = zone.offset_from_utc_datetime(&(wall - Duration::days(1))).fix();
+            let utc = wall - Duration::seconds(i64::from(before.local_minus_utc()));
+            Utc.from_utc_datetime(&utc).with_timezone(&zone).fixed_offset()
+        }
+    }
+}
+
+/// How an event repeats.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recurrence {
+    /// The RRULE value (`FREQ=WEEKLY;BYDAY=MO`), when it has one.
+    pub rule: Option<String>,
+    /// Extra occurrences (RDATE).
+    pub rdates: Vec<EventTime>,
+    /// Removed occurrences (EXDATE).
+    pub exdates: Vec<EventTime>,
+}
+
+/// One occurrence of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Occurrence {
+    /// Its original wall-clock start in the event's zone (what a RECURRENCE-ID names).
+    pub recurrence_id: NaiveDateTime,
+    /// When it starts.
+    pub start: DateTime<FixedOffset>,
+    /// When it ends.
+    pub end: DateTime<FixedOffset>,
+}
+
+/// A rule read for the engine: the text without UNTIL, and UNTIL as a wall-clock time in the
+/// event's zone (inclusive).
+struct WallRule {
+    text: String,
+    until: Option<NaiveDateTime>,
+    count: Option<u64>,
+}
+
+fn bad(rule: &str, reason: impl Into<String>) -> RecurError {
+    RecurError::BadRule { rule: rule.chars().take(200).collect(), reason: reason.into() }
+}
+
+/// Reads UNTIL (`YYYYMMDD`, `YYYYMMDDTHHMMSS`, with `Z` for UTC) as a wall time in `zone`.
+fn until_wall(v: &str, zone: Tz) -> Option<NaiveDateTime> {
+    let v = v.trim();
+    if let Ok(d) = NaiveDate::parse_from_str(v, "%Y%m%d") {
+        // A date UNTIL includes its whole day.
+        return d.and_hms_opt(23, 59, 59);
+    }
+    let (text, utc) = match v.strip_suffix('Z') {
+        Some(t) => (t, true),
+        None => (v, false),
+    };
+    let w = NaiveDateTime::parse_from_str(text, "%Y%m%dT%H%M%S").ok()?;
+    Some(if utc { Utc.from_utc_datetime(&w).with_timezone(&zone).naive_local() } else { w })
+}
+
+fn wall_rule(rule: &str, zone: Tz, date: bool) -> Result<WallRule, RecurError> {
+    if rule.len() > MAX_RULE_BYTES {
+        return Err(bad(rule, format!("longer than {MAX_RULE_BYTES} bytes")));
+    }
+    let body = rule.trim().strip_prefix("RRULE:").unwrap_or(rule.trim());
+    let mut parts = Vec::new();
+    let mut until = None;
+    let mut count = None;
+    for part in body.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('=') {
+            Some((k, v)) if k.eq_ignore_ascii_case("UNTIL") => {
+                until = Some(until_wall(v, zone).ok_or_else(|| bad(rule, "UNTIL is not a date"))?);
+            }
+            // A whole-day event has no time of day to vary (RFC 5545 §3.3.10).
+            Some((k, _))
+                if date
+                    && ["BYHOUR", "BYMINUTE", "BYSECOND"]
+                        .iter()
+                        .any(|t| k.eq_ignore_ascii_case(t)) => {}
+            Some((k, v)) => {
+                if k.eq_ignore_ascii_case("COUNT") {
+                    count = v.trim().parse().ok();
+                }
+                parts.push(part);
+            }
+            None => parts.push(part),
+        }
+    }
+    Ok(WallRule { text: parts.join(";"), until, count })
+}
+
+/// The first wall-clock occurrences of `rule` from `start` (DTSTART included, whether or
+/// not the rule yields it), ascending, deduplicated, while `keep` says go on; at most
+/// [`MAX_EXPANSION_STEPS`] candidates.
+fn walls(
+    start: NaiveDateTime,
+    date: bool,
+    rule: &str,
+    zone: Tz,
+    mut keep: impl FnMut(NaiveDateTime) -> bool,
+) -> Result<Vec<NaiveDateTime>, RecurError> {
+    use rrule::{RRule, RRuleSet, Unvalidated};
+    let parsed = wall_rule(rule, zone, date)?;
+    let mut r: RRule<Unvalidated> =
+        parsed.text.parse().map_err(|e: rrule::RRuleError| bad(rule, e.to_string()))?;
+    let stand_in = |w: NaiveDateTime| rrule::Tz::UTC.from_utc_datetime(&w);
+    let dtstart = stand_in(start);
+    if let Some(u) = parsed.until {
+        if u < start {
+            // Ends before it starts: only DTSTART.
+            return Ok(vec![start]);
+        }
+        r = r.until(stand_in(u));
+    }
+    let set =
+        RRuleSet::new(dtstart).rrule(r.validate(dtstart).map_err(|e| bad(rule, e.to_string()))?);
+    let mut out = vec![start];
+    if !keep(start) {
+        return Ok(out);
+    }
+    // Whether the rule yields DTSTART itself; when it does not, DTSTART still counts as the
+    // first of COUNT occurrences (RFC 5545 §3.3.10).
+    let mut synced = None;
+    let mut from_rule = 0u64;
+    for (steps, dt) in set.into_iter().enumerate() {
+        if steps >= MAX_EXPANSION_STEPS {
+            return Err(RecurError::TooFar);
+        }
+        let w = dt.naive_utc();
+        let synced = *synced.get_or_insert(w == start);
+        if w <= start {
+            continue;
+        }
+        from_rule += 1;
+        if !synced && parsed.count.is_some_and(|c| from_rule >= c) {
+            break;
+        }
+        if out.last() != Some(&w) {
+            out.push(w);
+        }
+        if !keep(w) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The first `n` occurrences of `rule` from the wall-clock `start` (DTSTART counts as the
+/// first), as wall-clock times: for tests against other engines.
+pub fn first_walls(
+    start: NaiveDateTime,
+    all_day: bool,
+    rule: &str,
+    n: usize,
+) -> Result<Vec<NaiveDateTime>, RecurError> {
+    let mut seen = 0usize;
+    let mut out = walls(start, all_day, rule, Tz::UTC, |_| {
+        seen += 1;
+        seen < n
+    })?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// The occurrences of an event starting at `start`, lasting `duration`, repeating by `rec`,
+/// that overlap the window `[from, to)` — an occurrence overlaps when it starts before `to`
+/// and ends after `from` (one of no length, when it starts in the window) — in order, at most
+/// `max` (≤ [`MAX_INSTANCES`]). Floating and all-day times run in `person`'s zone.
+pub fn occurrences(
+    start: &EventTime,
+    duration: Duration,
+    rec: &Recurrence,
+    person: Tz,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    max: usize,
+) -> Result<Vec<Occurrence>, RecurError> {
+    if to <= from || to - from > Duration::days(MAX_WINDOW_DAYS) {
+        return Err(RecurError::BadWindow);
+    }
+    let max = max.min(MAX_INSTANCES);
+    let zone = start.zone(person);
+    let first = start.wall();
+    // Past the window's end in the event's wall clock (a day of slack for offsets).
+    let horizon = to.with_timezone(&zone).naive_local() + Duration::days(1);
+    let mut walls_found = match &rec.rule {
+        Some(rule) => walls(first, start.is_date(), rule, zone, |w| w < horizon)?,
+        None => vec![first],
+    };
+    walls_found.extend(rec.rdates.iter().map(|d| d.wall_in(zone, person)));
+    let excluded: BTreeSet<NaiveDateTime> =
+        rec.exdates.iter().map(|d| d.wall_in(zone, person)).collect();
+    let walls_found: BTreeSet<NaiveDateTime> =
+        walls_found.into_iter().filter(|w| !excluded.contains(w)).collect();
+    let (from, to) = (from.fixed_offset(), to.fixed_offset());
+    let mut out = Vec::new();
+    for w in walls_found {
+        let s = place(zone, w);
+        if s >= to {
+            break;
+        }
+        // All-day events end at a wall-clock midnight, whatever the day's length.
+        // (An end past chrono's range is the start: a source's absurd length.)
+        let e = if start.is_date() {
+            w.checked_add_signed(duration).map_or(s, |end| place(zone, end))
+        } else {
+            s.checked_add_signed(duration).unwrap_or(s)
+        };
+        let overlaps = e > from || (e == s && s >= from);
+        if !overlaps {
+            continue;
+        }
+        if out.len() == max {
+            return Err(RecurError::TooMany { max });
+        }
+        out.push(Occurrence { recurrence_id: w, start: s, end: e });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wall(s: &str) -> NaiveDateTime {
+        NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap()
+    }
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        Utc.from_utc_datetime(&wall(s))
+    }
+
+    const ROME: Tz = chrono_tz::Europe::Rome;
+
+    #[test]
+    fn a_weekly_meeting_keeps_its_wall_clock_time_across_a_dst_change() {
+        // Mondays 09:00 in Rome, over the change of 2025-03-30.
+        let start = EventTime::Zoned(wall("2025-03-17 09:00"), ROME);
+        let rec = Recurrence { rule: Some("FREQ=WEEKLY;BYDAY=MO".into()), ..Default::default() };
+        let got = occurrences(
+            &start,
+            Duration::hours(1),
+            &rec,
+            Tz::UTC,
+            utc("2025-03-01 00:00"),
+            utc("2025-04-15 00:00"),
+            100,
+        )
+        .unwrap();
+        let starts: Vec<String> = got.iter().map(|o| o.start.to_rfc3339()).collect();
+        assert_eq!(
+            starts,
+            [
+                "2025-03-17T09:00:00+01:00",
+                "2025-03-24T09:00:00+01:00",
+                "2025-03-31T09:00:00+02:00",
+                "2025-04-07T09:00:00+02:00",
+                "2025-04-14T09:00:00+02:00"
+            ]
+        );
+    }
+
+    #[test]
+    fn gaps_read_with_the_offset_before_and_overlaps_take_the_earlier_instant() {
+        // Rome skips 02:00–03:00 on 2025-03-30 and repeats 02:00–03:00 on 2025-10-26.
+        assert_eq!(place(ROME, wall("2025-03-30 02:30")).to_rfc3339(), "2025-03-30T03:30:00+02:00");
+        assert_eq!(place(ROME, wall("2025-10-26 02:30")).to_rfc3339(), "2025-10-26T02:30:00+02:00");
+        // A daily 02:30 through the gap: that day's occurrence is at 03:30, none is lost.
+        let start = EventTime::Zoned(wall("2025-03-29 02:30"), ROME);
+        let rec = Recurrence { rule: Some("FREQ=DAILY;COUNT=3".into()), ..Default::default() };
+        let got = occurrences(
+            &start,
+            Duration::minutes(15),
+            &rec,
+            Tz::UTC,
+            utc("2025-03-28 00:00"),
+            utc("2025-04-02 00:00"),
+            10,
+        )
+        .unwrap();
+        let starts: Vec<String> = got.iter().map(|o| o.start.to_rfc3339()).collect();
+        assert_eq!(
+            starts,
+            ["2025-03-29T02:30:00+01:00", "2025-03-30T03:30:00+02:00", "2025-03-31T02:30:00+02:00"]
+        );
+    }
+
+    #[test]
+    fn exdates_rdates_until_and_all_day_events_follow_rfc_5545() {
+        let start = EventTime::Date(NaiveDate::from_ymd_opt(2025, 3, 28).unwrap());
+        let rec = Recurrence {
+            // UNTIL as a date includes its day.
+            rule: Some("FREQ=DAILY;UNTIL=20250401".into()),
+            rdates: vec![EventTime::Date(NaiveDate::from_ymd_opt(2025, 4, 10).unwrap())],
+            exdates: vec![EventTime::Date(NaiveDate::from_ymd_opt(2025, 3, 29).unwrap())],
+        };
+        let got = occurrences(
+            &start,
+            Duration::days(1),
+            &rec,
+            ROME,
+            utc("2025-03-01 00:00"),
+            utc("2025-05-01 00:00"),
+            100,
+        )
+        .unwrap();
+        let days: Vec<String> = got.iter().map(|o| o.recurrence_id.date().to_string()).collect();
+        assert_eq!(days, ["2025-03-28", "2025-03-30", "2025-03-31", "2025-04-01", "2025-04-10"]);
+        // The day of the change lasts 23 hours: midnight to midnight.
+        assert_eq!(got[1].start.to_rfc3339(), "2025-03-30T00:00:00+01:00");
+        assert_eq!(got[1].end.to_rfc3339(), "2025-03-31T00:00:00+02:00");
+    }
+
+    #[test]
+    fn an_infinite_rule_is_fine_in_a_window_and_every_bound_is_a_typed_error() {
+        let start = EventTime::Utc(wall("2020-01-01 08:00"));
+        let daily = Recurrence { rule: Some("FREQ=DAILY".into()), ..Default::default() };
+        let one_hour = Duration::hours(1);
+        let got = occurrences(
+            &start,
+            one_hour,
+            &daily,
+            Tz::UTC,
+            utc("2025-06-01 00:00"),
+            utc("2025-06-08 00:00"),
+            50,
+        )
+        .unwrap();
+        assert_eq!(got.len(), 7);
+        assert_eq!(got[0].start.to_rfc3339(), "2025-06-01T08:00:00+00:00");
+        let e = occurrences(
+            &start,
+            one_hour,
+            &daily,
+            Tz::UTC,
+            utc("2025-01-01 00:00"),
+            utc("2026-06-01 00:00"),
+            50,
+        )
+        .unwrap_err();
+        assert_eq!(e, RecurError::BadWindow);
+        let e = occurrences(
+            &start,
+            one_hour,
+            &daily,
+            Tz::UTC,
+            utc("2025-01-01 00:00"),
+            utc("2025-12-01 00:00"),
+            50,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "CALENDAR_TOO_MANY_OCCURRENCES");
+        let minutely = Recurrence { rule: Some("FREQ=SECONDLY".into()), ..Default::default() };
+        let e = occurrences(
+            &start,
+            one_hour,
+            &minutely,
+            Tz::UTC,
+            utc("2025-06-01 00:00"),
+            utc("2025-06-02 00:00"),
+            50,
+        )
+        .unwrap_err();
+        assert_eq!(e, RecurError::TooFar);
+        for rule in ["FREQ=SOMETIMES", "FREQ=DAILY;UNTIL=yesterday", &"X".repeat(2_000)] {
+            let rec = Recurrence { rule: Some(rule.to_owned()), ..Default::default() };
+            let e = occurrences(
+                &start,
+                one_hour,
+                &rec,
+                Tz::UTC,
+                utc("2025-06-01 00:00"),
+                utc("2025-06-02 00:00"),
+                50,
+            )
+            .unwrap_err();
+            assert_eq!(e.code(), "CALENDAR_BAD_RRULE", "{rule}");
+        }
+    }
+}
