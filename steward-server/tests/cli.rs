@@ -1050,3 +1050,67 @@ fn calendar_agenda_expands_an_ics_file_in_a_zone_and_refuses_a_window_too_long()
     assert!(!long.status.success());
     assert!(String::from_utf8_lossy(&long.stderr).contains("CALENDAR_BAD_WINDOW"), "{long:?}");
 }
+
+#[test]
+fn calendar_free_lists_the_slots_left_in_working_hours_and_refuses_bad_hours() {
+    let dir = tempfile::tempdir().unwrap();
+    let ics = dir.path().join("me.ics");
+    // Monday 24 March 2025: a meeting 10:00–11:30, an invitation I declined 14:00–15:00, a
+    // transparent reminder over the afternoon.
+    std::fs::write(
+        &ics,
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n\
+         BEGIN:VEVENT\r\nUID:m@t\r\nDTSTART;TZID=Europe/Rome:20250324T100000\r\nDURATION:PT1H30M\r\n\
+         SUMMARY:Riunione\r\nEND:VEVENT\r\n\
+         BEGIN:VEVENT\r\nUID:d@t\r\nDTSTART;TZID=Europe/Rome:20250324T140000\r\nDURATION:PT1H\r\n\
+         SUMMARY:Declined\r\nATTENDEE;PARTSTAT=DECLINED:mailto:Me@Example.org\r\nEND:VEVENT\r\n\
+         BEGIN:VEVENT\r\nUID:t@t\r\nDTSTART;TZID=Europe/Rome:20250324T130000\r\nDURATION:PT4H\r\n\
+         SUMMARY:Reminder\r\nTRANSP:TRANSPARENT\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    )
+    .unwrap();
+    let free = |extra: &[&str]| {
+        let out = steward()
+            .args(["calendar", "free", "--ics"])
+            .arg(&ics)
+            .args(["--from", "2025-03-24", "--to", "2025-03-25", "--tz", "Europe/Rome", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                format!("{}/{}", v["start"].as_str().unwrap(), v["end"].as_str().unwrap())
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        free(&["--me", "me@example.org"]),
+        [
+            "2025-03-24T09:00:00+01:00/2025-03-24T10:00:00+01:00",
+            "2025-03-24T11:30:00+01:00/2025-03-24T18:00:00+01:00"
+        ]
+    );
+    // Without my address the declined invitation is busy; with a 90-minute minimum only the
+    // long afternoon slot is left.
+    assert_eq!(
+        free(&["--min-minutes", "90"]),
+        [
+            "2025-03-24T11:30:00+01:00/2025-03-24T14:00:00+01:00",
+            "2025-03-24T15:00:00+01:00/2025-03-24T18:00:00+01:00"
+        ]
+    );
+    assert_eq!(
+        free(&["--hours", "08:00-10:00"]),
+        ["2025-03-24T08:00:00+01:00/2025-03-24T10:00:00+01:00"]
+    );
+    let bad = steward()
+        .args(["calendar", "free", "--ics"])
+        .arg(&ics)
+        .args(["--from", "2025-03-24", "--to", "2025-03-25", "--hours", "18:00-09:00"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("CALENDAR_BAD_HOURS"), "{bad:?}");
+}

@@ -208,6 +208,22 @@ pub fn agenda_of(
     Ok(out)
 }
 
+/// The busy time and free slots of every calendar in `[from, to)` (see
+/// [`steward_core::calendar::free_busy`]): the calendars' events taken together, so a free slot
+/// is free in all of them.
+pub fn free_busy_of(
+    calendars: &[CalendarRead],
+    person: chrono_tz::Tz,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+    min_minutes: i64,
+    hours: &steward_core::calendar::WorkingHours,
+    me: &[String],
+) -> Result<steward_core::calendar::FreeBusy, steward_core::calendar::RecurError> {
+    let events: Vec<Event> = calendars.iter().flat_map(|c| c.events.iter().cloned()).collect();
+    steward_core::calendar::free_busy(&events, person, from, to, min_minutes, hours, me)
+}
+
 /// The person's zone when nothing names one: `TZ`, else `/etc/localtime`'s zone, else UTC.
 pub fn system_zone() -> chrono_tz::Tz {
     let from_tz = std::env::var("TZ").ok().and_then(|t| t.trim_start_matches(':').parse().ok());

@@ -2,7 +2,10 @@
 //! wall-clock time, UTC or floating — a length, a recurrence), expanded into occurrences in a
 //! bounded window ([`recur`]).
 
+pub mod free;
 pub mod recur;
+
+pub use free::{Busy, FreeBusy, Span, WorkingHours, free_busy};
 
 pub use recur::{
     EventTime, MAX_EXPANSION_STEPS, MAX_INSTANCES, MAX_RULE_BYTES, MAX_WINDOW_DAYS, Occurrence,

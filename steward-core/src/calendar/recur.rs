@@ -66,6 +66,9 @@ pub enum RecurError {
     /// candidates.
     #[error("the rule needs more than {MAX_EXPANSION_STEPS} steps to reach the window")]
     TooFar,
+    /// Working hours that cannot be read (`HH:MM-HH:MM`, the end after the start).
+    #[error("working hours {0:?}: expected HH:MM-HH:MM with the end after the start")]
+    BadHours(String),
 }
 
 impl StewardError for RecurError {
@@ -75,6 +78,7 @@ impl StewardError for RecurError {
             Self::BadWindow => "CALENDAR_BAD_WINDOW",
             Self::TooMany { .. } => "CALENDAR_TOO_MANY_OCCURRENCES",
             Self::TooFar => "CALENDAR_RRULE_TOO_FAR",
+            Self::BadHours(_) => "CALENDAR_BAD_HOURS",
         }
     }
 
