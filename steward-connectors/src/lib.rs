@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod calendar;
+pub mod contacts;
 pub mod home;
 pub mod mail;
 pub mod mcp;

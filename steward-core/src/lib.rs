@@ -18,6 +18,7 @@ pub mod audit;
 mod authority;
 pub mod backup;
 pub mod calendar;
+pub mod contacts;
 pub mod embed;
 pub mod error;
 pub mod eval;

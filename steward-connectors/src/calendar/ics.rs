@@ -4,6 +4,7 @@
 //! (DTEND, DURATION, or RFC 5545's defaults), its recurrence and its attendees. A bad event is
 //! a per-item error with a stable code; the rest of the file is read.
 
+use super::vtimezone::Defined;
 use calcard::{
     common::{IanaString as _, PartialDateTime, timezone::Tz as CalTz},
     icalendar::{
@@ -34,7 +35,9 @@ pub const MAX_FILE_ERRORS: usize = 100;
 pub struct ItemError {
     /// Its UID, when it had one.
     pub uid: Option<String>,
-    /// A stable code: `ICS_NO_DTSTART`, `ICS_BAD_TIME`, `ICS_TOO_MANY_EVENTS`.
+    /// A stable code: `ICS_NO_DTSTART`, `ICS_BAD_TIME`, `ICS_TOO_MANY_EVENTS` (the event is
+    /// not read), or `ICS_BAD_DTEND`, `ICS_BAD_RRULE` (it is read, with RFC 5545's default
+    /// length or as one occurrence).
     pub code: &'static str,
     /// What was wrong.
     pub message: String,
@@ -88,13 +91,76 @@ fn synthetic_uid(comp: &ICalendarComponent, start: &EventTime) -> String {
     format!("steward-{hex}")
 }
 
+/// `text` without the blank lines some writers leave before a folded line's continuation
+/// (`UID` CRLF CRLF ` :123`): the continuation joins the line it continues.
+fn join_split_folds(text: &str) -> std::borrow::Cow<'_, str> {
+    if !(text.contains("\n\r\n ") || text.contains("\n\n ") || text.contains("\n\r\n\t")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut lines = text.split_inclusive('\n').peekable();
+    while let Some(line) = lines.next() {
+        let blank = line.trim_end_matches(['\r', '\n']).is_empty();
+        let continues = lines.peek().is_some_and(|n| n.starts_with([' ', '\t']));
+        if blank && continues && !out.is_empty() {
+            continue;
+        }
+        out.push_str(line);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether a time value is malformed: `YYYYMMDDThhmmss` with other than six time digits
+/// (`19970701T13000Z`), which calcard would read as a floating 13:00.
+fn short_time(value: &str) -> bool {
+    value.split(',').any(|v| {
+        let v = v.split('/').next().unwrap_or(v).trim().trim_end_matches(['Z', 'z']);
+        match v.split_once(['T', 't']) {
+            Some((d, t)) => {
+                d.len() == 8
+                    && d.bytes().all(|b| b.is_ascii_digit())
+                    && t.bytes().all(|b| b.is_ascii_digit())
+                    && t.len() != 6
+            }
+            None => false,
+        }
+    })
+}
+
+/// `text` with every malformed time of a date property (see [`short_time`]) made unreadable,
+/// so its event is a per-item `ICS_BAD_TIME` instead of a time read wrong.
+fn refuse_short_times(text: &str) -> std::borrow::Cow<'_, str> {
+    const NAMES: [&str; 6] = ["DTSTART", "DTEND", "DUE", "RECURRENCE-ID", "EXDATE", "RDATE"];
+    let bad = |line: &str| {
+        let name = line.split([';', ':']).next().unwrap_or("");
+        NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+            && line.rsplit_once(':').is_some_and(|(_, v)| short_time(v.trim_end()))
+    };
+    if !text.lines().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        match line.rsplit_once(':') {
+            Some((head, _)) if bad(line) => {
+                out.push_str(head);
+                out.push_str(":INVALID\r\n");
+            }
+            _ => out.push_str(line),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Reads `text`.
 pub fn read_ics(text: &str) -> Result<IcsRead, IcsError> {
     if text.len() > MAX_ICS_BYTES {
         return Err(IcsError::TooLarge);
     }
     // A file may hold several VCALENDAR objects (exports, mailboxes of invitations).
-    let mut parser = calcard::Parser::new(text);
+    let joined = join_split_folds(text);
+    let checked = refuse_short_times(&joined);
+    let mut parser = calcard::Parser::new(&checked);
     let mut calendars = Vec::new();
     let mut first_error = None;
     for _ in 0..=MAX_FILE_EVENTS {
@@ -131,8 +197,15 @@ pub fn read_ics(text: &str) -> Result<IcsRead, IcsError> {
     Ok(out)
 }
 
+/// The zones a calendar's TZIDs name: calcard's resolution (IANA names, `X-LIC-LOCATION`,
+/// Microsoft's ids), then the calendar's own definitions ([`Defined`]).
+struct Zones<'a> {
+    named: TzResolver<&'a str>,
+    defined: Defined,
+}
+
 fn read_calendar(ical: &ICalendar, out: &mut IcsRead, error: &dyn Fn(&mut IcsRead, ItemError)) {
-    let tz = ical.build_tz_resolver();
+    let tz = Zones { named: ical.build_tz_resolver(), defined: Defined::of(ical) };
     for comp in &ical.components {
         if comp.component_type != ICalendarComponentType::VEvent {
             continue;
@@ -148,9 +221,13 @@ fn read_calendar(ical: &ICalendar, out: &mut IcsRead, error: &dyn Fn(&mut IcsRea
             );
             break;
         }
-        match event(comp, &tz) {
+        let mut warnings = Vec::new();
+        match event(comp, &tz, &mut warnings) {
             Ok(e) => out.events.push(e),
             Err(e) => error(out, e),
+        }
+        for w in warnings {
+            error(out, w);
         }
     }
 }
@@ -161,8 +238,12 @@ fn text(comp: &ICalendarComponent, p: &ICalendarProperty, max: usize) -> Option<
 }
 
 /// A DATE or DATE-TIME value in its frame.
-fn time_of(pdt: &PartialDateTime, tz_id: Option<&str>, tz: &TzResolver<&str>) -> Option<EventTime> {
+fn time_of(pdt: &PartialDateTime, tz_id: Option<&str>, tz: &Zones<'_>) -> Option<EventTime> {
     let r = pdt.to_date_time()?;
+    // A time must have its hour, minute and second (`T13000Z` is no time, not a floating one).
+    if pdt.has_time() && (pdt.minute.is_none() || pdt.second.is_none()) {
+        return None;
+    }
     if !pdt.has_time() {
         return Some(EventTime::Date(r.date_time.date()));
     }
@@ -170,26 +251,40 @@ fn time_of(pdt: &PartialDateTime, tz_id: Option<&str>, tz: &TzResolver<&str>) ->
         let utc = r.date_time - Duration::seconds(i64::from(off.local_minus_utc()));
         return Some(EventTime::Utc(utc));
     }
-    Some(match tz_id.and_then(|id| tz.resolve(id)) {
+    Some(match tz_id.and_then(|id| tz.named.resolve(id)) {
         Some(CalTz::Tz(zone)) => EventTime::Zoned(r.date_time, zone),
         Some(CalTz::Fixed(off)) => {
             EventTime::Utc(r.date_time - Duration::seconds(i64::from(off.local_minus_utc())))
         }
+        // A zone the calendar defines itself: the IANA zone that keeps its offsets, else the
+        // instant its definition gives.
+        _ if tz_id.is_some_and(|id| tz.defined.defines(id)) => {
+            let id = tz_id.unwrap_or_default();
+            let wall = r.date_time;
+            match tz.defined.zone(id, chrono::Datelike::year(&wall)) {
+                Some(zone) => EventTime::Zoned(wall, zone),
+                None => {
+                    tz.defined.instant(id, wall).map_or(EventTime::Floating(wall), EventTime::Utc)
+                }
+            }
+        }
+        // A TZID no definition explains that holds an IANA name (`/vendor/Europe/Berlin`,
+        // `US-Eastern`).
+        _ if tz_id.and_then(super::vtimezone::named).is_some() => EventTime::Zoned(
+            r.date_time,
+            tz_id.and_then(super::vtimezone::named).unwrap_or_default(),
+        ),
         // No TZID, or one that names no zone: floating (RFC 5545 leaves it to the reader).
         Some(CalTz::Floating) | None => EventTime::Floating(r.date_time),
     })
 }
 
-fn entry_time(e: &ICalendarEntry, tz: &TzResolver<&str>) -> Option<EventTime> {
+fn entry_time(e: &ICalendarEntry, tz: &Zones<'_>) -> Option<EventTime> {
     time_of(e.values.first()?.as_partial_date_time()?, e.tz_id(), tz)
 }
 
 /// Every time of every `p` entry (EXDATE, RDATE: lists, each with its own TZID).
-fn times(
-    comp: &ICalendarComponent,
-    p: &ICalendarProperty,
-    tz: &TzResolver<&str>,
-) -> Vec<EventTime> {
+fn times(comp: &ICalendarComponent, p: &ICalendarProperty, tz: &Zones<'_>) -> Vec<EventTime> {
     comp.properties(p)
         .flat_map(|e| {
             e.values.iter().filter_map(move |v| match v {
@@ -215,7 +310,11 @@ fn seconds_between(start: &EventTime, end: &EventTime) -> i64 {
     (end.instant(utc) - start.instant(utc)).num_seconds()
 }
 
-fn event(comp: &ICalendarComponent, tz: &TzResolver<&str>) -> Result<Event, ItemError> {
+fn event(
+    comp: &ICalendarComponent,
+    tz: &Zones<'_>,
+    warn: &mut Vec<ItemError>,
+) -> Result<Event, ItemError> {
     let uid = comp.uid().map(|u| u.trim().chars().take(500).collect::<String>());
     let fail = |code: &'static str, message: &str| ItemError {
         uid: uid.clone(),
@@ -233,9 +332,12 @@ fn event(comp: &ICalendarComponent, tz: &TzResolver<&str>) -> Result<Event, Item
         Some(u) => u,
         None => synthetic_uid(comp, &start),
     };
-    let duration_secs = if let Some(end) = comp.property(&ICalendarProperty::Dtend) {
-        let end =
-            entry_time(end, tz).ok_or_else(|| fail("ICS_BAD_TIME", "DTEND cannot be read"))?;
+    let end = comp.property(&ICalendarProperty::Dtend).map(|e| entry_time(e, tz));
+    if let Some(None) = end {
+        // The event is still worth having: it keeps its start, with RFC 5545's default length.
+        warn.push(fail("ICS_BAD_DTEND", "DTEND cannot be read: the default length is used"));
+    }
+    let duration_secs = if let Some(Some(end)) = end {
         seconds_between(&start, &end).max(0)
     } else if let Some(d) = comp
         .property(&ICalendarProperty::Duration)
@@ -253,12 +355,17 @@ fn event(comp: &ICalendarComponent, tz: &TzResolver<&str>) -> Result<Event, Item
         // … and a timed one ends when it starts.
         0
     };
-    let rule = comp.property(&ICalendarProperty::Rrule).and_then(|e| e.values.first()).and_then(
-        |v| match v {
-            ICalendarValue::RecurrenceRule(r) => Some(r.to_string()),
-            _ => None,
-        },
-    );
+    let rule_entry = comp.property(&ICalendarProperty::Rrule);
+    let rule = rule_entry.and_then(|e| e.values.first()).and_then(|v| match v {
+        ICalendarValue::RecurrenceRule(r) => Some(r.to_string()),
+        _ => None,
+    });
+    if rule_entry.is_some() && rule.is_none() {
+        warn.push(fail(
+            "ICS_BAD_RRULE",
+            "RRULE cannot be read: the event is kept as one occurrence",
+        ));
+    }
     let recurrence = Recurrence {
         rule,
         rdates: times(comp, &ICalendarProperty::Rdate, tz),

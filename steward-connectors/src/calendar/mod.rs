@@ -3,6 +3,7 @@
 //! beside them; `.tmp` and extensionless files are not items).
 
 pub mod ics;
+mod vtimezone;
 
 use std::path::{Path, PathBuf};
 

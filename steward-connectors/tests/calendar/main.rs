@@ -2,5 +2,6 @@
 //! allow-list of every disagreement and its reason), and the sources (vdir, .ics) read into an
 //! agenda.
 
+mod ics_differential;
 mod recur;
 mod sources;

@@ -197,3 +197,69 @@ fn every_icalendar_file_of_the_corpora_is_read_or_refused_without_a_panic() {
     );
     assert!(events >= 200, "{events} events");
 }
+
+#[test]
+fn a_malformed_time_is_an_item_error_and_a_bad_end_or_rule_keeps_the_event() {
+    let text = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n\
+        BEGIN:VEVENT\r\nUID:short\r\nDTSTART:19970701T13000Z\r\nSUMMARY:Short time\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID:end\r\nDTSTART:19970701T130000Z\r\nDTEND:1997X\r\nSUMMARY:Bad end\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID:rule\r\nDTSTART:19970701T130000Z\r\nRRULE:FREQ=SOMETIMES\r\nSUMMARY:Bad rule\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID\r\n\r\n :split\r\nDTSTART:19970702T130000Z\r\nSUMMARY:Split fold\r\nEND:VEVENT\r\n\
+        END:VCALENDAR\r\n";
+    let read = steward_connectors::calendar::read_ics(text).unwrap();
+    let uids: Vec<&str> = read.events.iter().map(|e| e.uid.as_str()).collect();
+    let codes: Vec<(&str, Option<&str>)> =
+        read.errors.iter().map(|e| (e.code, e.uid.as_deref())).collect();
+    eprintln!("{:?}", read.events.iter().map(|e| (&e.uid, e.start)).collect::<Vec<_>>());
+    assert_eq!(uids, ["end", "rule", "split"], "{codes:?}");
+    assert_eq!(
+        codes,
+        [
+            ("ICS_BAD_TIME", Some("short")),
+            ("ICS_BAD_DTEND", Some("end")),
+            ("ICS_BAD_RRULE", Some("rule"))
+        ]
+    );
+    // The bad end takes RFC 5545's default (a timed event ends when it starts); the bad rule
+    // leaves one occurrence.
+    assert_eq!(read.events[0].duration_secs, 0);
+    assert!(read.events[1].recurrence.rule.is_none());
+}
+
+#[test]
+fn a_zone_the_file_defines_itself_is_matched_to_the_iana_zone_and_its_recurrences_follow_it() {
+    // A TZID no reader knows, defined by the file with EU rules: the weekly 20:00 stays 20:00
+    // on the wall clock across the change back to winter time (26 October 2025).
+    let text = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n\
+        BEGIN:VTIMEZONE\r\nTZID:/Europe/CUSTOM\r\n\
+        BEGIN:DAYLIGHT\r\nTZOFFSETFROM:+0100\r\nTZOFFSETTO:+0200\r\nDTSTART:19700329T020000\r\n\
+        RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU\r\nEND:DAYLIGHT\r\n\
+        BEGIN:STANDARD\r\nTZOFFSETFROM:+0200\r\nTZOFFSETTO:+0100\r\nDTSTART:19701025T030000\r\n\
+        RRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n\
+        BEGIN:VTIMEZONE\r\nTZID:Nowhere\r\n\
+        BEGIN:STANDARD\r\nTZOFFSETFROM:+0530\r\nTZOFFSETTO:+0517\r\nDTSTART:20000101T000000\r\nEND:STANDARD\r\n\
+        END:VTIMEZONE\r\n\
+        BEGIN:VEVENT\r\nUID:chat\r\nDTSTART;TZID=/Europe/CUSTOM:20251017T200000\r\nDURATION:PT1H\r\n\
+        RRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:Chat\r\nEND:VEVENT\r\n\
+        BEGIN:VEVENT\r\nUID:odd\r\nDTSTART;TZID=Nowhere:20251020T120000\r\nSUMMARY:Odd zone\r\nEND:VEVENT\r\n\
+        END:VCALENDAR\r\n";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("custom.ics");
+    std::fs::write(&file, text).unwrap();
+    let cal = read_ics_file(&file);
+    assert!(cal.errors.is_empty(), "{:?}", cal.errors);
+    let from = Utc.with_ymd_and_hms(2025, 10, 1, 0, 0, 0).unwrap();
+    let to = Utc.with_ymd_and_hms(2025, 11, 30, 0, 0, 0).unwrap();
+    let items = agenda_of(&[cal], chrono_tz::UTC, from, to, 100).unwrap();
+    let starts: Vec<String> = items.iter().map(|i| i.item.start.to_rfc3339()).collect();
+    assert_eq!(
+        starts,
+        [
+            "2025-10-17T20:00:00+02:00",
+            // A zone no IANA zone matches (+05:17) still gives the exact instant.
+            "2025-10-20T06:43:00+00:00",
+            "2025-10-24T20:00:00+02:00",
+            "2025-10-31T20:00:00+01:00",
+        ]
+    );
+}

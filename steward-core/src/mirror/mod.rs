@@ -26,6 +26,7 @@
 mod blobs;
 mod feed;
 pub mod model;
+mod people;
 pub mod read;
 mod role;
 mod stats;
@@ -41,6 +42,7 @@ pub use model::{
     Address, BodyState, FileError, Flags, MailSource, MailboxRef, MailboxRole, ParseLimits,
     ParsedAttachment, ParsedMessage, SourceError, SourceFile,
 };
+pub use people::DEFAULT_MAX_CORRESPONDENTS;
 pub use read::{
     AttachmentInfo, BodyText, BodyWindow, MessageRead, ReadError, ThreadEntry, ThreadPage,
 };

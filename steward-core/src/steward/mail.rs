@@ -23,4 +23,13 @@ impl Steward {
     pub fn mail_stats(&self) -> Result<MirrorStats, MirrorError> {
         self.mirror().stats()
     }
+
+    /// The people of the mirror's headers, with how often and how recently you wrote to them
+    /// and they to you (see [`crate::mirror::Mirror::correspondents`]), at most `max`.
+    pub fn correspondents(
+        &self,
+        max: usize,
+    ) -> Result<Vec<crate::contacts::Correspondent>, MirrorError> {
+        self.mirror().correspondents(max)
+    }
 }
