@@ -53,5 +53,6 @@ pub use authority::{
 pub use error::{ErrorKind, StewardError};
 pub use limits::Limits;
 pub use steward::{
-    AuditPage, OpenError, RebuildReport, Steward, StewardBuilder, SyncError, default_home,
+    AuditPage, ContactsQueryError, OpenError, RebuildReport, Steward, StewardBuilder, SyncError,
+    default_home,
 };

@@ -1114,3 +1114,73 @@ fn calendar_free_lists_the_slots_left_in_working_hours_and_refuses_bad_hours() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("CALENDAR_BAD_HOURS"), "{bad:?}");
 }
+
+#[test]
+fn contacts_are_indexed_searched_and_resolved_and_a_reindex_counts_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let book = dir.path().join("book");
+    std::fs::create_dir_all(&book).unwrap();
+    let card = |uid: &str, body: &str| {
+        format!("BEGIN:VCARD\r\nVERSION:3.0\r\nUID:{uid}\r\n{body}END:VCARD\r\n")
+    };
+    std::fs::write(
+        book.join("a.vcf"),
+        card("a", "FN:Anna Rossi\r\nORG:Polimi\r\nEMAIL:anna@polimi.it\r\nTEL:02 1234 5678\r\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        book.join("b.vcf"),
+        card("b", "FN:Anna Bianchi\r\nEMAIL:anna.b@example.org\r\n"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = steward().arg("--home").arg(&home).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first: serde_json::Value = serde_json::from_str(
+        run(&["index", "contacts", "--vdir", book.to_str().unwrap(), "--region", "IT", "--json"])
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (first["added"].as_u64(), first["contacts"].as_u64()),
+        (Some(2), Some(2)),
+        "{first}"
+    );
+    // The same books again change nothing; one card gone is counted.
+    let again =
+        run(&["index", "contacts", "--vdir", book.to_str().unwrap(), "--region", "IT", "--json"]);
+    assert!(again.contains("\"added\":0") && again.contains("\"changed\":0"), "{again}");
+    let found: serde_json::Value = serde_json::from_str(
+        run(&["contacts", "search", "polimi", "--json"]).lines().next().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(found["name"], "Anna Rossi");
+    assert_eq!(found["phones"][0], "+390212345678");
+    let r: serde_json::Value =
+        serde_json::from_str(run(&["contacts", "resolve", "Anna", "--json"]).trim()).unwrap();
+    assert_eq!(r["status"], "ambiguous", "{r}");
+    assert_eq!(r["candidates"].as_array().unwrap().len(), 2);
+    let r: serde_json::Value =
+        serde_json::from_str(run(&["contacts", "resolve", "Anna from Polimi", "--json"]).trim())
+            .unwrap();
+    assert_eq!(
+        (r["status"].as_str(), r["candidates"][0]["email"].as_str()),
+        (Some("resolved"), Some("anna@polimi.it"))
+    );
+    std::fs::remove_file(book.join("b.vcf")).unwrap();
+    let gone = run(&["index", "contacts", "--vdir", book.to_str().unwrap(), "--json"]);
+    assert!(gone.contains("\"removed\":1") && gone.contains("\"contacts\":1"), "{gone}");
+    let bad = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["contacts", "resolve", "the", "--json"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("CONTACTS_EMPTY_QUERY"), "{bad:?}");
+}

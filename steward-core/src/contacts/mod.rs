@@ -4,6 +4,9 @@
 //! them, search, and recipient resolution that never guesses ([`resolve`]).
 
 pub mod resolve;
+pub mod store;
+
+pub use store::{ContactStore, ContactStoreError, ContactsReport};
 
 pub use resolve::{
     Candidate, Evidence, MAX_CANDIDATES, MAX_QUERY_CHARS, Resolution, Status, resolve_recipient,
@@ -52,7 +55,7 @@ impl StewardError for ContactsError {
 }
 
 /// Where a contact's data came from.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
 pub struct ContactSource {
     /// The source (an address book's id, a file).
     pub source: String,
@@ -61,7 +64,7 @@ pub struct ContactSource {
 }
 
 /// A person.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Contact {
     /// Steward's id for the person: stable across re-reads (from the lowest address, else the
     /// first source's UID), distinct from any source's own id.

@@ -1,10 +1,12 @@
 //! The `Steward` handle: one person's home directory and the stores in it.
 
 mod access;
+mod contacts;
 mod mail;
 mod records;
 mod watches;
 
+pub use contacts::ContactsQueryError;
 pub use records::AuditPage;
 
 use std::{
@@ -262,6 +264,7 @@ impl StewardBuilder {
             watch_adapters: self.watch_adapters,
             watches: std::sync::OnceLock::new(),
             chats: std::sync::OnceLock::new(),
+            contacts: std::sync::OnceLock::new(),
             agent: std::sync::Mutex::new(std::sync::Weak::new()),
             jobs: std::sync::OnceLock::new(),
         })
@@ -350,6 +353,8 @@ pub struct Steward {
     watches: std::sync::OnceLock<crate::watch::Watches>,
     /// `chats.db` (the agent's chats and turn events), opened on first use.
     chats: std::sync::OnceLock<Arc<crate::agent::store::ChatStore>>,
+    /// `contacts.db` (address books and the people merged from them), opened on first use.
+    contacts: std::sync::OnceLock<crate::contacts::store::ContactStore>,
     /// The handle's agent while one lives (a handle has one: see [`crate::agent::Agent::open`]).
     pub(crate) agent: std::sync::Mutex<std::sync::Weak<crate::agent::Shared>>,
     /// The runner's jobs table (`steward.db`), opened on first use.

@@ -35,6 +35,7 @@ mod authority;
 mod backup;
 mod calendar;
 mod chat;
+mod contacts;
 mod embed;
 mod jobs;
 mod mail;
@@ -151,6 +152,12 @@ enum Command {
         #[command(subcommand)]
         cmd: calendar::CalendarCmd,
     },
+    /// Contacts: search the indexed address books, resolve who a description means (never a
+    /// guess: ambiguous descriptions list the candidates)
+    Contacts {
+        #[command(subcommand)]
+        cmd: contacts::ContactsCmd,
+    },
     /// Italian trains: the next direct train between two stations, a train's status.
     Trains {
         #[command(subcommand)]
@@ -262,6 +269,8 @@ struct SearchArgs {
 enum IndexWhat {
     /// Mirror mail from a Maildir, an mbox file or an Apple Mail folder.
     Mail(MailArgs),
+    /// Index address books (a vdir or a .vcf file) into contacts.db.
+    Contacts(contacts::ContactsArgs),
     /// Drop and rebuild every derived index from the mirror.
     Rebuild {
         /// Print one JSON object.
@@ -330,6 +339,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
     let result = match args.command {
         Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
         Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
+        Command::Index { what: IndexWhat::Contacts(a) } => contacts::index_contacts(args.home, a),
         Command::Embed(a) => open(args.home).and_then(|s| embed::embed(&s, &a)),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json, no_serve, serve } => {
@@ -348,6 +358,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Trains { cmd } => trains::trains(cmd),
         Command::Calendar { cmd } => calendar::calendar(cmd),
+        Command::Contacts { cmd } => contacts::contacts(args.home, cmd),
         Command::Tools { cmd } => tools::tools(args.home, cmd),
         Command::Chat(a) => chat::chat(args.home, *a),
         Command::Chats { cmd } => chat::chats(args.home, cmd),

@@ -1,0 +1,228 @@
+//! `contacts.db`: the cards of every address book as read, per account, and the people merged
+//! from all of them ([`merge`]). Indexing an account replaces its cards — new, changed and
+//! vanished ones counted — in one transaction, then re-merges; the files are the truth and a
+//! re-run of the same books changes nothing.
+
+use std::{collections::BTreeMap, path::Path};
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Contact, merge};
+use crate::{
+    Limits,
+    error::{ErrorKind, StewardError},
+    store::{Database, Migration, OpenOptions, Schema, StoreError},
+};
+
+const SCHEMA: Schema = Schema {
+    name: "contacts",
+    migrations: &[Migration {
+        version: 1,
+        name: "contacts",
+        sql: include_str!("../../migrations/contacts/001_contacts.sql"),
+    }],
+};
+
+/// Longest account name, characters.
+/// Fixed (not a setting).
+pub const MAX_ACCOUNT_CHARS: usize = 100;
+
+/// Why the contacts store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContactStoreError {
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// An account name that is empty, too long or holds `/`.
+    #[error("account names are 1 to {MAX_ACCOUNT_CHARS} characters without '/'")]
+    BadAccount,
+    /// A stored row could not be read back.
+    #[error("a stored contact could not be read: {0}")]
+    Corrupt(String),
+}
+
+impl StewardError for ContactStoreError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Store(e) => e.code(),
+            Self::BadAccount => "CONTACTS_BAD_ACCOUNT",
+            Self::Corrupt(_) => "CONTACTS_CORRUPT",
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Store(e) => e.kind(),
+            Self::BadAccount => ErrorKind::InvalidInput,
+            Self::Corrupt(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+/// What indexing an account changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ContactsReport {
+    /// The account.
+    pub account: String,
+    /// Cards read now.
+    pub cards: usize,
+    /// Cards not there before.
+    pub added: usize,
+    /// Cards that changed.
+    pub changed: usize,
+    /// Cards that are gone from the books.
+    pub removed: usize,
+    /// People after merging every account.
+    pub contacts: usize,
+}
+
+/// The store.
+pub struct ContactStore {
+    db: Database,
+}
+
+impl ContactStore {
+    /// Opens (or creates) `<home>/contacts.db`.
+    pub fn open(home: &Path, limits: &Limits) -> Result<Self, ContactStoreError> {
+        let path = home.join("contacts.db");
+        let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))?;
+        crate::store::restrict_file(&path);
+        Ok(Self { db })
+    }
+
+    /// Replaces `account`'s cards with `cards` (each source becomes `<account>/<book>`), then
+    /// re-merges every account's cards into people. `errors` is how many cards could not be
+    /// read (recorded with the run).
+    pub fn index_account(
+        &self,
+        account: &str,
+        cards: Vec<Contact>,
+        errors: usize,
+        now: i64,
+    ) -> Result<ContactsReport, ContactStoreError> {
+        if account.is_empty()
+            || account.chars().count() > MAX_ACCOUNT_CHARS
+            || account.contains('/')
+        {
+            return Err(ContactStoreError::BadAccount);
+        }
+        let prefix = format!("{account}/");
+        let mut new: BTreeMap<(String, String), String> = BTreeMap::new();
+        for mut c in cards {
+            for s in &mut c.sources {
+                s.source = format!("{prefix}{}", s.source);
+            }
+            let Some(s) = c.sources.first().cloned() else { continue };
+            let json =
+                serde_json::to_string(&c).map_err(|e| ContactStoreError::Corrupt(e.to_string()))?;
+            new.insert((s.source, s.uid), json);
+        }
+        let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        let (added, changed, removed) = self.db.write(|tx| {
+            let old: BTreeMap<(String, String), String> = {
+                let mut stmt = tx
+                    .prepare("SELECT source, uid, card FROM cards WHERE substr(source, 1, length(?1)) = ?1")
+                    .map_err(q("prepare old cards"))?;
+                let rows = stmt
+                    .query_map([&prefix], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
+                    .map_err(q("old cards"))?;
+                rows.collect::<Result<_, _>>().map_err(q("old card"))?
+            };
+            let (mut added, mut changed, mut removed) = (0, 0, 0);
+            for (k, json) in &new {
+                match old.get(k) {
+                    Some(o) if o == json => continue,
+                    Some(_) => changed += 1,
+                    None => added += 1,
+                }
+                tx.execute(
+                    "INSERT INTO cards (source, uid, card) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (source, uid) DO UPDATE SET card = excluded.card",
+                    params![k.0, k.1, json],
+                )
+                .map_err(q("upsert card"))?;
+            }
+            for k in old.keys().filter(|k| !new.contains_key(*k)) {
+                tx.execute("DELETE FROM cards WHERE source = ?1 AND uid = ?2", params![k.0, k.1])
+                    .map_err(q("delete card"))?;
+                removed += 1;
+            }
+            tx.execute(
+                "INSERT INTO accounts (account, indexed_at, cards, errors) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (account) DO UPDATE SET indexed_at = excluded.indexed_at,
+                   cards = excluded.cards, errors = excluded.errors",
+                params![account, now, i64::try_from(new.len()).unwrap_or(i64::MAX), i64::try_from(errors).unwrap_or(i64::MAX)],
+            )
+            .map_err(q("record account"))?;
+            Ok::<_, StoreError>((added, changed, removed))
+        })?;
+        let contacts = if added + changed + removed > 0 { self.remerge()? } else { self.count()? };
+        Ok(ContactsReport {
+            account: account.to_owned(),
+            cards: new.len(),
+            added,
+            changed,
+            removed,
+            contacts,
+        })
+    }
+
+    fn count(&self) -> Result<usize, ContactStoreError> {
+        let n: i64 = self.db.read(|c| {
+            c.query_row("SELECT count(*) FROM contacts", [], |r| r.get(0))
+                .map_err(|e| StoreError::query("count contacts", e))
+        })?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Merges every stored card into people and replaces the people.
+    fn remerge(&self) -> Result<usize, ContactStoreError> {
+        let cards: Vec<String> = self.db.read(|c| {
+            let mut stmt = c
+                .prepare("SELECT card FROM cards ORDER BY source, uid")
+                .map_err(|e| StoreError::query("prepare cards", e))?;
+            let rows =
+                stmt.query_map([], |r| r.get(0)).map_err(|e| StoreError::query("cards", e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("card", e))
+        })?;
+        let cards: Vec<Contact> = cards
+            .iter()
+            .map(|j| serde_json::from_str(j).map_err(|e| ContactStoreError::Corrupt(e.to_string())))
+            .collect::<Result<_, _>>()?;
+        let people = merge(cards);
+        let rows: Vec<(String, String, String)> = people
+            .iter()
+            .map(|p| Ok((p.id.clone(), p.name.clone(), serde_json::to_string(p)?)))
+            .collect::<Result<_, serde_json::Error>>()
+            .map_err(|e| ContactStoreError::Corrupt(e.to_string()))?;
+        let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        self.db.write(|tx| {
+            tx.execute("DELETE FROM contacts", []).map_err(q("clear contacts"))?;
+            let mut stmt = tx
+                .prepare("INSERT OR REPLACE INTO contacts (id, name, contact) VALUES (?1, ?2, ?3)")
+                .map_err(q("prepare contact"))?;
+            for (id, name, json) in &rows {
+                stmt.execute(params![id, name, json]).map_err(q("insert contact"))?;
+            }
+            Ok::<_, StoreError>(())
+        })?;
+        Ok(people.len())
+    }
+
+    /// Every person, by name.
+    pub fn contacts(&self) -> Result<Vec<Contact>, ContactStoreError> {
+        let rows: Vec<String> = self.db.read(|c| {
+            let mut stmt = c
+                .prepare("SELECT contact FROM contacts ORDER BY name COLLATE NOCASE, id")
+                .map_err(|e| StoreError::query("prepare contacts", e))?;
+            let rows =
+                stmt.query_map([], |r| r.get(0)).map_err(|e| StoreError::query("contacts", e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("contact", e))
+        })?;
+        rows.iter()
+            .map(|j| serde_json::from_str(j).map_err(|e| ContactStoreError::Corrupt(e.to_string())))
+            .collect()
+    }
+}

@@ -1,0 +1,82 @@
+//! The facade's contacts: address books indexed into `contacts.db`, search, and recipient
+//! resolution over the people merged from them and the people of the mail mirror.
+
+use super::Steward;
+use crate::contacts::{
+    Contact, ContactStore, ContactStoreError, ContactsError, ContactsReport, Resolution,
+    resolve_recipient, search_contacts,
+};
+use crate::mirror::DEFAULT_MAX_CORRESPONDENTS;
+
+/// Why a contacts question failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContactsQueryError {
+    /// The question.
+    #[error(transparent)]
+    Query(#[from] ContactsError),
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] ContactStoreError),
+    /// The mail mirror.
+    #[error(transparent)]
+    Mirror(#[from] crate::mirror::MirrorError),
+}
+
+impl crate::StewardError for ContactsQueryError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Query(e) => e.code(),
+            Self::Store(e) => e.code(),
+            Self::Mirror(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> crate::ErrorKind {
+        match self {
+            Self::Query(e) => e.kind(),
+            Self::Store(e) => e.kind(),
+            Self::Mirror(e) => e.kind(),
+        }
+    }
+}
+
+impl Steward {
+    fn contact_store(&self) -> Result<&ContactStore, ContactStoreError> {
+        self.open_once(&self.contacts, || ContactStore::open(&self.home, &self.limits))
+    }
+
+    /// Replaces `account`'s cards with `cards` and re-merges the people (see
+    /// [`ContactStore::index_account`]).
+    pub fn index_contacts(
+        &self,
+        account: &str,
+        cards: Vec<Contact>,
+        errors: usize,
+    ) -> Result<ContactsReport, ContactStoreError> {
+        self.contact_store()?.index_account(account, cards, errors, chrono::Utc::now().timestamp())
+    }
+
+    /// Every person of the indexed address books, by name.
+    pub fn contacts(&self) -> Result<Vec<Contact>, ContactStoreError> {
+        self.contact_store()?.contacts()
+    }
+
+    /// The people that fit `text` best, at most `limit` (see [`search_contacts`]).
+    pub fn search_contacts(
+        &self,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<Contact>, ContactsQueryError> {
+        let all = self.contacts()?;
+        Ok(search_contacts(text, &all, limit)?.into_iter().cloned().collect())
+    }
+
+    /// Who `text` means, over the address books and the mirror's correspondents: resolved,
+    /// ambiguous or not found, never a guess (see [`resolve_recipient`]).
+    pub fn resolve_recipient(&self, text: &str) -> Result<Resolution, ContactsQueryError> {
+        let all = self.contacts()?;
+        let mail = self.correspondents(DEFAULT_MAX_CORRESPONDENTS)?;
+        Ok(resolve_recipient(text, &all, &mail)?)
+    }
+}
