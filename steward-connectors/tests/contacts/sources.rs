@@ -195,3 +195,48 @@ fn a_many_card_export_is_read_whole_and_a_file_without_cards_is_refused() {
     assert!(read.cards.is_empty());
     assert_eq!(read.errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["VCF_INVALID"]);
 }
+
+#[test]
+fn the_agent_tools_resolve_only_what_fits_one_address_and_mark_contacts_as_untrusted_data() {
+    use steward_core::{
+        ToolCall,
+        policy::DecisionContext,
+        tools::{SourceRef, ToolOutcome, Toolbox},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("contacts");
+    write_books(&root);
+    let s = std::sync::Arc::new(mirrored(dir.path()));
+    let read = read_vdir(&root, region("IT")).unwrap();
+    let report = s.index_contacts("home", read.cards, read.errors.len()).unwrap();
+    assert_eq!((report.added, report.contacts), (4, 3));
+    let tb = Toolbox::new(std::sync::Arc::clone(&s));
+    let run = |tool: &str, input: serde_json::Value| {
+        let call = ToolCall { actor: "agent:test", chat: Some("c"), tool, input: &input };
+        match tb.call(&call, &DecisionContext::default()).unwrap() {
+            ToolOutcome::Ran { result, .. } => *result,
+            other => panic!("{tool} did not run: {other:?}"),
+        }
+    };
+    let r = run("contacts.resolve_recipient", serde_json::json!({ "text": "Anna" }));
+    assert!(r.text.starts_with("Ambiguous:"), "{}", r.text);
+    assert!(r.text.contains("do not choose yourself"));
+    assert!(r.untrusted, "names from cards and mail headers are data, never orders");
+    assert_eq!(r.sources.len(), 3);
+    assert!(r.sources.contains(&SourceRef::Contact { id: "anna.verdi@studio.example".into() }));
+    let r = run("contacts.resolve_recipient", serde_json::json!({ "text": "Beppe" }));
+    assert_eq!(r.text, "Resolved: Giuseppe Verdi <beppe@example.org>.");
+    let r = run("contacts.search", serde_json::json!({ "query": "manzoni" }));
+    assert!(r.text.contains("Anna Bianchi (Scuola Manzoni): anna.bianchi@example.org tel +393331234567, +390212345678"), "{}", r.text);
+    // Bad input changes nothing and says why.
+    let bad = tb.call(
+        &ToolCall {
+            actor: "agent:test",
+            chat: Some("c"),
+            tool: "contacts.search",
+            input: &serde_json::json!({ "query": "x", "limit": 99 }),
+        },
+        &DecisionContext::default(),
+    );
+    assert!(bad.is_err(), "{bad:?}");
+}

@@ -34,6 +34,7 @@ fn source_label(s: &SourceRef) -> String {
         SourceRef::Approval { id } => format!("approval:{id}"),
         SourceRef::Train { train_ref } => format!("train:{train_ref}"),
         SourceRef::Usage => "usage".to_owned(),
+        SourceRef::Contact { id } => format!("contact:{id}"),
         SourceRef::External { server, tool } => format!("mcp:{server}:{tool}"),
     }
 }

@@ -50,6 +50,27 @@ pub struct MailSearchInput {
     pub cursor: Option<String>,
 }
 
+/// Search the person's address books.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContactsSearchInput {
+    /// A name, nickname, organization, address or phone digits to look for.
+    pub query: String,
+    /// People to return (1-20; 10 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 20))]
+    pub limit: Option<u32>,
+}
+
+/// Find the one address a description of a person means, or the candidates to ask about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContactsResolveInput {
+    /// Who: a name, a nickname, a name with an organization ("Anna from Polimi"), or an
+    /// address.
+    pub text: String,
+}
+
 /// Read one mirrored message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -337,6 +358,19 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
         ToolSpec::new::<UsageSummaryInput>(
             "usage.summary",
             "Summarize model requests, tokens and cost.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<ContactsSearchInput>(
+            "contacts.search",
+            "Search the person's address books.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<ContactsResolveInput>(
+            "contacts.resolve_recipient",
+            "Find the address a description of a person means. When the answer is ambiguous or \
+             not found, ask the person; never pick a candidate yourself.",
             Effect::Read,
             Level::Auto,
         )?,

@@ -19,6 +19,7 @@
 //! mail and attachments marked untrusted, because their text is data, never instructions.
 
 mod client;
+mod contacts;
 mod external;
 mod mail;
 mod system;
@@ -29,6 +30,7 @@ pub use client::{
     pending_json, result_text,
 };
 
+pub use contacts::CONTACTS_DEFAULT_LIMIT;
 pub use external::{
     MAX_EXTERNAL_INPUT_BYTES, MAX_PROVIDER_NAME_CHARS, ProvidedTools, ToolProvider,
     check_external_input, external_name, valid_provider_name,
@@ -113,6 +115,11 @@ pub enum SourceRef {
     },
     /// The usage ledger.
     Usage,
+    /// A person of the address books or of the mail headers.
+    Contact {
+        /// Steward's id for the person, or the address when they are only in mail.
+        id: String,
+    },
     /// A tool of an outside server (`[[mcp.servers]]`).
     External {
         /// The server's name.
@@ -132,6 +139,8 @@ impl SourceRef {
                 | Self::Attachment { .. }
                 | Self::Train { .. }
                 | Self::External { .. }
+                // Cards of shared or synced books, and names from mail headers.
+                | Self::Contact { .. }
         )
     }
 }
@@ -465,7 +474,9 @@ impl Toolbox {
             client_wait: std::time::Duration::ZERO,
             waiting: std::sync::atomic::AtomicUsize::new(0),
         };
-        for (name, executor) in mail::readers().into_iter().chain(system::tools()) {
+        for (name, executor) in
+            mail::readers().into_iter().chain(contacts::tools()).chain(system::tools())
+        {
             toolbox.insert(name, executor);
         }
         for name in mail::WRITERS {
