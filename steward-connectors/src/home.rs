@@ -25,6 +25,7 @@ use steward_core::{
         Agent, AgentConfig, AgentError,
         notify::{ComposedDelivery, NotifyConfig},
     },
+    calendar::{CalendarSettings, WorkingHours},
     mirror::MailSource,
     outbox::MailTransport,
     runner::{ConfiguredSource, FeedDelivery, Runner, RunnerConfig, RunnerError, Services},
@@ -55,10 +56,45 @@ pub fn builder(home: Option<PathBuf>) -> StewardBuilder {
         // The specs are constants checked by the toolbox test; never fail an open over them.
         Err(e) => tracing::warn!(error = %e, "the train tools are unavailable"),
     }
+    let dir = home.clone().or_else(steward_core::default_home);
+    match dir.as_deref().map(calendar_settings) {
+        Some(Ok(settings)) => b = b.calendar_settings(settings),
+        // The commands that answer calendar questions read the settings again and say why.
+        Some(Err(e)) => tracing::warn!(error = %e, "calendar settings unusable: defaults used"),
+        None => {}
+    }
     if let Some(h) = home {
         b = b.home(h);
     }
     b
+}
+
+/// The calendar settings of `<home>/config.toml`:
+///
+/// ```toml
+/// [calendar]
+/// time_zone = "Europe/Rome"          # default: TZ, else the system's zone
+/// me = ["me@example.org"]            # your addresses: invitations you declined take no time
+/// working_hours = "09:00-18:00"      # Monday to Friday (the default)
+/// ```
+pub fn calendar_settings(home: &Path) -> Result<CalendarSettings, ConfigError> {
+    let path = home.join(crate::mail::smtp::CONFIG_FILE);
+    let bad = |what: String| ConfigError(format!("{}: [calendar] {what}", path.display()));
+    let mut out = CalendarSettings::default();
+    let Some(section) = read_config(home)?.calendar else { return Ok(out) };
+    if let Some(tz) = section.time_zone {
+        out.zone = tz.parse().map_err(|_| bad(format!("time_zone {tz:?} is not an IANA zone")))?;
+    }
+    for m in section.me.iter().take(50) {
+        out.me.push(
+            steward_core::contacts::normalize_email(m)
+                .ok_or_else(|| bad(format!("me: {m:?} is not an address")))?,
+        );
+    }
+    if let Some(h) = section.working_hours {
+        out.hours = WorkingHours::parse_span(&h).map_err(|e| bad(e.to_string()))?;
+    }
+    Ok(out)
 }
 
 /// Opens the home `home` (else the default) with everything configured.
@@ -130,6 +166,18 @@ struct ConfigFile {
     agent: Option<AgentSection>,
     #[serde(default)]
     mcp: Option<toml::Value>,
+    #[serde(default)]
+    calendar: Option<CalendarSection>,
+}
+
+/// `[calendar]`: the person's zone, addresses and working hours for calendar questions.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalendarSection {
+    time_zone: Option<String>,
+    #[serde(default)]
+    me: Vec<String>,
+    working_hours: Option<String>,
 }
 
 /// `[agent]`: the chat turns' tier and bounds.

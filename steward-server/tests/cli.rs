@@ -1184,3 +1184,115 @@ fn contacts_are_indexed_searched_and_resolved_and_a_reindex_counts_what_changed(
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("CONTACTS_EMPTY_QUERY"), "{bad:?}");
 }
+
+#[test]
+fn calendars_are_indexed_then_asked_from_the_store_and_a_second_index_reads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        "[calendar]\ntime_zone = \"Europe/Rome\"\nme = [\"Me@Example.org\"]\nworking_hours = \"09:00-13:00\"\n",
+    )
+    .unwrap();
+    let cal = dir.path().join("cal").join("work");
+    std::fs::create_dir_all(&cal).unwrap();
+    std::fs::write(cal.join("displayname"), "Lavoro").unwrap();
+    std::fs::write(
+        cal.join("weekly.ics"),
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\nUID:weekly@t\r\n\
+         DTSTART;TZID=Europe/Rome:20250324T100000\r\nDURATION:PT1H\r\n\
+         RRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:Riunione budget\r\nLOCATION:Sala Verdi\r\n\
+         ATTENDEE;CN=Anna:mailto:anna@example.org\r\nEND:VEVENT\r\n\
+         BEGIN:VEVENT\r\nUID:declined@t\r\nDTSTART;TZID=Europe/Rome:20250324T110000\r\nDURATION:PT1H\r\n\
+         SUMMARY:Vendor pitch\r\nATTENDEE;PARTSTAT=DECLINED:mailto:me@example.org\r\nEND:VEVENT\r\n\
+         END:VCALENDAR\r\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = steward().arg("--home").arg(&home).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let root = dir.path().join("cal");
+    let first =
+        run(&["index", "calendar", "--vdir", root.to_str().unwrap(), "--account", "me", "--json"]);
+    assert_eq!(
+        (first[0]["added"].as_u64(), first[0]["events"].as_u64()),
+        (Some(1), Some(2)),
+        "{first:?}"
+    );
+    let again =
+        run(&["index", "calendar", "--vdir", root.to_str().unwrap(), "--account", "me", "--json"]);
+    assert_eq!((again[0]["unchanged"].as_u64(), again[0]["added"].as_u64()), (Some(1), Some(0)));
+    // From the store, in the configured zone.
+    let agenda =
+        run(&["calendar", "agenda", "--from", "2025-03-24", "--to", "2025-04-14", "--json"]);
+    let starts: Vec<&str> = agenda.iter().filter_map(|o| o["start"].as_str()).collect();
+    assert_eq!(
+        starts,
+        [
+            "2025-03-24T10:00:00+01:00",
+            "2025-03-24T11:00:00+01:00",
+            "2025-03-31T10:00:00+02:00",
+            "2025-04-07T10:00:00+02:00"
+        ]
+    );
+    assert_eq!(agenda[0]["calendar"], "me/work");
+    // Working hours and my address come from [calendar]: the declined pitch takes no time.
+    let free = run(&["calendar", "free", "--from", "2025-03-24", "--to", "2025-03-25", "--json"]);
+    let spans: Vec<String> = free
+        .iter()
+        .map(|s| format!("{}/{}", s["start"].as_str().unwrap(), s["end"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        spans,
+        [
+            "2025-03-24T09:00:00+01:00/2025-03-24T10:00:00+01:00",
+            "2025-03-24T11:00:00+01:00/2025-03-24T13:00:00+01:00"
+        ]
+    );
+    let hits = run(&[
+        "calendar",
+        "search",
+        "budget verdi",
+        "--from",
+        "2025-03-01",
+        "--to",
+        "2025-05-01",
+        "--json",
+    ]);
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0]["more_occurrences"], 2);
+    assert!(
+        run(&[
+            "calendar",
+            "search",
+            "anna",
+            "--from",
+            "2025-03-01",
+            "--to",
+            "2025-05-01",
+            "--json"
+        ])
+        .len()
+            == 1,
+        "attendees are searched"
+    );
+    assert!(
+        run(&[
+            "calendar",
+            "search",
+            "holiday",
+            "--from",
+            "2025-03-01",
+            "--to",
+            "2025-05-01",
+            "--json"
+        ])
+        .is_empty()
+    );
+}

@@ -3,6 +3,7 @@
 //! beside them; `.tmp` and extensionless files are not items).
 
 pub mod ics;
+pub mod sync;
 mod vtimezone;
 
 use std::path::{Path, PathBuf};
@@ -118,9 +119,9 @@ fn meta(dir: &Path, name: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
 }
 
-/// Every collection under the vdir `root`, by name: a root that is itself a collection (it
-/// holds `.ics` items) is read as one.
-pub fn read_vdir(root: &Path) -> Result<Vec<CalendarRead>, std::io::Error> {
+/// The collection directories under the vdir `root`, by name (a root that itself holds `.ics`
+/// items is one collection), at most [`MAX_COLLECTIONS`].
+fn collections(root: &Path) -> Result<Vec<PathBuf>, std::io::Error> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)?
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -137,6 +138,40 @@ pub fn read_vdir(root: &Path) -> Result<Vec<CalendarRead>, std::io::Error> {
         dirs = vec![root.to_path_buf()];
     }
     dirs.truncate(MAX_COLLECTIONS);
+    Ok(dirs)
+}
+
+/// The `.ics` items of a collection, by name (`.tmp` files, a write in progress, and the rest
+/// are not items), at most [`MAX_COLLECTION_ITEMS`]; `None` when it cannot be listed.
+fn items(dir: &Path, errors: &mut Vec<SourceError>) -> Option<Vec<PathBuf>> {
+    let mut items: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(it) => it
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ics"))
+            .collect(),
+        Err(e) => {
+            errors.push(io_error(dir, &e));
+            return None;
+        }
+    };
+    items.sort();
+    if items.len() > MAX_COLLECTION_ITEMS {
+        errors.push(SourceError {
+            path: dir.to_owned(),
+            uid: None,
+            code: "CALENDAR_TOO_MANY_ITEMS",
+            message: format!("only the first {MAX_COLLECTION_ITEMS} items are read"),
+        });
+        items.truncate(MAX_COLLECTION_ITEMS);
+    }
+    Some(items)
+}
+
+/// Every collection under the vdir `root`, by name: a root that is itself a collection (it
+/// holds `.ics` items) is read as one.
+pub fn read_vdir(root: &Path) -> Result<Vec<CalendarRead>, std::io::Error> {
+    let dirs = collections(root)?;
     let mut out = Vec::with_capacity(dirs.len());
     for dir in dirs {
         let id = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -147,29 +182,7 @@ pub fn read_vdir(root: &Path) -> Result<Vec<CalendarRead>, std::io::Error> {
             events: Vec::new(),
             errors: Vec::new(),
         };
-        let mut items: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-            Ok(it) => it
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                // Items are `.ics` files; `.tmp` (a write in progress) and the rest are not.
-                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ics"))
-                .collect(),
-            Err(e) => {
-                cal.errors.push(io_error(&dir, &e));
-                Vec::new()
-            }
-        };
-        items.sort();
-        if items.len() > MAX_COLLECTION_ITEMS {
-            cal.errors.push(SourceError {
-                path: dir.clone(),
-                uid: None,
-                code: "CALENDAR_TOO_MANY_ITEMS",
-                message: format!("only the first {MAX_COLLECTION_ITEMS} items are read"),
-            });
-            items.truncate(MAX_COLLECTION_ITEMS);
-        }
-        for item in &items {
+        for item in &items(&dir, &mut cal.errors).unwrap_or_default() {
             add_file(&mut cal, item);
         }
         out.push(cal);
@@ -225,15 +238,4 @@ pub fn free_busy_of(
     steward_core::calendar::free_busy(&events, person, from, to, min_minutes, hours, me)
 }
 
-/// The person's zone when nothing names one: `TZ`, else `/etc/localtime`'s zone, else UTC.
-pub fn system_zone() -> chrono_tz::Tz {
-    let from_tz = std::env::var("TZ").ok().and_then(|t| t.trim_start_matches(':').parse().ok());
-    from_tz
-        .or_else(|| {
-            let link = std::fs::read_link("/etc/localtime").ok()?;
-            let s = link.to_string_lossy().into_owned();
-            let (_, name) = s.split_once("zoneinfo/")?;
-            name.parse().ok()
-        })
-        .unwrap_or(chrono_tz::Tz::UTC)
-}
+pub use steward_core::calendar::system_zone;

@@ -5,3 +5,4 @@
 mod ics_differential;
 mod recur;
 mod sources;
+mod store;

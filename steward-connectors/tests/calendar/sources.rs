@@ -12,7 +12,7 @@ use steward_connectors::{
     testing::corpus,
 };
 
-const WORK: &str = "BEGIN:VCALENDAR\r
+pub(crate) const WORK: &str = "BEGIN:VCALENDAR\r
 VERSION:2.0\r
 PRODID:-//test//EN\r
 BEGIN:VTIMEZONE\r
@@ -44,7 +44,7 @@ END:VEVENT\r
 END:VCALENDAR\r
 ";
 
-const HOME: &str = "BEGIN:VCALENDAR\r
+pub(crate) const HOME: &str = "BEGIN:VCALENDAR\r
 VERSION:2.0\r
 PRODID:-//test//EN\r
 BEGIN:VEVENT\r
@@ -72,7 +72,7 @@ END:VEVENT\r
 END:VCALENDAR\r
 ";
 
-fn write_vdir(root: &Path) {
+pub(crate) fn write_vdir(root: &Path) {
     let work = root.join("work");
     let home = root.join("home");
     std::fs::create_dir_all(&work).unwrap();

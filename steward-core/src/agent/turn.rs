@@ -35,6 +35,7 @@ fn source_label(s: &SourceRef) -> String {
         SourceRef::Train { train_ref } => format!("train:{train_ref}"),
         SourceRef::Usage => "usage".to_owned(),
         SourceRef::Contact { id } => format!("contact:{id}"),
+        SourceRef::Event { id } => format!("event:{id}"),
         SourceRef::External { server, tool } => format!("mcp:{server}:{tool}"),
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod free;
 pub mod recur;
+pub mod store;
 
 pub use free::{Busy, FreeBusy, Span, WorkingHours, free_busy};
 
@@ -13,6 +14,53 @@ pub use recur::{
 };
 
 use serde::Serialize;
+
+/// What Steward knows of the person for calendar questions: their zone (floating and all-day
+/// times, dates given without a time), their addresses (invitations they declined take no
+/// time) and their working hours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalendarSettings {
+    /// The person's zone.
+    pub zone: chrono_tz::Tz,
+    /// The person's addresses, lowercase.
+    pub me: Vec<String>,
+    /// When they work.
+    pub hours: WorkingHours,
+}
+
+impl Default for CalendarSettings {
+    /// The system's zone ([`system_zone`]), no address, 09:00–18:00 Monday to Friday.
+    fn default() -> Self {
+        Self { zone: system_zone(), me: Vec::new(), hours: WorkingHours::default() }
+    }
+}
+
+/// The person's zone when nothing names one: `TZ`, else `/etc/localtime`'s zone, else UTC.
+pub fn system_zone() -> chrono_tz::Tz {
+    let from_tz = std::env::var("TZ").ok().and_then(|t| t.trim_start_matches(':').parse().ok());
+    from_tz
+        .or_else(|| {
+            let link = std::fs::read_link("/etc/localtime").ok()?;
+            let s = link.to_string_lossy().into_owned();
+            let (_, name) = s.split_once("zoneinfo/")?;
+            name.parse().ok()
+        })
+        .unwrap_or(chrono_tz::Tz::UTC)
+}
+
+/// `YYYY-MM-DD` (midnight in `zone`) or RFC 3339, as an instant.
+pub fn instant_in(
+    text: &str,
+    zone: chrono_tz::Tz,
+) -> Result<chrono::DateTime<chrono::Utc>, RecurError> {
+    let t = text.trim();
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        return Ok(place(zone, d.and_time(chrono::NaiveTime::MIN)).with_timezone(&chrono::Utc));
+    }
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|x| x.with_timezone(&chrono::Utc))
+        .map_err(|_| RecurError::BadTime(t.chars().take(60).collect()))
+}
 
 /// Longest summary kept, characters.
 /// Fixed (not a setting).
@@ -34,7 +82,7 @@ pub const MAX_EVENT_DAYS: i64 = 3_660;
 pub const MAX_DATES: usize = 1_000;
 
 /// An attendee of an event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Attendee {
     /// The address (lowercase, without `mailto:`).
     pub email: String,
@@ -46,7 +94,7 @@ pub struct Attendee {
 
 /// An event as its source wrote it: a master (with its recurrence) or the override of one
 /// occurrence (`recurrence_id`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Event {
     /// Its UID.
     pub uid: String,
@@ -65,7 +113,6 @@ pub struct Event {
     /// How long each occurrence lasts, seconds (all-day: whole days).
     pub duration_secs: i64,
     /// How it repeats.
-    #[serde(skip)]
     pub recurrence: Recurrence,
     /// `tentative`, `confirmed` or `cancelled`.
     pub status: Option<String>,

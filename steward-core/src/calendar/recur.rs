@@ -66,6 +66,9 @@ pub enum RecurError {
     /// candidates.
     #[error("the rule needs more than {MAX_EXPANSION_STEPS} steps to reach the window")]
     TooFar,
+    /// A time that is neither `YYYY-MM-DD` nor RFC 3339.
+    #[error("{0:?} is neither YYYY-MM-DD nor RFC 3339")]
+    BadTime(String),
     /// Working hours that cannot be read (`HH:MM-HH:MM`, the end after the start).
     #[error("working hours {0:?}: expected HH:MM-HH:MM with the end after the start")]
     BadHours(String),
@@ -79,6 +82,7 @@ impl StewardError for RecurError {
             Self::TooMany { .. } => "CALENDAR_TOO_MANY_OCCURRENCES",
             Self::TooFar => "CALENDAR_RRULE_TOO_FAR",
             Self::BadHours(_) => "CALENDAR_BAD_HOURS",
+            Self::BadTime(_) => "CALENDAR_BAD_TIME",
         }
     }
 
@@ -88,13 +92,13 @@ impl StewardError for RecurError {
 }
 
 /// A time as an iCalendar source wrote it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "snake_case")]
 pub enum EventTime {
     /// A whole day (an all-day event).
     Date(NaiveDate),
     /// A wall-clock time in an IANA zone.
-    Zoned(NaiveDateTime, #[serde(serialize_with = "tz_name")] Tz),
+    Zoned(NaiveDateTime, #[serde(serialize_with = "tz_name", deserialize_with = "tz_of_name")] Tz),
     /// An instant, written in UTC.
     Utc(NaiveDateTime),
     /// A wall-clock time in no zone: read in the person's.
@@ -103,6 +107,11 @@ pub enum EventTime {
 
 fn tz_name<S: serde::Serializer>(tz: &Tz, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(tz.name())
+}
+
+fn tz_of_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Tz, D::Error> {
+    let name = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+    name.parse().map_err(|_| serde::de::Error::custom(format!("unknown zone {name:?}")))
 }
 
 impl EventTime {
@@ -159,7 +168,7 @@ pub fn place(zone: Tz, wall: NaiveDateTime) -> DateTime<FixedOffset> {
 }
 
 /// How an event repeats.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Recurrence {
     /// The RRULE value (`FREQ=WEEKLY;BYDAY=MO`), when it has one.
     pub rule: Option<String>,

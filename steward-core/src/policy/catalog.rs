@@ -50,6 +50,52 @@ pub struct MailSearchInput {
     pub cursor: Option<String>,
 }
 
+/// List the person's calendar occurrences in a window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarAgendaInput {
+    /// From (YYYY-MM-DD, midnight in the person's zone, or RFC 3339).
+    pub from: String,
+    /// To, not included (at most 366 days after `from`).
+    pub to: String,
+}
+
+/// Find the person's free time in a window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarFreeBusyInput {
+    /// From (YYYY-MM-DD, midnight in the person's zone, or RFC 3339).
+    pub from: String,
+    /// To, not included (at most 366 days after `from`).
+    pub to: String,
+    /// The shortest free slot wanted, minutes (5-1440; 30 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5, max = 1440))]
+    pub min_minutes: Option<u32>,
+}
+
+/// Search the person's calendars.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarSearchInput {
+    /// Words to find in the summary, location, description or attendees (every one must
+    /// match; empty: every event of the window).
+    pub query: String,
+    /// From (YYYY-MM-DD or RFC 3339; 30 days ago when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// To, not included (90 days ahead when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Only events with this attendee or organizer (an address or part of a name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attendee: Option<String>,
+    /// Events to return (1-20; 10 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 20))]
+    pub limit: Option<u32>,
+}
+
 /// Search the person's address books.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -358,6 +404,24 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
         ToolSpec::new::<UsageSummaryInput>(
             "usage.summary",
             "Summarize model requests, tokens and cost.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<CalendarAgendaInput>(
+            "calendar.agenda",
+            "List the person's calendar occurrences between two times, in order.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<CalendarFreeBusyInput>(
+            "calendar.free_busy",
+            "Find the person's free slots in their working hours between two times.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<CalendarSearchInput>(
+            "calendar.search",
+            "Search the person's calendars for events.",
             Effect::Read,
             Level::Auto,
         )?,

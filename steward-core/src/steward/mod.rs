@@ -1,6 +1,7 @@
 //! The `Steward` handle: one person's home directory and the stores in it.
 
 mod access;
+mod calendar;
 mod contacts;
 mod mail;
 mod records;
@@ -109,6 +110,7 @@ pub struct StewardBuilder {
     adjust_limits: Vec<LimitsAdjustment>,
     tools: Vec<ToolSpec>,
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
+    calendar: Option<crate::calendar::CalendarSettings>,
 }
 
 impl std::fmt::Debug for StewardBuilder {
@@ -127,6 +129,14 @@ impl StewardBuilder {
     #[must_use]
     pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
         self.home = Some(home.into());
+        self
+    }
+
+    /// Uses `settings` for calendar questions (the person's zone, addresses and working
+    /// hours) instead of the system's zone and the default hours.
+    #[must_use]
+    pub fn calendar_settings(mut self, settings: crate::calendar::CalendarSettings) -> Self {
+        self.calendar = Some(settings);
         self
     }
 
@@ -265,6 +275,8 @@ impl StewardBuilder {
             watches: std::sync::OnceLock::new(),
             chats: std::sync::OnceLock::new(),
             contacts: std::sync::OnceLock::new(),
+            calendar: std::sync::OnceLock::new(),
+            calendar_settings: self.calendar.unwrap_or_default(),
             agent: std::sync::Mutex::new(std::sync::Weak::new()),
             jobs: std::sync::OnceLock::new(),
         })
@@ -355,6 +367,10 @@ pub struct Steward {
     chats: std::sync::OnceLock<Arc<crate::agent::store::ChatStore>>,
     /// `contacts.db` (address books and the people merged from them), opened on first use.
     contacts: std::sync::OnceLock<crate::contacts::store::ContactStore>,
+    /// `calendar.db` (the calendars' events and their search index), opened on first use.
+    calendar: std::sync::OnceLock<crate::calendar::store::CalendarStore>,
+    /// The person's zone, addresses and working hours.
+    calendar_settings: crate::calendar::CalendarSettings,
     /// The handle's agent while one lives (a handle has one: see [`crate::agent::Agent::open`]).
     pub(crate) agent: std::sync::Mutex<std::sync::Weak<crate::agent::Shared>>,
     /// The runner's jobs table (`steward.db`), opened on first use.

@@ -18,6 +18,7 @@
 //! continuation `cursor`, and every result names the items it came from ([`SourceRef`]) —
 //! mail and attachments marked untrusted, because their text is data, never instructions.
 
+mod calendar;
 mod client;
 mod contacts;
 mod external;
@@ -30,6 +31,7 @@ pub use client::{
     pending_json, result_text,
 };
 
+pub use calendar::CALENDAR_DEFAULT_LIMIT;
 pub use contacts::CONTACTS_DEFAULT_LIMIT;
 pub use external::{
     MAX_EXTERNAL_INPUT_BYTES, MAX_PROVIDER_NAME_CHARS, ProvidedTools, ToolProvider,
@@ -115,6 +117,11 @@ pub enum SourceRef {
     },
     /// The usage ledger.
     Usage,
+    /// A calendar event.
+    Event {
+        /// Steward's id for the event.
+        id: String,
+    },
     /// A person of the address books or of the mail headers.
     Contact {
         /// Steward's id for the person, or the address when they are only in mail.
@@ -139,8 +146,9 @@ impl SourceRef {
                 | Self::Attachment { .. }
                 | Self::Train { .. }
                 | Self::External { .. }
-                // Cards of shared or synced books, and names from mail headers.
+                // Cards of shared or synced books, names from mail headers, invitations.
                 | Self::Contact { .. }
+                | Self::Event { .. }
         )
     }
 }
@@ -474,8 +482,11 @@ impl Toolbox {
             client_wait: std::time::Duration::ZERO,
             waiting: std::sync::atomic::AtomicUsize::new(0),
         };
-        for (name, executor) in
-            mail::readers().into_iter().chain(contacts::tools()).chain(system::tools())
+        for (name, executor) in mail::readers()
+            .into_iter()
+            .chain(calendar::tools())
+            .chain(contacts::tools())
+            .chain(system::tools())
         {
             toolbox.insert(name, executor);
         }

@@ -269,6 +269,8 @@ struct SearchArgs {
 enum IndexWhat {
     /// Mirror mail from a Maildir, an mbox file or an Apple Mail folder.
     Mail(MailArgs),
+    /// Index calendars (a vdir or an .ics file) into calendar.db.
+    Calendar(calendar::IndexArgs),
     /// Index address books (a vdir or a .vcf file) into contacts.db.
     Contacts(contacts::ContactsArgs),
     /// Drop and rebuild every derived index from the mirror.
@@ -340,6 +342,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Index { what: IndexWhat::Mail(m) } => index_mail(args.home, m),
         Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
         Command::Index { what: IndexWhat::Contacts(a) } => contacts::index_contacts(args.home, a),
+        Command::Index { what: IndexWhat::Calendar(a) } => calendar::index_calendar(args.home, a),
         Command::Embed(a) => open(args.home).and_then(|s| embed::embed(&s, &a)),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json, no_serve, serve } => {
@@ -357,7 +360,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Ops { cmd } => ops::ops(args.home, cmd),
         Command::Watch { cmd } => watch::watch(args.home, cmd),
         Command::Trains { cmd } => trains::trains(cmd),
-        Command::Calendar { cmd } => calendar::calendar(cmd),
+        Command::Calendar { cmd } => calendar::calendar(args.home, cmd),
         Command::Contacts { cmd } => contacts::contacts(args.home, cmd),
         Command::Tools { cmd } => tools::tools(args.home, cmd),
         Command::Chat(a) => chat::chat(args.home, *a),

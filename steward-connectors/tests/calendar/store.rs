@@ -1,0 +1,190 @@
+//! calendar.db: a vdir reconciled like the mail mirror (new, changed, vanished, unchanged items
+//! not read again, a re-run changes nothing, a vanished item's events come back with the same
+//! ids), its agenda the same as the files' own, BM25 search with absent topics returning
+//! nothing, and free/busy over the store.
+
+use chrono::{TimeZone, Utc};
+use steward_connectors::calendar::{agenda_of, read_vdir, sync::sync_vdir};
+use steward_core::{
+    Limits,
+    calendar::{
+        WorkingHours,
+        store::{CalendarStore, EventQuery},
+    },
+};
+
+use super::sources::{HOME, write_vdir};
+
+#[test]
+fn a_vdir_is_reconciled_item_by_item_and_answers_like_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cal");
+    write_vdir(&root);
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let store = CalendarStore::open(&home, &Limits::default()).unwrap();
+    let rome = chrono_tz::Europe::Rome;
+    let (r, errors) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.calendars, r.added, r.changed, r.removed, r.events), (2, 3, 0, 0, 4), "{r:?}");
+    assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["ICS_NO_DTSTART"]);
+    // Nothing changed: nothing read, nothing written.
+    let (r, errors) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.added, r.changed, r.removed, r.unchanged, r.events), (0, 0, 0, 3, 4), "{r:?}");
+    assert!(errors.is_empty(), "an unchanged item is not read again: {errors:?}");
+
+    // The store's agenda is the files' own.
+    let from = Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap();
+    let to = Utc.with_ymd_and_hms(2025, 5, 1, 0, 0, 0).unwrap();
+    let stored: Vec<(String, String)> = store
+        .agenda(rome, from, to, 100)
+        .unwrap()
+        .iter()
+        .map(|o| (o.item.start.to_rfc3339(), o.item.summary.clone()))
+        .collect();
+    let direct: Vec<(String, String)> = agenda_of(&read_vdir(&root).unwrap(), rome, from, to, 100)
+        .unwrap()
+        .iter()
+        .map(|o| (o.item.start.to_rfc3339(), o.item.summary.clone()))
+        .collect();
+    assert_eq!(stored, direct);
+    assert_eq!(stored.len(), 6);
+
+    // Search: every word must match (diacritics folded); absent topics return nothing.
+    let q = |text: &str| EventQuery {
+        text: Some(text.into()),
+        from: Some(from),
+        to: Some(to),
+        ..EventQuery::default()
+    };
+    let hits = store.search(rome, &q("stand up")).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(hits[0].item.start.to_rfc3339(), "2025-03-17T09:00:00+01:00");
+    assert_eq!(hits[0].more_occurrences, 3);
+    assert_eq!(hits[0].calendar, "me/work");
+    assert!(store.search(rome, &q("sala riunioni")).unwrap().len() == 1, "location is searched");
+    assert!(store.search(rome, &q("firenze")).unwrap()[0].item.all_day);
+    assert!(store.search(rome, &q("dentist")).unwrap().is_empty(), "no stemming into a guess");
+    assert!(store.search(rome, &q("quantum chromodynamics")).unwrap().is_empty());
+    // An FTS operator in the text is a word, never syntax.
+    assert!(store.search(rome, &q("NEAR(stand up) OR *")).unwrap().is_empty());
+    let browse = store
+        .search(rome, &EventQuery { from: Some(from), to: Some(to), ..EventQuery::default() })
+        .unwrap();
+    assert_eq!(browse.len(), 3, "every event with an occurrence in the window: {browse:?}");
+
+    // Free/busy over the store: the transparent weekend takes no time.
+    let fb = store
+        .free_busy(
+            rome,
+            Utc.with_ymd_and_hms(2025, 3, 31, 0, 0, 0).unwrap(),
+            Utc.with_ymd_and_hms(2025, 4, 1, 0, 0, 0).unwrap(),
+            30,
+            &WorkingHours::default(),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(fb.busy.len(), 1);
+    assert_eq!(fb.free[0].start.to_rfc3339(), "2025-03-31T09:30:00+02:00");
+
+    // A changed item is read again; a vanished one's events are soft-deleted and come back
+    // with the same ids.
+    let before = store.search(rome, &q("firenze")).unwrap()[0].id.clone();
+    let home_ics = root.join("home").join("home.ics");
+    std::fs::write(&home_ics, HOME.replace("Dentista", "Dentista (spostato)")).unwrap();
+    let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.added, r.changed, r.removed), (0, 1, 0), "{r:?}");
+    assert_eq!(store.search(rome, &q("spostato")).unwrap().len(), 1);
+    std::fs::remove_file(&home_ics).unwrap();
+    let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.removed, r.events), (1, 2), "{r:?}");
+    assert!(store.search(rome, &q("firenze")).unwrap().is_empty());
+    assert_eq!(store.agenda(rome, from, to, 100).unwrap().len(), 4);
+    std::fs::write(&home_ics, HOME).unwrap();
+    let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.added, r.events), (1, 4), "{r:?}");
+    assert_eq!(store.search(rome, &q("firenze")).unwrap()[0].id, before);
+    // Bad questions are typed errors.
+    let e = store.search(rome, &q("   ")).unwrap();
+    assert_eq!(e.len(), 3, "blank text is a browse");
+    let e = store.search(rome, &q("…")).unwrap_err();
+    assert_eq!(steward_core::StewardError::code(&e), "CALENDAR_BAD_QUERY");
+    let e = store.agenda(rome, to, from, 100).unwrap_err();
+    assert_eq!(steward_core::StewardError::code(&e), "CALENDAR_BAD_WINDOW");
+}
+
+#[test]
+fn the_agent_tools_answer_from_the_store_in_the_persons_zone_and_mark_events_as_data() {
+    use steward_core::{
+        Steward, ToolCall,
+        calendar::CalendarSettings,
+        policy::DecisionContext,
+        tools::{SourceRef, ToolOutcome, Toolbox},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cal");
+    write_vdir(&root);
+    let rome = chrono_tz::Europe::Rome;
+    let settings = CalendarSettings { zone: rome, ..CalendarSettings::default() };
+    let s = std::sync::Arc::new(
+        Steward::builder()
+            .home(dir.path().join("home"))
+            .calendar_settings(settings)
+            .open()
+            .unwrap(),
+    );
+    sync_vdir(s.calendar_store().unwrap(), "me", &root, rome).unwrap();
+    let tb = Toolbox::new(std::sync::Arc::clone(&s));
+    let run = |tool: &str, input: serde_json::Value| {
+        let call = ToolCall { actor: "agent:test", chat: Some("c"), tool, input: &input };
+        match tb.call(&call, &DecisionContext::default()) {
+            Ok(ToolOutcome::Ran { result, .. }) => Ok(*result),
+            Ok(other) => panic!("{tool} did not run: {other:?}"),
+            Err(e) => Err(e),
+        }
+    };
+    let a = run("calendar.agenda", serde_json::json!({ "from": "2025-03-31", "to": "2025-04-03" }))
+        .unwrap();
+    assert_eq!(
+        a.text,
+        "Agenda 2025-03-31 to 2025-04-03 (2 occurrences):\n\
+         - Mon 2025-03-31 09:00–09:30 +02:00 Stand-up @ Sala riunioni [me/work]\n\
+         - Wed 2025-04-02 15:00–15:45 +02:00 Dentista [me/home]"
+    );
+    assert!(a.untrusted, "event text is written by others: data, never orders");
+    assert!(matches!(a.sources[0], SourceRef::Event { .. }));
+    let f = run(
+        "calendar.free_busy",
+        serde_json::json!({ "from": "2025-03-31", "to": "2025-04-01", "min_minutes": 60 }),
+    )
+    .unwrap();
+    assert!(f.text.contains("- Mon 2025-03-31 09:30–18:00 +02:00 (510 min)"), "{}", f.text);
+    assert!(!f.untrusted, "free/busy shows only times");
+    let q = run(
+        "calendar.search",
+        serde_json::json!({ "query": "firenze", "from": "2025-03-01", "to": "2025-04-30" }),
+    )
+    .unwrap();
+    assert!(
+        q.text.contains(
+            "Sat 2025-03-29 to Sun 2025-03-30 (all day) Weekend in Firenze (free) [me/home]"
+        ),
+        "{}",
+        q.text
+    );
+    // Bad input is a typed error and runs nothing.
+    assert!(
+        run("calendar.agenda", serde_json::json!({ "from": "next week", "to": "2025-04-03" }))
+            .is_err()
+    );
+    assert!(
+        run("calendar.agenda", serde_json::json!({ "from": "2025-01-01", "to": "2026-06-01" }))
+            .is_err()
+    );
+    assert!(
+        run(
+            "calendar.free_busy",
+            serde_json::json!({ "from": "2025-03-31", "to": "2025-04-01", "min_minutes": 1 })
+        )
+        .is_err()
+    );
+}

@@ -1,0 +1,640 @@
+//! `calendar.db`: the person's calendars as their sources hold them, reconciled item by item
+//! like the mail mirror (new, changed, vanished; one transaction per collection, so a crash
+//! keeps every collection whole and a re-run of unchanged sources changes nothing), with an
+//! FTS5 index (BM25) over summary, location, description and attendees.
+//!
+//! Every event has Steward's stable id (`evt-` and a digest of its calendar, UID and
+//! recurrence id); an event whose item vanishes is soft-deleted and comes back with the same
+//! id if the item does. Questions are asked over windows: [`CalendarStore::agenda`],
+//! [`CalendarStore::free_busy`] and [`CalendarStore::search`] read only the events that can
+//! fall in the window and expand them ([`super::agenda`]).
+
+use std::{collections::BTreeMap, path::Path};
+
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{AgendaItem, Event, FreeBusy, RecurError, WorkingHours, agenda, free_busy};
+use crate::{
+    Limits,
+    error::{ErrorKind, StewardError},
+    store::{Database, Migration, OpenOptions, Schema, StoreError},
+};
+
+const SCHEMA: Schema = Schema {
+    name: "calendar",
+    migrations: &[Migration {
+        version: 1,
+        name: "calendar",
+        sql: include_str!("../../migrations/calendar/001_calendar.sql"),
+    }],
+};
+
+/// Most events one search returns.
+/// Fixed (not a setting).
+pub const MAX_SEARCH_RESULTS: usize = 50;
+/// Most events a search matches before expanding them.
+/// Fixed (not a setting).
+const MAX_SEARCH_MATCHES: usize = 500;
+/// Longest search text, characters.
+/// Fixed (not a setting).
+pub const MAX_SEARCH_CHARS: usize = 200;
+/// Most events read for one window (more is a typed error: ask for a shorter window).
+/// Fixed (not a setting).
+pub const MAX_WINDOW_EVENTS: usize = 20_000;
+
+/// Why the calendar store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CalendarStoreError {
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A window or expansion bound.
+    #[error(transparent)]
+    Recur(#[from] RecurError),
+    /// An account name that is empty, too long or holds `/`.
+    #[error("account names are 1 to 100 characters without '/'")]
+    BadAccount,
+    /// Search text that is empty or too long.
+    #[error("search for 1 to {MAX_SEARCH_CHARS} characters of words")]
+    BadQuery,
+    /// More events could fall in the window than are read at once.
+    #[error("more than {MAX_WINDOW_EVENTS} events could fall in the window: ask for a shorter one")]
+    TooManyEvents,
+    /// A stored row could not be read back.
+    #[error("a stored event could not be read: {0}")]
+    Corrupt(String),
+}
+
+impl StewardError for CalendarStoreError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Store(e) => e.code(),
+            Self::Recur(e) => e.code(),
+            Self::BadAccount => "CALENDAR_BAD_ACCOUNT",
+            Self::BadQuery => "CALENDAR_BAD_QUERY",
+            Self::TooManyEvents => "CALENDAR_TOO_MANY_EVENTS",
+            Self::Corrupt(_) => "CALENDAR_CORRUPT",
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Store(e) => e.kind(),
+            Self::Recur(e) => e.kind(),
+            Self::BadAccount | Self::BadQuery | Self::TooManyEvents => ErrorKind::InvalidInput,
+            Self::Corrupt(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+/// One item (file) of a collection that is new or changed, with its events.
+#[derive(Debug, Clone)]
+pub struct ItemUpdate {
+    /// Its name in the collection.
+    pub href: String,
+    /// Its tag (changes when it does).
+    pub etag: String,
+    /// Its events.
+    pub events: Vec<Event>,
+}
+
+/// A collection as its source holds it now.
+#[derive(Debug, Clone, Default)]
+pub struct CollectionSync {
+    /// Its id in the account (a vdir's directory name, a file's name).
+    pub collection: String,
+    /// Its name for people.
+    pub name: Option<String>,
+    /// Its color.
+    pub color: Option<String>,
+    /// The items that are new or changed since [`CalendarStore::known_items`] was asked.
+    pub updates: Vec<ItemUpdate>,
+    /// Every item it holds now (those not here are gone).
+    pub present: Vec<String>,
+}
+
+/// What a reconcile changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CalendarReport {
+    /// The account.
+    pub account: String,
+    /// Collections seen.
+    pub calendars: usize,
+    /// Items (files) new.
+    pub added: usize,
+    /// Items changed.
+    pub changed: usize,
+    /// Items gone (their events soft-deleted).
+    pub removed: usize,
+    /// Items unchanged (not read again).
+    pub unchanged: usize,
+    /// Live events in the account after the run.
+    pub events: usize,
+}
+
+/// An event found by a search: the occurrences of it in the window, best match first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventHit {
+    /// Steward's id for the event.
+    pub id: String,
+    /// The calendar.
+    pub calendar: String,
+    /// Its occurrence in the window (the first one, for a recurring event).
+    #[serde(flatten)]
+    pub item: AgendaItem,
+    /// More occurrences of it in the window.
+    pub more_occurrences: usize,
+    /// BM25 rank (lower is better), none for a browse.
+    pub rank: Option<f64>,
+}
+
+/// A calendar of the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CalendarInfo {
+    /// Its id (`account/collection`).
+    pub id: String,
+    /// Its name for people.
+    pub name: Option<String>,
+    /// Its color.
+    pub color: Option<String>,
+}
+
+/// An occurrence with its calendar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredOccurrence {
+    /// The calendar.
+    pub calendar: String,
+    /// The occurrence.
+    #[serde(flatten)]
+    pub item: AgendaItem,
+}
+
+/// What a search asks.
+#[derive(Debug, Clone)]
+pub struct EventQuery {
+    /// Words (every one must match); none: the window's events in order.
+    pub text: Option<String>,
+    /// The window's start (default 30 days ago).
+    pub from: Option<DateTime<Utc>>,
+    /// The window's end, not included (default 90 days ahead).
+    pub to: Option<DateTime<Utc>>,
+    /// Only these calendars (ids); empty: all.
+    pub calendars: Vec<String>,
+    /// Only events with this attendee or organizer (an address or part of a name).
+    pub attendee: Option<String>,
+    /// At most this many (≤ [`MAX_SEARCH_RESULTS`]).
+    pub limit: usize,
+}
+
+impl Default for EventQuery {
+    fn default() -> Self {
+        Self { text: None, from: None, to: None, calendars: Vec::new(), attendee: None, limit: 20 }
+    }
+}
+
+/// Steward's id for an event.
+pub fn event_id(calendar: &str, uid: &str, recurrence_id: &str) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for part in [calendar, uid, recurrence_id] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let hex: String = h.finalize().iter().take(10).map(|b| format!("{b:02x}")).collect();
+    format!("evt-{hex}")
+}
+
+fn rid_text(e: &Event) -> String {
+    e.recurrence_id.map(|r| r.wall().format("%Y-%m-%dT%H:%M:%S").to_string()).unwrap_or_default()
+}
+
+/// The UTC span an event can take: `[start, end)`, end `None` when it repeats without a known
+/// end. An override spans its own time and the occurrence it moves.
+fn span(e: &Event, person: Tz) -> (i64, Option<i64>) {
+    let start = e.start.instant(person).timestamp();
+    let end = start + e.duration_secs.max(0);
+    if let Some(rid) = e.recurrence_id {
+        let r = rid.instant(person).timestamp();
+        return (start.min(r), Some(end.max(r + e.duration_secs.max(0))));
+    }
+    let repeats = e.recurrence.rule.is_some();
+    let last_rdate = e
+        .recurrence
+        .rdates
+        .iter()
+        .map(|d| d.instant(person).timestamp() + e.duration_secs.max(0))
+        .max();
+    if !repeats {
+        return (start, Some(last_rdate.map_or(end, |r| r.max(end))));
+    }
+    // A rule with UNTIL ends by then (a day of slack for zones); any other may run forever.
+    let until = e.recurrence.rule.as_deref().and_then(|r| {
+        r.split(';').find_map(|p| p.trim().strip_prefix("UNTIL=")).and_then(|v| {
+            let v = v.trim_end_matches('Z');
+            chrono::NaiveDate::parse_from_str(v.get(..8)?, "%Y%m%d").ok()
+        })
+    });
+    let end = until.map(|d| {
+        d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc().timestamp()
+            + 2 * 86_400
+            + e.duration_secs.max(0)
+    });
+    (start, end.map(|u| last_rdate.map_or(u, |r| r.max(u))))
+}
+
+fn attendees_text(e: &Event) -> String {
+    let mut parts: Vec<String> = e.organizer.iter().cloned().collect();
+    for a in &e.attendees {
+        if let Some(n) = &a.name {
+            parts.push(n.clone());
+        }
+        parts.push(a.email.clone());
+    }
+    parts.join(" ")
+}
+
+/// FTS5 query of `text`: every word quoted (no operator or column filter can be injected),
+/// all required.
+fn fts_query(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(32)
+        .map(|w| format!("\"{w}\""))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// The store.
+pub struct CalendarStore {
+    db: Database,
+}
+
+impl CalendarStore {
+    /// Opens (or creates) `<home>/calendar.db`.
+    pub fn open(home: &Path, limits: &Limits) -> Result<Self, CalendarStoreError> {
+        let path = home.join("calendar.db");
+        let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))?;
+        crate::store::restrict_file(&path);
+        Ok(Self { db })
+    }
+
+    /// The items of `account`'s `collection` and their tags (to read only what changed).
+    pub fn known_items(
+        &self,
+        account: &str,
+        collection: &str,
+    ) -> Result<BTreeMap<String, String>, CalendarStoreError> {
+        let id = format!("{account}/{collection}");
+        Ok(self.db.read(|c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT href, etag FROM items WHERE calendar_id = ?1 AND deleted_at IS NULL",
+                )
+                .map_err(|e| StoreError::query("prepare items", e))?;
+            let rows = stmt
+                .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(|e| StoreError::query("items", e))?;
+            rows.collect::<Result<_, _>>().map_err(|e| StoreError::query("item", e))
+        })?)
+    }
+
+    /// Applies one collection's state in one transaction: updated items' events replace
+    /// theirs, items no longer present are soft-deleted with their events. Floating and
+    /// all-day times are placed in `person`'s zone for the window index.
+    pub fn apply(
+        &self,
+        account: &str,
+        sync: &CollectionSync,
+        person: Tz,
+        now: i64,
+        report: &mut CalendarReport,
+    ) -> Result<(), CalendarStoreError> {
+        if account.is_empty() || account.chars().count() > 100 || account.contains('/') {
+            return Err(CalendarStoreError::BadAccount);
+        }
+        let cal = format!("{account}/{}", sync.collection);
+        let mut rows = Vec::new();
+        for u in &sync.updates {
+            for e in &u.events {
+                let rid = rid_text(e);
+                let json = serde_json::to_string(e)
+                    .map_err(|x| CalendarStoreError::Corrupt(x.to_string()))?;
+                let (start, end) = span(e, person);
+                rows.push((u.href.clone(), e, rid, json, start, end));
+            }
+        }
+        let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        let (added, changed, removed) = self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO calendars (id, account, name, color, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO UPDATE SET name = excluded.name, color = excluded.color,
+                   updated_at = excluded.updated_at",
+                params![cal, account, sync.name, sync.color, now],
+            )
+            .map_err(q("upsert calendar"))?;
+            let known: BTreeMap<String, bool> = {
+                let mut stmt = tx
+                    .prepare("SELECT href, deleted_at IS NULL FROM items WHERE calendar_id = ?1")
+                    .map_err(q("prepare known"))?;
+                let rows = stmt.query_map([&cal], |r| Ok((r.get(0)?, r.get(1)?))).map_err(q("known"))?;
+                rows.collect::<Result<_, _>>().map_err(q("known row"))?
+            };
+            let (mut added, mut changed, mut removed) = (0, 0, 0);
+            for u in &sync.updates {
+                match known.get(&u.href) {
+                    Some(true) => changed += 1,
+                    _ => added += 1,
+                }
+                tx.execute(
+                    "INSERT INTO items (calendar_id, href, etag, deleted_at) VALUES (?1, ?2, ?3, NULL)
+                     ON CONFLICT (calendar_id, href) DO UPDATE SET etag = excluded.etag, deleted_at = NULL",
+                    params![cal, u.href, u.etag],
+                )
+                .map_err(q("upsert item"))?;
+                // The item's old events go; those it still holds come back below, same ids.
+                tx.execute(
+                    "UPDATE events SET deleted_at = ?3 WHERE calendar_id = ?1 AND href = ?2 AND deleted_at IS NULL",
+                    params![cal, u.href, now],
+                )
+                .map_err(q("retire events"))?;
+            }
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO events (id, calendar_id, href, uid, recurrence_id, summary, location,
+                       description, attendees, start_utc, end_utc, event, deleted_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, NULL)
+                     ON CONFLICT (id) DO UPDATE SET href = excluded.href, summary = excluded.summary,
+                       location = excluded.location, description = excluded.description,
+                       attendees = excluded.attendees, start_utc = excluded.start_utc,
+                       end_utc = excluded.end_utc, event = excluded.event, deleted_at = NULL",
+                )
+                .map_err(q("prepare event"))?;
+            for (href, e, rid, json, start, end) in &rows {
+                stmt.execute(params![
+                    event_id(&cal, &e.uid, rid),
+                    cal,
+                    href,
+                    e.uid,
+                    rid,
+                    e.summary,
+                    e.location.clone().unwrap_or_default(),
+                    e.description.clone().unwrap_or_default(),
+                    attendees_text(e),
+                    start,
+                    end,
+                    json,
+                ])
+                .map_err(q("upsert event"))?;
+            }
+            let present: std::collections::BTreeSet<&str> = sync.present.iter().map(String::as_str).collect();
+            for (href, _) in known.iter().filter(|(h, live)| **live && !present.contains(h.as_str())) {
+                tx.execute(
+                    "UPDATE items SET deleted_at = ?3 WHERE calendar_id = ?1 AND href = ?2",
+                    params![cal, href, now],
+                )
+                .map_err(q("retire item"))?;
+                tx.execute(
+                    "UPDATE events SET deleted_at = ?3 WHERE calendar_id = ?1 AND href = ?2 AND deleted_at IS NULL",
+                    params![cal, href, now],
+                )
+                .map_err(q("retire item events"))?;
+                removed += 1;
+            }
+            Ok::<_, StoreError>((added, changed, removed))
+        })?;
+        report.calendars += 1;
+        report.added += added;
+        report.changed += changed;
+        report.removed += removed;
+        report.unchanged += sync.present.len().saturating_sub(added + changed);
+        report.events = self.count(account)?;
+        Ok(())
+    }
+
+    fn count(&self, account: &str) -> Result<usize, CalendarStoreError> {
+        let n: i64 = self.db.read(|c| {
+            c.query_row(
+                "SELECT count(*) FROM events e JOIN calendars c ON c.id = e.calendar_id
+                 WHERE c.account = ?1 AND e.deleted_at IS NULL",
+                [account],
+                |r| r.get(0),
+            )
+            .map_err(|e| StoreError::query("count events", e))
+        })?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// The live events (grouped by calendar) that can fall in `[from, to)` — a day of slack on
+    /// each side for floating and all-day times — with the other parts (master, overrides) of
+    /// each recurring one.
+    fn window_events(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, Vec<Event>>, CalendarStoreError> {
+        let (lo, hi) =
+            ((from - Duration::days(1)).timestamp(), (to + Duration::days(1)).timestamp());
+        let rows: Vec<(String, String)> = self.db.read(|c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT e.calendar_id, e.event FROM events e
+                     WHERE e.deleted_at IS NULL AND EXISTS (
+                       SELECT 1 FROM events w WHERE w.calendar_id = e.calendar_id AND w.uid = e.uid
+                         AND w.deleted_at IS NULL AND w.start_utc < ?2
+                         AND (w.end_utc IS NULL OR w.end_utc > ?1))
+                     LIMIT ?3",
+                )
+                .map_err(|e| StoreError::query("prepare window", e))?;
+            let rows = stmt
+                .query_map(
+                    params![lo, hi, i64::try_from(MAX_WINDOW_EVENTS + 1).unwrap_or(i64::MAX)],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(|e| StoreError::query("window", e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("window row", e))
+        })?;
+        if rows.len() > MAX_WINDOW_EVENTS {
+            return Err(CalendarStoreError::TooManyEvents);
+        }
+        let mut out: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+        for (cal, json) in rows {
+            let e: Event = serde_json::from_str(&json)
+                .map_err(|x| CalendarStoreError::Corrupt(x.to_string()))?;
+            out.entry(cal).or_default().push(e);
+        }
+        Ok(out)
+    }
+
+    /// The occurrences in `[from, to)` of every calendar, by start, at most `max`.
+    pub fn agenda(
+        &self,
+        person: Tz,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        max: usize,
+    ) -> Result<Vec<StoredOccurrence>, CalendarStoreError> {
+        if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
+            return Err(RecurError::BadWindow.into());
+        }
+        let mut out = Vec::new();
+        for (cal, events) in self.window_events(from, to)? {
+            for item in agenda(&events, person, from, to, max)? {
+                out.push(StoredOccurrence { calendar: cal.clone(), item });
+            }
+            if out.len() > max {
+                return Err(RecurError::TooMany { max }.into());
+            }
+        }
+        out.sort_by(|a, b| {
+            a.item.start.cmp(&b.item.start).then_with(|| a.item.uid.cmp(&b.item.uid))
+        });
+        Ok(out)
+    }
+
+    /// The busy time and free slots of every calendar in `[from, to)` (see [`free_busy`]).
+    pub fn free_busy(
+        &self,
+        person: Tz,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        min_minutes: i64,
+        hours: &WorkingHours,
+        me: &[String],
+    ) -> Result<FreeBusy, CalendarStoreError> {
+        if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
+            return Err(RecurError::BadWindow.into());
+        }
+        let events: Vec<Event> = self.window_events(from, to)?.into_values().flatten().collect();
+        Ok(free_busy(&events, person, from, to, min_minutes, hours, me)?)
+    }
+
+    /// Events matching `q` (see [`EventQuery`]): with words, by BM25 rank then start; without,
+    /// the window's events by start. Each hit is an event with its first occurrence in the
+    /// window; an event with none there is not a hit.
+    pub fn search(&self, person: Tz, q: &EventQuery) -> Result<Vec<EventHit>, CalendarStoreError> {
+        let now = Utc::now();
+        let from = q.from.unwrap_or(now - Duration::days(30));
+        let to = q.to.unwrap_or(now + Duration::days(90));
+        if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
+            return Err(RecurError::BadWindow.into());
+        }
+        let limit = q.limit.clamp(1, MAX_SEARCH_RESULTS);
+        let text = match q.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) if t.chars().count() > MAX_SEARCH_CHARS => {
+                return Err(CalendarStoreError::BadQuery);
+            }
+            Some(t) => Some(fts_query(t).ok_or(CalendarStoreError::BadQuery)?),
+            None => None,
+        };
+        let attendee = q.attendee.as_deref().map(|a| format!("%{}%", a.trim().to_lowercase()));
+        // Matching (calendar, uid) pairs with their best rank.
+        let matched: Vec<(String, String, Option<f64>)> = match &text {
+            Some(fts) => self.db.read(|c| {
+                let mut stmt = c
+                    .prepare_cached(
+                        "WITH m AS MATERIALIZED (
+                           SELECT rowid, bm25(events_fts) AS rank FROM events_fts
+                           WHERE events_fts MATCH ?1)
+                         SELECT e.calendar_id, e.uid, min(m.rank) FROM m
+                         JOIN events e ON e.rowid = m.rowid
+                         WHERE e.deleted_at IS NULL AND (?2 IS NULL OR lower(e.attendees) LIKE ?2)
+                         GROUP BY e.calendar_id, e.uid ORDER BY 3 LIMIT ?3",
+                    )
+                    .map_err(|e| StoreError::query("prepare search", e))?;
+                let rows = stmt
+                    .query_map(
+                        params![fts, attendee, i64::try_from(MAX_SEARCH_MATCHES).unwrap_or(500)],
+                        |r| Ok((r.get(0)?, r.get(1)?, Some(r.get(2)?))),
+                    )
+                    .map_err(|e| StoreError::query("search", e))?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("search row", e))
+            })?,
+            None => Vec::new(),
+        };
+        let window = self.window_events(from, to)?;
+        let wanted = |cal: &str| q.calendars.is_empty() || q.calendars.iter().any(|c| c == cal);
+        let mut hits = Vec::new();
+        let mut hit = |cal: &str,
+                       uid: &str,
+                       rank: Option<f64>,
+                       events: &[Event]|
+         -> Result<(), CalendarStoreError> {
+            let parts: Vec<Event> = events.iter().filter(|e| e.uid == uid).cloned().collect();
+            let items = agenda(&parts, person, from, to, super::MAX_INSTANCES)?;
+            if let Some(first) = items.first() {
+                let rid = first.recurrence_id.clone().unwrap_or_default();
+                let master_rid = if parts.iter().any(|p| p.recurrence_id.is_none()) {
+                    String::new()
+                } else {
+                    rid
+                };
+                hits.push(EventHit {
+                    id: event_id(cal, uid, &master_rid),
+                    calendar: cal.to_owned(),
+                    item: first.clone(),
+                    more_occurrences: items.len() - 1,
+                    rank,
+                });
+            }
+            Ok(())
+        };
+        if text.is_some() {
+            for (cal, uid, rank) in &matched {
+                if !wanted(cal) {
+                    continue;
+                }
+                if let Some(events) = window.get(cal) {
+                    hit(cal, uid, *rank, events)?;
+                }
+            }
+        } else {
+            for (cal, events) in &window {
+                if !wanted(cal) {
+                    continue;
+                }
+                let mut uids: Vec<&str> = events
+                    .iter()
+                    .filter(|e| {
+                        attendee.as_deref().is_none_or(|a| {
+                            let needle = a.trim_matches('%');
+                            attendees_text(e).to_lowercase().contains(needle)
+                        })
+                    })
+                    .map(|e| e.uid.as_str())
+                    .collect();
+                uids.sort_unstable();
+                uids.dedup();
+                for uid in uids {
+                    hit(cal, uid, None, events)?;
+                }
+            }
+        }
+        hits.sort_by(|a, b| {
+            let ra = a.rank.unwrap_or(0.0);
+            let rb = b.rank.unwrap_or(0.0);
+            ra.total_cmp(&rb).then(a.item.start.cmp(&b.item.start)).then_with(|| a.id.cmp(&b.id))
+        });
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    /// The calendars, by id.
+    pub fn calendars(&self) -> Result<Vec<CalendarInfo>, CalendarStoreError> {
+        Ok(self.db.read(|c| {
+            let mut stmt = c
+                .prepare("SELECT id, name, color FROM calendars ORDER BY id")
+                .map_err(|e| StoreError::query("prepare calendars", e))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(CalendarInfo { id: r.get(0)?, name: r.get(1)?, color: r.get(2)? })
+                })
+                .map_err(|e| StoreError::query("calendars", e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("calendar", e))
+        })?)
+    }
+}

@@ -1,0 +1,192 @@
+//! The calendar tools: `calendar.agenda`, `calendar.free_busy` and `calendar.search` over
+//! `calendar.db`, times in the person's zone. Event text is data (invitations are written by
+//! others).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{ExecError, SourceRef, ToolExecutor, ToolOutput, ToolRun, Typed, fitting};
+use crate::{
+    calendar::{AgendaItem, instant_in, store::EventQuery, store::event_id},
+    policy::catalog::{CalendarAgendaInput, CalendarFreeBusyInput, CalendarSearchInput},
+};
+
+/// Events `calendar.search` returns when the input does not say.
+/// Fixed (not a setting).
+pub const CALENDAR_DEFAULT_LIMIT: u32 = 10;
+
+pub(super) fn tools() -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
+    vec![
+        (
+            "calendar.agenda",
+            Arc::new(Typed::new(
+                |i: &CalendarAgendaInput| format!("Agenda {} to {}", i.from, i.to),
+                agenda,
+            )),
+        ),
+        (
+            "calendar.free_busy",
+            Arc::new(Typed::new(
+                |i: &CalendarFreeBusyInput| format!("Free time {} to {}", i.from, i.to),
+                free_busy,
+            )),
+        ),
+        (
+            "calendar.search",
+            Arc::new(Typed::new(
+                |i: &CalendarSearchInput| format!("Search calendars for {:?}", i.query),
+                search,
+            )),
+        ),
+    ]
+}
+
+fn when(i: &AgendaItem) -> String {
+    if i.all_day {
+        let last = (i.end - chrono::Duration::seconds(1)).date_naive();
+        let first = i.start.date_naive();
+        if last > first {
+            format!("{} to {} (all day)", first.format("%a %Y-%m-%d"), last.format("%a %Y-%m-%d"))
+        } else {
+            format!("{} (all day)", first.format("%a %Y-%m-%d"))
+        }
+    } else {
+        format!("{}–{}", i.start.format("%a %Y-%m-%d %H:%M"), i.end.format("%H:%M %:z"))
+    }
+}
+
+fn line(calendar: &str, i: &AgendaItem) -> String {
+    let at = i.location.as_deref().map_or_else(String::new, |l| format!(" @ {l}"));
+    let mut flags = Vec::new();
+    if i.status.as_deref() == Some("tentative") {
+        flags.push("tentative");
+    }
+    if i.transparent {
+        flags.push("free");
+    }
+    let flags = if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(", ")) };
+    format!("- {} {}{at}{flags} [{calendar}]", when(i), i.summary)
+}
+
+fn window(
+    run: &ToolRun<'_>,
+    from: &str,
+    to: &str,
+) -> Result<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>), ExecError> {
+    let zone = run.steward.calendar_settings().zone;
+    Ok((instant_in(from, zone)?, instant_in(to, zone)?))
+}
+
+fn agenda(run: &ToolRun<'_>, i: CalendarAgendaInput) -> Result<ToolOutput, ExecError> {
+    let (from, to) = window(run, &i.from, &i.to)?;
+    let items = run.steward.agenda(from, to)?;
+    let header = format!("Agenda {} to {} ({} occurrences):", i.from, i.to, items.len());
+    if items.is_empty() {
+        return Ok(ToolOutput {
+            text: format!("{header}\nNothing."),
+            data: json!({ "ids": [] }),
+            ..ToolOutput::default()
+        });
+    }
+    let lines: Vec<String> = items.iter().map(|o| line(&o.calendar, &o.item)).collect();
+    let keep = fitting(&lines, header.chars().count() + 60, run.budget_chars);
+    let rest = if keep < lines.len() {
+        format!("\n({} more: ask for a shorter window)", lines.len() - keep)
+    } else {
+        String::new()
+    };
+    let ids: Vec<String> =
+        items[..keep].iter().map(|o| event_id(&o.calendar, &o.item.uid, "")).collect();
+    Ok(ToolOutput {
+        text: format!("{header}\n{}{rest}", lines[..keep].join("\n")),
+        sources: ids.iter().map(|id| SourceRef::Event { id: id.clone() }).collect(),
+        data: json!({ "ids": ids }),
+        ..ToolOutput::default()
+    })
+}
+
+fn free_busy(run: &ToolRun<'_>, i: CalendarFreeBusyInput) -> Result<ToolOutput, ExecError> {
+    let min = i.min_minutes.unwrap_or(30);
+    if !(5..=1440).contains(&min) {
+        return Err(ExecError::invalid(format!("min_minutes {min}: 5 to 1440")));
+    }
+    let (from, to) = window(run, &i.from, &i.to)?;
+    let fb = run.steward.free_busy(from, to, i64::from(min))?;
+    let hours = run.steward.calendar_settings().hours;
+    let header = format!(
+        "Free slots of {min} minutes or more, {} to {} (working hours {}–{}):",
+        i.from,
+        i.to,
+        hours.start.format("%H:%M"),
+        hours.end.format("%H:%M")
+    );
+    let lines: Vec<String> = fb
+        .free
+        .iter()
+        .map(|s| {
+            format!(
+                "- {}–{} ({} min)",
+                s.start.format("%a %Y-%m-%d %H:%M"),
+                s.end.format("%H:%M %:z"),
+                s.minutes()
+            )
+        })
+        .collect();
+    let body = if lines.is_empty() {
+        "None.".to_owned()
+    } else {
+        let keep = fitting(&lines, header.chars().count() + 60, run.budget_chars);
+        lines[..keep].join("\n")
+    };
+    Ok(ToolOutput {
+        text: format!("{header}\n{body}\nBusy: {} occurrence(s) in the window.", fb.busy.len()),
+        data: serde_json::to_value(&fb).unwrap_or_default(),
+        // Only times and counts: no event text reaches the model here.
+        ..ToolOutput::default()
+    })
+}
+
+fn search(run: &ToolRun<'_>, i: CalendarSearchInput) -> Result<ToolOutput, ExecError> {
+    let limit = i.limit.unwrap_or(CALENDAR_DEFAULT_LIMIT);
+    if !(1..=20).contains(&limit) {
+        return Err(ExecError::invalid(format!("limit {limit}: 1 to 20 events")));
+    }
+    let zone = run.steward.calendar_settings().zone;
+    let at = |t: &Option<String>| t.as_deref().map(|t| instant_in(t, zone)).transpose();
+    let q = EventQuery {
+        text: Some(i.query.clone()).filter(|t| !t.trim().is_empty()),
+        from: at(&i.from)?,
+        to: at(&i.to)?,
+        attendee: i.attendee.clone(),
+        limit: limit as usize,
+        ..EventQuery::default()
+    };
+    let hits = run.steward.search_events(&q)?;
+    if hits.is_empty() {
+        return Ok(ToolOutput {
+            text: "No event matches.".to_owned(),
+            data: json!({ "ids": [] }),
+            ..ToolOutput::default()
+        });
+    }
+    let header = format!("Events ({}):", hits.len());
+    let lines: Vec<String> = hits
+        .iter()
+        .map(|h| {
+            let more = if h.more_occurrences > 0 {
+                format!(" (+{} more in the window)", h.more_occurrences)
+            } else {
+                String::new()
+            };
+            format!("{}{more}", line(&h.calendar, &h.item))
+        })
+        .collect();
+    let keep = fitting(&lines, header.chars().count(), run.budget_chars);
+    Ok(ToolOutput {
+        text: format!("{header}\n{}", lines[..keep].join("\n")),
+        data: json!({ "ids": hits[..keep].iter().map(|h| &h.id).collect::<Vec<_>>() }),
+        sources: hits[..keep].iter().map(|h| SourceRef::Event { id: h.id.clone() }).collect(),
+        ..ToolOutput::default()
+    })
+}
