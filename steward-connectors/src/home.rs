@@ -28,7 +28,9 @@ use steward_core::{
     calendar::{CalendarSettings, WorkingHours},
     mirror::MailSource,
     outbox::MailTransport,
-    runner::{ConfiguredSource, FeedDelivery, Runner, RunnerConfig, RunnerError, Services},
+    runner::{
+        ConfiguredSource, FeedDelivery, PimSource, Runner, RunnerConfig, RunnerError, Services,
+    },
     tools::{ToolError, Toolbox},
 };
 
@@ -168,6 +170,27 @@ struct ConfigFile {
     mcp: Option<toml::Value>,
     #[serde(default)]
     calendar: Option<CalendarSection>,
+    #[serde(default)]
+    contacts: Option<ContactsSection>,
+}
+
+/// One `[[calendar.sources]]` or `[[contacts.sources]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PimSection {
+    kind: String,
+    path: PathBuf,
+    account: Option<String>,
+    name: Option<String>,
+}
+
+/// `[contacts]`: the region for phones and the address books the runner keeps current.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContactsSection {
+    region: Option<String>,
+    #[serde(default)]
+    sources: Vec<PimSection>,
 }
 
 /// `[calendar]`: the person's zone, addresses and working hours for calendar questions.
@@ -178,6 +201,8 @@ struct CalendarSection {
     #[serde(default)]
     me: Vec<String>,
     working_hours: Option<String>,
+    #[serde(default)]
+    sources: Vec<PimSection>,
 }
 
 /// `[agent]`: the chat turns' tier and bounds.
@@ -358,6 +383,67 @@ pub fn mail_sources(home: &Path) -> Result<Vec<ConfiguredSource>, ConfigError> {
         .collect()
 }
 
+/// The calendars and address books `pim-sync` keeps current (`[[calendar.sources]]`,
+/// `[[contacts.sources]]`; see [`crate::pim`]). A source whose path does not exist is kept:
+/// each run reports it.
+pub fn pim_sources(home: &Path) -> Result<Vec<Arc<dyn PimSource>>, ConfigError> {
+    let path = home.join(crate::mail::smtp::CONFIG_FILE);
+    let bad = |what: String| ConfigError(format!("{}: {what}", path.display()));
+    let file = read_config(home)?;
+    let mut out: Vec<Arc<dyn PimSource>> = Vec::new();
+    let calendars = file.calendar.map(|c| c.sources).unwrap_or_default();
+    let (region, books) = match file.contacts {
+        Some(c) => (c.region, c.sources),
+        None => (None, Vec::new()),
+    };
+    if calendars.len() > MAX_MAIL_SOURCES || books.len() > MAX_MAIL_SOURCES {
+        return Err(bad(format!(
+            "at most {MAX_MAIL_SOURCES} calendar and {MAX_MAIL_SOURCES} contacts sources"
+        )));
+    }
+    let region = match region {
+        Some(r) => Some(crate::contacts::phone::region(&r).ok_or_else(|| {
+            bad(format!("[contacts] region {r:?} is not a region code (IT, US…)"))
+        })?),
+        None => None,
+    };
+    let account = |a: Option<String>| a.unwrap_or_else(|| "local".to_owned());
+    for s in calendars {
+        let root = expand(&s.path);
+        let kind = match s.kind.as_str() {
+            "vdir" => crate::pim::CalendarKind::Vdir,
+            "ics" => crate::pim::CalendarKind::Ics,
+            other => {
+                return Err(bad(format!("[[calendar.sources]] kind {other:?}: use vdir or ics")));
+            }
+        };
+        out.push(Arc::new(crate::pim::CalendarSourceConfig {
+            name: s.name.unwrap_or_else(|| root.display().to_string()),
+            account: account(s.account),
+            path: root,
+            kind,
+        }));
+    }
+    for s in books {
+        let root = expand(&s.path);
+        let kind = match s.kind.as_str() {
+            "vdir" => crate::pim::BookKind::Vdir,
+            "vcf" => crate::pim::BookKind::Vcf,
+            other => {
+                return Err(bad(format!("[[contacts.sources]] kind {other:?}: use vdir or vcf")));
+            }
+        };
+        out.push(Arc::new(crate::pim::BookSourceConfig {
+            name: s.name.unwrap_or_else(|| root.display().to_string()),
+            account: account(s.account),
+            path: root,
+            kind,
+            region,
+        }));
+    }
+    Ok(out)
+}
+
 /// The services the runner acts on, from `<home>/config.toml` and the environment: the mail
 /// sources, the SMTP transport (absent, with the reason, when `[mail]` configures none) and
 /// delivery into the protocol feed.
@@ -370,7 +456,8 @@ pub fn services(home: &Path) -> Result<Services, HomeError> {
         }
         Err(e) => (Err(e.to_string()), None),
     };
-    Ok(Services { mail_sources, transport, sender, delivery: Arc::new(FeedDelivery) })
+    let pim_sources = pim_sources(home)?;
+    Ok(Services { mail_sources, pim_sources, transport, sender, delivery: Arc::new(FeedDelivery) })
 }
 
 /// The runner of `steward`'s home with its configured jobs and services. With a model

@@ -11,6 +11,7 @@ pub mod contacts;
 pub mod home;
 pub mod mail;
 pub mod mcp;
+pub mod pim;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod trains;

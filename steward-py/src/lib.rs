@@ -6,6 +6,7 @@
 
 mod chat;
 mod mail;
+mod pim;
 mod records;
 mod results;
 mod system;

@@ -53,6 +53,39 @@ fn demo_then_index_then_stats() {
     // Human output names what to try next.
     let human = steward().arg("--home").arg(&home).args(["stats"]).output().unwrap();
     assert!(String::from_utf8_lossy(&human.stdout).contains("messages by mailbox role"));
+
+    // The demo's calendars and address book came with it: this week has its meeting, the two
+    // Marco Rossi cards are one person, and "Anna" needs the person to choose.
+    let today = chrono::Utc::now().date_naive();
+    let week = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["calendar", "agenda", "--json", "--from"])
+        .arg((today - chrono::Duration::days(7)).to_string())
+        .arg("--to")
+        .arg((today + chrono::Duration::days(14)).to_string())
+        .output()
+        .unwrap();
+    assert!(week.status.success(), "{}", String::from_utf8_lossy(&week.stderr));
+    let week = String::from_utf8_lossy(&week.stdout);
+    assert!(week.contains("Weekly team meeting"), "{week}");
+    assert!(week.contains("Dentista / Dentist"), "{week}");
+    let resolve = |text: &str| {
+        let out = steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["contacts", "resolve", text, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(resolve("Anna")["status"], "ambiguous");
+    let school = resolve("Anna della scuola");
+    assert_eq!(school["status"], "resolved", "{school}");
+    assert_eq!(school["candidates"][0]["email"], "anna.ricci@scuola-manzoni.example.it");
+    let marco = resolve("Marco Rossi");
+    assert_eq!(marco["candidates"][0]["email"], "marco.rossi@studio-rossi.it");
 }
 
 #[test]

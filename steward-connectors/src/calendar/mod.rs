@@ -2,6 +2,7 @@
 //! root of collections, one item per `.ics` file, the collection's `displayname` and `color`
 //! beside them; `.tmp` and extensionless files are not items).
 
+pub mod demo;
 pub mod ics;
 pub mod sync;
 mod vtimezone;

@@ -19,22 +19,29 @@ fn etag(meta: &std::fs::Metadata) -> String {
     format!("{}-{mtime}", meta.len())
 }
 
-fn read_item(path: &Path, errors: &mut Vec<SourceError>) -> Vec<steward_core::calendar::Event> {
+/// The events of one item, or `None` when the item as a whole cannot be read (unreadable,
+/// too large, not iCalendar): the stored events and tag then stay as they were, so a
+/// transient failure never empties a calendar and the item is tried again next run.
+fn read_item(
+    path: &Path,
+    size: u64,
+    errors: &mut Vec<SourceError>,
+) -> Option<Vec<steward_core::calendar::Event>> {
     let fail = |code: &'static str, message: String| SourceError {
         path: path.to_owned(),
         uid: None,
         code,
         message,
     };
+    if size > ics::MAX_ICS_BYTES as u64 {
+        errors.push(fail("ICS_TOO_LARGE", format!("larger than {} bytes", ics::MAX_ICS_BYTES)));
+        return None;
+    }
     let bytes = match std::fs::read(path) {
-        Ok(b) if b.len() > ics::MAX_ICS_BYTES => {
-            errors.push(fail("ICS_TOO_LARGE", format!("larger than {} bytes", ics::MAX_ICS_BYTES)));
-            return Vec::new();
-        }
         Ok(b) => b,
         Err(e) => {
             errors.push(fail("CALENDAR_SOURCE_UNREADABLE", e.to_string()));
-            return Vec::new();
+            return None;
         }
     };
     match read_ics(&String::from_utf8_lossy(&bytes)) {
@@ -45,11 +52,11 @@ fn read_item(path: &Path, errors: &mut Vec<SourceError>) -> Vec<steward_core::ca
                 code: e.code,
                 message: e.message,
             }));
-            r.events
+            Some(r.events)
         }
         Err(e) => {
             errors.push(fail(steward_core::StewardError::code(&e), e.to_string()));
-            Vec::new()
+            None
         }
     }
 }
@@ -79,8 +86,9 @@ fn collection(
         if known.get(&href) == Some(&tag) {
             continue;
         }
-        let events = read_item(path, errors);
-        sync.updates.push(ItemUpdate { href, etag: tag, events });
+        if let Some(events) = read_item(path, meta.len(), errors) {
+            sync.updates.push(ItemUpdate { href, etag: tag, events });
+        }
     }
     let now = chrono::Utc::now().timestamp();
     store.apply(account, &sync, person, now, report)

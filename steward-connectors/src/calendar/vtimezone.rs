@@ -23,6 +23,21 @@ const MAX_ONSETS: usize = 2_000;
 /// Most VTIMEZONEs of one calendar read.
 /// Fixed (not a setting).
 const MAX_DEFINITIONS: usize = 100;
+/// Most observances (STANDARD, DAYLIGHT) read from one VTIMEZONE.
+/// Fixed (not a setting).
+const MAX_OBSERVANCES: usize = 16;
+/// Most onsets one observance's rule yields (a yearly rule from 1601 to 2100 is 500).
+/// Fixed (not a setting).
+const MAX_RULE_ONSETS: usize = 600;
+/// The last year onsets are built for.
+/// Fixed (not a setting).
+const LAST_ONSET_YEAR: i32 = 2100;
+/// Most (zone, year) guesses one calendar makes; past it a time is read by its definition.
+/// Fixed (not a setting).
+const MAX_GUESSES: usize = 64;
+/// Longest TZID looked into, bytes (a longer one names no zone).
+/// Fixed (not a setting).
+const MAX_TZID_BYTES: usize = 256;
 
 /// One observance (STANDARD or DAYLIGHT): its first local start, the offsets before and after,
 /// its rule without UNTIL (UNTIL, a UTC instant, is applied to onsets), its extra starts.
@@ -35,11 +50,16 @@ struct Observance {
     rdates: Vec<NaiveDateTime>,
 }
 
+/// A definition's onsets: (UTC seconds, the offset from then on), in order.
+type Onsets = std::rc::Rc<Vec<(i64, i32)>>;
+
 /// The zones a calendar defines.
 #[derive(Default)]
 pub(crate) struct Defined {
     by_id: HashMap<String, Vec<Observance>>,
     resolved: RefCell<HashMap<(String, i32), Option<Tz>>>,
+    /// Onsets by definition (each is built once).
+    onsets: RefCell<HashMap<String, Onsets>>,
 }
 
 fn offset(comp: &ICalendarComponent, p: &ICalendarProperty) -> Option<i32> {
@@ -117,28 +137,34 @@ impl Defined {
                     )
                 })
                 .filter_map(observance)
+                .take(MAX_OBSERVANCES)
                 .collect();
             if !observances.is_empty() {
                 by_id.insert(id.to_owned(), observances);
             }
         }
-        Self { by_id, resolved: RefCell::default() }
+        Self { by_id, resolved: RefCell::default(), onsets: RefCell::default() }
     }
 
-    /// The onsets of `id`'s definition up to the end of `last_year`: (UTC seconds, offset).
-    fn onsets(&self, id: &str, last_year: i32) -> Vec<(i64, i32)> {
+    /// The onsets of `id`'s definition up to [`LAST_ONSET_YEAR`]: (UTC seconds, offset), at
+    /// most [`MAX_ONSETS`] (the earliest), built once per definition.
+    fn onsets(&self, id: &str) -> Onsets {
+        if let Some(o) = self.onsets.borrow().get(id) {
+            return std::rc::Rc::clone(o);
+        }
         let mut out = Vec::new();
         for o in self.by_id.get(id).into_iter().flatten() {
             let mut starts = vec![o.start];
             if let Some(rule) = &o.rule {
-                let walls = steward_core::calendar::first_walls(o.start, false, rule, MAX_ONSETS)
-                    .unwrap_or_default();
-                starts.extend(walls.into_iter().take_while(|w| w.year() <= last_year));
+                let walls =
+                    steward_core::calendar::first_walls(o.start, false, rule, MAX_RULE_ONSETS)
+                        .unwrap_or_default();
+                starts.extend(walls.into_iter().take_while(|w| w.year() <= LAST_ONSET_YEAR));
             }
             starts.extend(o.rdates.iter().copied());
             for s in starts {
                 let at = s.and_utc().timestamp() - i64::from(o.from);
-                if o.until.is_none_or(|u| at <= u) && s.year() <= last_year {
+                if o.until.is_none_or(|u| at <= u) && s.year() <= LAST_ONSET_YEAR {
                     out.push((at, o.to));
                 }
             }
@@ -146,6 +172,8 @@ impl Defined {
         out.sort_unstable();
         out.dedup();
         out.truncate(MAX_ONSETS);
+        let out = std::rc::Rc::new(out);
+        self.onsets.borrow_mut().insert(id.to_owned(), std::rc::Rc::clone(&out));
         out
     }
 
@@ -160,6 +188,9 @@ impl Defined {
         if let Some(z) = self.resolved.borrow().get(&key) {
             return *z;
         }
+        if self.resolved.borrow().len() >= MAX_GUESSES {
+            return None;
+        }
         let z = self.guess(id, year);
         self.resolved.borrow_mut().insert(key, z);
         z
@@ -168,7 +199,7 @@ impl Defined {
     /// The UTC instant of wall-clock `wall` in `id`'s definition (the offset in force an
     /// instant before: in a gap, the offset before it).
     pub(crate) fn instant(&self, id: &str, wall: NaiveDateTime) -> Option<NaiveDateTime> {
-        let onsets = self.onsets(id, wall.year() + 1);
+        let onsets = self.onsets(id);
         let approx = wall.and_utc().timestamp();
         // Every offset in force within two days: the wall time read with each one is a
         // candidate when that offset is in force at the instant it gives; in an overlap the
@@ -196,7 +227,7 @@ impl Defined {
     }
 
     fn guess(&self, id: &str, year: i32) -> Option<Tz> {
-        let onsets = self.onsets(id, year + 1);
+        let onsets = self.onsets(id);
         if onsets.is_empty() {
             return None;
         }
@@ -265,8 +296,13 @@ impl Defined {
 /// `/freeassociation.sourceforge.net/Europe/Berlin`), or with `-` for `/` (`US-Eastern`).
 pub(crate) fn named(id: &str) -> Option<Tz> {
     let id = id.trim().trim_matches('"');
+    if id.len() > MAX_TZID_BYTES {
+        return None;
+    }
     let parts: Vec<&str> = id.split('/').filter(|p| !p.is_empty()).collect();
-    (0..parts.len())
+    // IANA names have at most three parts (`America/Argentina/Buenos_Aires`).
+    let first = parts.len().saturating_sub(3);
+    (first..parts.len())
         .find_map(|i| parts[i..].join("/").parse::<Tz>().ok())
         .or_else(|| id.replace('-', "/").parse().ok())
 }

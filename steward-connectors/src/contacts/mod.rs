@@ -35,41 +35,78 @@ pub struct BookError {
 /// What an address book source held, cards not yet merged.
 #[derive(Debug, Clone, Default)]
 pub struct BooksRead {
-    /// Every card, in source order.
+    /// Every card of the books read whole, in source order.
     pub cards: Vec<Contact>,
+    /// The books read whole (a book with a file that could not be read is not: its stored
+    /// cards stay as they were).
+    pub books: Vec<String>,
+    /// Every book the source lists now (a vdir root); `None` for a single file.
+    pub listed: Option<Vec<String>>,
     /// What could not be read.
     pub errors: Vec<BookError>,
 }
 
-fn add_file(out: &mut BooksRead, path: &Path, source: &str, region: Option<phone::Region>) {
+impl BooksRead {
+    /// What the contacts store takes from this read.
+    pub fn into_account_read(self) -> (steward_core::contacts::AccountRead, Vec<BookError>) {
+        let read = steward_core::contacts::AccountRead {
+            cards: self.cards,
+            books: self.books,
+            listed: self.listed,
+            errors: self.errors.len(),
+        };
+        (read, self.errors)
+    }
+}
+
+/// Reads one file's cards into `cards`; `false` when the file as a whole could not be read.
+fn add_file(
+    cards: &mut Vec<Contact>,
+    errors: &mut Vec<BookError>,
+    path: &Path,
+    source: &str,
+    region: Option<phone::Region>,
+) -> bool {
+    let fail = |code: &'static str, message: String| BookError {
+        path: path.to_owned(),
+        uid: None,
+        code,
+        message,
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > vcard::MAX_VCF_BYTES as u64 => {
+            errors
+                .push(fail("VCF_TOO_LARGE", format!("larger than {} bytes", vcard::MAX_VCF_BYTES)));
+            return false;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            errors.push(fail("CONTACTS_SOURCE_UNREADABLE", e.to_string()));
+            return false;
+        }
+    }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => {
-            out.errors.push(BookError {
-                path: path.to_owned(),
-                uid: None,
-                code: "CONTACTS_SOURCE_UNREADABLE",
-                message: e.to_string(),
-            });
-            return;
+            errors.push(fail("CONTACTS_SOURCE_UNREADABLE", e.to_string()));
+            return false;
         }
     };
     match read_vcf(&String::from_utf8_lossy(&bytes), source, region) {
         Ok(read) => {
-            out.cards.extend(read.contacts);
-            out.errors.extend(read.errors.into_iter().map(|e| BookError {
+            cards.extend(read.contacts);
+            errors.extend(read.errors.into_iter().map(|e| BookError {
                 path: path.to_owned(),
                 uid: e.uid,
                 code: e.code,
                 message: e.message,
             }));
+            true
         }
-        Err(e) => out.errors.push(BookError {
-            path: path.to_owned(),
-            uid: None,
-            code: steward_core::StewardError::code(&e),
-            message: e.to_string(),
-        }),
+        Err(e) => {
+            errors.push(fail(steward_core::StewardError::code(&e), e.to_string()));
+            false
+        }
     }
 }
 
@@ -78,7 +115,9 @@ fn add_file(out: &mut BooksRead, path: &Path, source: &str, region: Option<phone
 pub fn read_vcf_file(path: &Path, region: Option<phone::Region>) -> BooksRead {
     let mut out = BooksRead::default();
     let source = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    add_file(&mut out, path, &source, region);
+    if add_file(&mut out.cards, &mut out.errors, path, &source, region) {
+        out.books.push(source);
+    }
     out
 }
 
@@ -99,8 +138,11 @@ pub fn read_vdir(root: &Path, region: Option<phone::Region>) -> Result<BooksRead
     }
     dirs.truncate(MAX_BOOKS);
     let mut out = BooksRead::default();
+    let name =
+        |d: &Path| d.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    out.listed = Some(dirs.iter().map(|d| name(d)).collect());
     for dir in dirs {
-        let source = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let source = name(&dir);
         let mut items: Vec<PathBuf> = match std::fs::read_dir(&dir) {
             Ok(it) => it
                 .filter_map(Result::ok)
@@ -127,8 +169,16 @@ pub fn read_vdir(root: &Path, region: Option<phone::Region>) -> Result<BooksRead
             });
             items.truncate(MAX_BOOK_ITEMS);
         }
+        // A book counts as read only when every one of its files was: otherwise its stored
+        // cards stay, and nothing is lost to a file that could not be read this time.
+        let mut cards = Vec::new();
+        let mut whole = true;
         for item in &items {
-            add_file(&mut out, item, &source, region);
+            whole &= add_file(&mut cards, &mut out.errors, item, &source, region);
+        }
+        if whole {
+            out.cards.extend(cards);
+            out.books.push(source);
         }
     }
     Ok(out)

@@ -188,3 +188,52 @@ fn the_agent_tools_answer_from_the_store_in_the_persons_zone_and_mark_events_as_
         .is_err()
     );
 }
+
+#[test]
+fn the_runner_keeps_configured_calendars_and_address_books_current_and_reports_a_missing_one() {
+    use steward_core::runner::{JobName, JobOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cal");
+    write_vdir(&root);
+    let book = dir.path().join("book");
+    std::fs::create_dir_all(&book).unwrap();
+    std::fs::write(
+        book.join("anna.vcf"),
+        "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:a\r\nFN:Anna Rossi\r\nEMAIL:anna@polimi.it\r\nTEL:02 1234 5678\r\nEND:VCARD\r\n",
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "[calendar]\ntime_zone = \"Europe/Rome\"\n\n[[calendar.sources]]\nkind = \"vdir\"\npath = {:?}\naccount = \"me\"\n\n\
+             [[calendar.sources]]\nkind = \"ics\"\npath = {:?}\n\n\
+             [contacts]\nregion = \"IT\"\n\n[[contacts.sources]]\nkind = \"vdir\"\npath = {:?}\n",
+            root,
+            dir.path().join("missing.ics"),
+            book
+        ),
+    )
+    .unwrap();
+    let s = std::sync::Arc::new(steward_connectors::home::open(Some(home.clone())).unwrap());
+    let runner = steward_connectors::home::runner(std::sync::Arc::clone(&s)).unwrap();
+    assert_eq!(runner.unavailable(JobName::PimSync), None);
+    let reports = runner.run_once(Some(JobName::PimSync)).unwrap();
+    let r = &reports[0];
+    // The missing file is reported; the vdir and the book were still brought in.
+    assert_eq!(r.outcome, JobOutcome::Ok, "{r:?}");
+    assert!(r.summary.contains("3 sources"), "{}", r.summary);
+    let from = Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap();
+    let to = Utc.with_ymd_and_hms(2025, 5, 1, 0, 0, 0).unwrap();
+    assert_eq!(s.agenda(from, to).unwrap().len(), 6);
+    let people = s.contacts().unwrap();
+    assert_eq!(people[0].phones, ["+390212345678"]);
+    // A second pass reads nothing again and changes nothing.
+    let again = runner.run_once(Some(JobName::PimSync)).unwrap();
+    assert!(again[0].summary.contains("0 items changed, 1 could not be read"), "{:?}", again[0]);
+    // Without sources the job says what to configure.
+    std::fs::write(home.join("config.toml"), "").unwrap();
+    let bare = steward_connectors::home::runner(std::sync::Arc::clone(&s)).unwrap();
+    assert!(bare.unavailable(JobName::PimSync).unwrap().contains("[[calendar.sources]]"));
+}

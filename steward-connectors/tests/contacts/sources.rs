@@ -208,7 +208,7 @@ fn the_agent_tools_resolve_only_what_fits_one_address_and_mark_contacts_as_untru
     write_books(&root);
     let s = std::sync::Arc::new(mirrored(dir.path()));
     let read = read_vdir(&root, region("IT")).unwrap();
-    let report = s.index_contacts("home", read.cards, read.errors.len()).unwrap();
+    let report = s.index_contacts("home", read.into_account_read().0).unwrap();
     assert_eq!((report.added, report.contacts), (4, 3));
     let tb = Toolbox::new(std::sync::Arc::clone(&s));
     let run = |tool: &str, input: serde_json::Value| {
@@ -239,4 +239,36 @@ fn the_agent_tools_resolve_only_what_fits_one_address_and_mark_contacts_as_untru
         &DecisionContext::default(),
     );
     assert!(bad.is_err(), "{bad:?}");
+}
+
+#[test]
+fn a_book_that_cannot_be_read_keeps_its_cards_and_only_a_vanished_book_loses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("contacts");
+    write_books(&root);
+    let s = Steward::builder().home(dir.path().join("home")).open().unwrap();
+    let index = |read: steward_connectors::contacts::BooksRead| {
+        s.index_contacts("me", read.into_account_read().0).unwrap()
+    };
+    let r = index(read_vdir(&root, None).unwrap());
+    assert_eq!((r.added, r.contacts), (4, 3));
+    // A file of the family book that is not a card: the book is not read whole, so its
+    // stored cards stay (nothing is read as emptied).
+    std::fs::write(root.join("family").join("broken.vcf"), "garbage").unwrap();
+    let read = read_vdir(&root, None).unwrap();
+    assert_eq!(read.books, ["work"]);
+    let r = index(read);
+    assert_eq!((r.removed, r.contacts), (0, 3), "{r:?}");
+    // A single file indexed into the same account leaves the other books alone.
+    let one = dir.path().join("extra.vcf");
+    std::fs::write(&one, "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:x\r\nFN:Extra Person\r\nEMAIL:extra@example.org\r\nEND:VCARD\r\n").unwrap();
+    let r = index(read_vcf_file(&one, None));
+    assert_eq!((r.added, r.removed, r.contacts), (1, 0, 4), "{r:?}");
+    // The family book gone from the root: its cards go (the single file's book stays listed
+    // out of the vdir, so it goes too: the vdir lists every book of the account).
+    std::fs::remove_dir_all(root.join("family")).unwrap();
+    let r = index(read_vdir(&root, None).unwrap());
+    assert_eq!(r.removed, 3, "{r:?}");
+    let names: Vec<String> = s.contacts().unwrap().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["Anna Bianchi", "Anna Rossi"]);
 }

@@ -246,6 +246,7 @@ fn span(e: &Event, person: Tz) -> (i64, Option<i64>) {
     (start, end.map(|u| last_rdate.map_or(u, |r| r.max(u))))
 }
 
+/// The organizer and attendees (names and addresses), lowercased.
 fn attendees_text(e: &Event) -> String {
     let mut parts: Vec<String> = e.organizer.iter().cloned().collect();
     for a in &e.attendees {
@@ -254,7 +255,7 @@ fn attendees_text(e: &Event) -> String {
         }
         parts.push(a.email.clone());
     }
-    parts.join(" ")
+    parts.join(" ").to_lowercase()
 }
 
 /// FTS5 query of `text`: every word quoted (no operator or column filter can be injected),
@@ -531,7 +532,16 @@ impl CalendarStore {
             Some(t) => Some(fts_query(t).ok_or(CalendarStoreError::BadQuery)?),
             None => None,
         };
-        let attendee = q.attendee.as_deref().map(|a| format!("%{}%", a.trim().to_lowercase()));
+        // Attendees are stored lowercased (in Rust: every script, not only ASCII).
+        let attendee =
+            q.attendee.as_deref().map(|a| a.trim().to_lowercase()).filter(|a| !a.is_empty());
+        let (lo, hi) =
+            ((from - Duration::days(1)).timestamp(), (to + Duration::days(1)).timestamp());
+        let calendars = if q.calendars.is_empty() {
+            String::new()
+        } else {
+            format!("\u{1f}{}\u{1f}", q.calendars.join("\u{1f}"))
+        };
         // Matching (calendar, uid) pairs with their best rank.
         let matched: Vec<(String, String, Option<f64>)> = match &text {
             Some(fts) => self.db.read(|c| {
@@ -542,13 +552,22 @@ impl CalendarStore {
                            WHERE events_fts MATCH ?1)
                          SELECT e.calendar_id, e.uid, min(m.rank) FROM m
                          JOIN events e ON e.rowid = m.rowid
-                         WHERE e.deleted_at IS NULL AND (?2 IS NULL OR lower(e.attendees) LIKE ?2)
+                         WHERE e.deleted_at IS NULL AND (?2 IS NULL OR instr(e.attendees, ?2) > 0)
+                           AND e.start_utc < ?5 AND (e.end_utc IS NULL OR e.end_utc > ?4)
+                           AND (?6 = '' OR instr(?6, char(31) || e.calendar_id || char(31)) > 0)
                          GROUP BY e.calendar_id, e.uid ORDER BY 3 LIMIT ?3",
                     )
                     .map_err(|e| StoreError::query("prepare search", e))?;
                 let rows = stmt
                     .query_map(
-                        params![fts, attendee, i64::try_from(MAX_SEARCH_MATCHES).unwrap_or(500)],
+                        params![
+                            fts,
+                            attendee,
+                            i64::try_from(MAX_SEARCH_MATCHES).unwrap_or(500),
+                            lo,
+                            hi,
+                            calendars
+                        ],
                         |r| Ok((r.get(0)?, r.get(1)?, Some(r.get(2)?))),
                     )
                     .map_err(|e| StoreError::query("search", e))?;
@@ -599,12 +618,7 @@ impl CalendarStore {
                 }
                 let mut uids: Vec<&str> = events
                     .iter()
-                    .filter(|e| {
-                        attendee.as_deref().is_none_or(|a| {
-                            let needle = a.trim_matches('%');
-                            attendees_text(e).to_lowercase().contains(needle)
-                        })
-                    })
+                    .filter(|e| attendee.as_deref().is_none_or(|a| attendees_text(e).contains(a)))
                     .map(|e| e.uid.as_str())
                     .collect();
                 uids.sort_unstable();

@@ -6,7 +6,7 @@
 pub mod resolve;
 pub mod store;
 
-pub use store::{ContactStore, ContactStoreError, ContactsReport};
+pub use store::{AccountRead, ContactStore, ContactStoreError, ContactsReport};
 
 pub use resolve::{
     Candidate, Evidence, MAX_CANDIDATES, MAX_QUERY_CHARS, Resolution, Status, resolve_recipient,
@@ -199,7 +199,6 @@ pub fn merge(cards: Vec<Contact>) -> Vec<Contact> {
             m.family = m.family.take().or_else(|| c.family.clone());
             m.org = m.org.take().or_else(|| c.org.clone());
             m.title = m.title.take().or_else(|| c.title.clone());
-            m.preferred_email = m.preferred_email.take().or_else(|| c.preferred_email.clone());
             push_unique(&mut m.nicknames, &c.nicknames);
             push_unique(&mut m.emails, &c.emails);
             push_unique(&mut m.phones, &c.phones);
@@ -209,6 +208,14 @@ pub fn merge(cards: Vec<Contact>) -> Vec<Contact> {
                 }
             }
         }
+        // A preferred address counts only when every card that names one names the same:
+        // one card of a shared book cannot redirect a person's mail by marking its own.
+        let prefs: std::collections::BTreeSet<&String> =
+            members.iter().filter_map(|&i| cards[i].preferred_email.as_ref()).collect();
+        m.preferred_email = match prefs.len() {
+            1 => prefs.into_iter().next().cloned(),
+            _ => None,
+        };
         if let Some(at) =
             m.preferred_email.as_ref().and_then(|p| m.emails.iter().position(|e| e == p))
         {
@@ -286,5 +293,12 @@ mod tests {
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].id, anna.id);
         assert_ne!(merged[0].id, merged[2].id);
+        // Cards that disagree on the preferred address: none is preferred.
+        let mut x = card("a", "1", "Boss", &["boss@corp.example"]);
+        x.preferred_email = Some("boss@corp.example".into());
+        let mut y = card("b", "2", "Boss", &["x@evil.example", "boss@corp.example"]);
+        y.preferred_email = Some("x@evil.example".into());
+        let m = merge(vec![y, x]);
+        assert_eq!((m.len(), m[0].preferred_email.as_deref()), (1, None));
     }
 }

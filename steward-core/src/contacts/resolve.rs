@@ -146,7 +146,18 @@ fn matches(c: &Contact, query: &[String]) -> (Vec<Evidence>, usize, bool) {
     let nicks: Vec<String> = c.nicknames.iter().flat_map(|n| field_words(n)).collect();
     let orgs: Vec<String> =
         c.org.iter().chain(c.title.iter()).flat_map(|o| field_words(o)).collect();
-    let addr: Vec<String> = c.emails.iter().flat_map(|e| field_words(e)).collect();
+    // An address's local part says who; its domain only where (like an organization).
+    let local: Vec<String> = c
+        .emails
+        .iter()
+        .flat_map(|e| field_words(e.rsplit_once('@').map_or(e, |(l, _)| l)))
+        .collect();
+    let domain: Vec<String> = c
+        .emails
+        .iter()
+        .filter_map(|e| e.rsplit_once('@'))
+        .flat_map(|(_, d)| field_words(d))
+        .collect();
     let (mut ev, mut covered, mut who) = (Vec::new(), 0, false);
     for w in query {
         let word = w.clone();
@@ -158,9 +169,11 @@ fn matches(c: &Contact, query: &[String]) -> (Vec<Evidence>, usize, bool) {
             who = true;
         } else if orgs.contains(w) {
             ev.push(Evidence::Organization { word });
-        } else if addr.contains(w) {
+        } else if local.contains(w) {
             ev.push(Evidence::Address { word });
             who = true;
+        } else if domain.contains(w) {
+            ev.push(Evidence::Address { word });
         } else {
             continue;
         }
@@ -240,6 +253,10 @@ pub fn resolve_recipient(
     // (covers, person in book, sent, last sent) per candidate, for ranking.
     let mut found: Vec<(Candidate, u32, String)> = Vec::new();
     let mut fitting_people = 0usize;
+    // Whether the one person who fits is someone the person knows: in the address book, or
+    // written to. Someone who only wrote in (a stranger, a spammer naming himself after a
+    // colleague) is never the answer on their own say-so.
+    let mut fitting_known = false;
     for (c, in_book) in
         contacts.iter().map(|c| (c, true)).chain(harvested.iter().map(|c| (c, false)))
     {
@@ -249,6 +266,8 @@ pub fn resolve_recipient(
         }
         if covers == query.len() {
             fitting_people += 1;
+            fitting_known = in_book
+                || c.emails.iter().any(|e| by_email.get(e.as_str()).is_some_and(|k| k.sent > 0));
         }
         let addresses: Vec<&String> = match &c.preferred_email {
             Some(p) => vec![p],
@@ -277,7 +296,7 @@ pub fn resolve_recipient(
     let full = found.iter().filter(|(c, _, _)| c.covers == query.len()).count();
     let status = match (found.is_empty(), full, fitting_people) {
         (true, _, _) => Status::NotFound,
-        (false, 1, 1) => Status::Resolved,
+        (false, 1, 1) if fitting_known => Status::Resolved,
         _ => Status::Ambiguous,
     };
     let candidates = found.into_iter().take(MAX_CANDIDATES).map(|(c, _, _)| c).collect();
@@ -403,6 +422,11 @@ mod tests {
         assert_eq!(r.candidates[0].evidence, [Evidence::ExactEmail, Evidence::NotInContacts]);
         let r = resolve_recipient("scuola Manzoni", &book, &mail).unwrap();
         assert_eq!(r.status, Status::NotFound);
+        // Someone who only wrote in is never the answer alone (a spammer can name himself).
+        let r = resolve_recipient("Anna Verdi", &book, &mail).unwrap();
+        assert_eq!((r.status, emails(&r)[0]), (Status::Ambiguous, "anna.verdi@studio.example"));
+        // A domain word says where, never who: "example" alone names nobody.
+        assert_eq!(resolve_recipient("example", &book, &mail).unwrap().status, Status::NotFound);
         // Part of the question fits: ambiguous, never resolved.
         let r = resolve_recipient("Anna Rossi from Manzoni", &book, &mail).unwrap();
         assert_eq!(r.status, Status::Ambiguous);

@@ -61,6 +61,20 @@ impl StewardError for ContactStoreError {
     }
 }
 
+/// What one indexing run read of an account's address books.
+#[derive(Debug, Clone, Default)]
+pub struct AccountRead {
+    /// The cards of the books read whole, each card's first source naming its book.
+    pub cards: Vec<Contact>,
+    /// The books read whole: their stored cards are replaced by these.
+    pub books: Vec<String>,
+    /// Every book the source holds now, when it can say (a vdir root): a stored book not
+    /// among them is gone. `None` (one file): the account's other books stay.
+    pub listed: Option<Vec<String>>,
+    /// How many cards or files could not be read.
+    pub errors: usize,
+}
+
 /// What indexing an account changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ContactsReport {
@@ -92,16 +106,17 @@ impl ContactStore {
         Ok(Self { db })
     }
 
-    /// Replaces `account`'s cards with `cards` (each source becomes `<account>/<book>`), then
-    /// re-merges every account's cards into people. `errors` is how many cards could not be
-    /// read (recorded with the run).
+    /// Replaces the cards of the books `read` read whole (each card's source becomes
+    /// `<account>/<book>`), drops the stored books its source no longer lists, keeps every
+    /// other book as stored (one that could not be read is never read as emptied), then
+    /// re-merges every account's cards into people.
     pub fn index_account(
         &self,
         account: &str,
-        cards: Vec<Contact>,
-        errors: usize,
+        read: AccountRead,
         now: i64,
     ) -> Result<ContactsReport, ContactStoreError> {
+        let AccountRead { cards, books, listed, errors } = read;
         if account.is_empty()
             || account.chars().count() > MAX_ACCOUNT_CHARS
             || account.contains('/')
@@ -144,7 +159,12 @@ impl ContactStore {
                 )
                 .map_err(q("upsert card"))?;
             }
-            for k in old.keys().filter(|k| !new.contains_key(*k)) {
+            let replaced: std::collections::BTreeSet<&str> = books.iter().map(String::as_str).collect();
+            let gone = |source: &str| {
+                let book = source.strip_prefix(prefix.as_str()).unwrap_or(source);
+                replaced.contains(book) || listed.as_ref().is_some_and(|l| !l.iter().any(|b| b == book))
+            };
+            for k in old.keys().filter(|k| !new.contains_key(*k) && gone(&k.0)) {
                 tx.execute("DELETE FROM cards WHERE source = ?1 AND uid = ?2", params![k.0, k.1])
                     .map_err(q("delete card"))?;
                 removed += 1;

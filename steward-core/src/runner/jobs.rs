@@ -62,6 +62,7 @@ pub(super) fn run(
     let now = now_secs();
     match job {
         JobName::MailReconcile => reconcile(runner, cancel),
+        JobName::PimSync => pim_sync(runner, cancel),
         JobName::MailEmbed => {
             let opts = crate::embed::EmbedOptions {
                 max_items: runner.config.embed_pass_items,
@@ -207,6 +208,44 @@ fn reconcile(runner: &Runner, cancel: &AtomicBool) -> Result<Done, Failure> {
     if changed {
         done.wake.extend([JobName::ConfirmWrites, JobName::MailEmbed]);
     }
+    done.partial_error = first_error;
+    Ok(done)
+}
+
+/// Brings every configured calendar and address book into its store; a source that fails is
+/// reported and the others still run.
+fn pim_sync(runner: &Runner, cancel: &AtomicBool) -> Result<Done, Failure> {
+    let (mut changed, mut errors) = (0, 0);
+    let mut runs = Vec::new();
+    let mut first_error: Option<(String, String)> = None;
+    for source in &runner.services.pim_sources {
+        match source.sync(&runner.steward) {
+            Ok(s) => {
+                changed += s.changed;
+                errors += s.errors;
+                runs.push(json!({ "source": source.name(), "summary": s }));
+            }
+            Err((code, message)) => {
+                tracing::warn!(source = %source.name(), code = %code, error = %message, "sync failed");
+                runs.push(json!({ "source": source.name(), "error": code, "message": message }));
+                first_error.get_or_insert_with(|| (code, format!("{}: {message}", source.name())));
+            }
+        }
+        if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
+    }
+    let mut done = Done::new(
+        if changed > 0 || errors > 0 {
+            format!(
+                "{} sources: {changed} items changed, {errors} could not be read",
+                runner.services.pim_sources.len()
+            )
+        } else {
+            String::new()
+        },
+        json!({ "sources": runs }),
+    );
     done.partial_error = first_error;
     Ok(done)
 }

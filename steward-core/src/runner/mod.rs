@@ -109,11 +109,13 @@ pub enum JobName {
     ConfirmWrites,
     /// Expire approval requests nobody answered in time (expiry is a denial).
     ApprovalExpiry,
+    /// Bring the configured calendars and address books into their stores.
+    PimSync,
 }
 
 impl JobName {
     /// Every job.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::MailReconcile,
         Self::MailEmbed,
         Self::WatchPoll,
@@ -121,6 +123,7 @@ impl JobName {
         Self::SendDue,
         Self::ConfirmWrites,
         Self::ApprovalExpiry,
+        Self::PimSync,
     ];
 
     /// The name in config, on the command line and in the status.
@@ -133,6 +136,7 @@ impl JobName {
             Self::SendDue => "send-due",
             Self::ConfirmWrites => "confirm-writes",
             Self::ApprovalExpiry => "approval-expiry",
+            Self::PimSync => "pim-sync",
         }
     }
 
@@ -156,6 +160,7 @@ impl JobName {
             Self::SendDue => (120, 120),
             Self::ConfirmWrites => (600, 120),
             Self::ApprovalExpiry => (60, 30),
+            Self::PimSync => (900, 300),
         };
         JobConfig { enabled: true, interval_secs, budget_secs }
     }
@@ -455,10 +460,32 @@ impl std::fmt::Debug for ConfiguredSource {
     }
 }
 
+/// What one calendar or address book sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PimSummary {
+    /// Items or cards added, changed or removed.
+    pub changed: usize,
+    /// Items or cards that could not be read (reported, never stopping the sync).
+    pub errors: usize,
+    /// The source's own report.
+    pub detail: serde_json::Value,
+}
+
+/// A calendar or address book source `pim-sync` brings into its store (`[[calendar.sources]]`,
+/// `[[contacts.sources]]`; `steward-connectors` implements them).
+pub trait PimSource: Send + Sync {
+    /// How status and logs call it.
+    fn name(&self) -> &str;
+    /// Brings the source into its store: what changed, or a stable code and why not.
+    fn sync(&self, steward: &Steward) -> Result<PimSummary, (String, String)>;
+}
+
 /// What the jobs act on, from the frontend's configuration (`steward-connectors` builds it).
 pub struct Services {
     /// Mirrored by `mail-reconcile`.
     pub mail_sources: Vec<ConfiguredSource>,
+    /// Synced by `pim-sync`.
+    pub pim_sources: Vec<Arc<dyn PimSource>>,
     /// Submits scheduled and granted mail; `Err` says why there is none (`send-due` and
     /// granted `mail.send` are then unavailable).
     pub transport: Result<Arc<dyn MailTransport>, String>,
@@ -472,6 +499,7 @@ impl Default for Services {
     fn default() -> Self {
         Self {
             mail_sources: Vec::new(),
+            pim_sources: Vec::new(),
             transport: Err("no SMTP server is configured ([mail] smtp_host)".to_owned()),
             sender: None,
             delivery: Arc::new(FeedDelivery),
@@ -483,6 +511,7 @@ impl std::fmt::Debug for Services {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Services")
             .field("mail_sources", &self.mail_sources)
+            .field("pim_sources", &self.pim_sources.iter().map(|s| s.name()).collect::<Vec<_>>())
             .field("transport", &self.transport.as_ref().map(|_| "configured"))
             .field("sender", &self.sender)
             .finish_non_exhaustive()
@@ -606,6 +635,11 @@ impl Runner {
                     .to_owned(),
             ),
             JobName::SendDue => self.services.transport.as_ref().err().cloned(),
+            JobName::PimSync if self.services.pim_sources.is_empty() => Some(
+                "no calendar or address book is configured ([[calendar.sources]], \
+                 [[contacts.sources]] in config.toml)"
+                    .to_owned(),
+            ),
             _ => None,
         }
     }

@@ -3,8 +3,8 @@
 
 use super::Steward;
 use crate::contacts::{
-    Contact, ContactStore, ContactStoreError, ContactsError, ContactsReport, Resolution,
-    resolve_recipient, search_contacts,
+    AccountRead, Contact, ContactStore, ContactStoreError, ContactsError, ContactsReport,
+    Resolution, resolve_recipient, search_contacts,
 };
 use crate::mirror::DEFAULT_MAX_CORRESPONDENTS;
 
@@ -46,15 +46,14 @@ impl Steward {
         self.open_once(&self.contacts, || ContactStore::open(&self.home, &self.limits))
     }
 
-    /// Replaces `account`'s cards with `cards` and re-merges the people (see
+    /// Replaces the cards of the books `read` read whole and re-merges the people (see
     /// [`ContactStore::index_account`]).
     pub fn index_contacts(
         &self,
         account: &str,
-        cards: Vec<Contact>,
-        errors: usize,
+        read: AccountRead,
     ) -> Result<ContactsReport, ContactStoreError> {
-        self.contact_store()?.index_account(account, cards, errors, chrono::Utc::now().timestamp())
+        self.contact_store()?.index_account(account, read, chrono::Utc::now().timestamp())
     }
 
     /// Every person of the indexed address books, by name.

@@ -141,7 +141,13 @@ fn free_busy(run: &ToolRun<'_>, i: CalendarFreeBusyInput) -> Result<ToolOutput, 
     };
     Ok(ToolOutput {
         text: format!("{header}\n{body}\nBusy: {} occurrence(s) in the window.", fb.busy.len()),
-        data: serde_json::to_value(&fb).unwrap_or_default(),
+        // Times only: no event's own text (an invitation's summary is someone else's words).
+        data: json!({
+            "free": fb.free,
+            "busy": fb.busy.iter().map(|b| json!({
+                "start": b.span.start, "end": b.span.end, "all_day": b.all_day, "tentative": b.tentative,
+            })).collect::<Vec<_>>(),
+        }),
         // Only times and counts: no event text reaches the model here.
         ..ToolOutput::default()
     })

@@ -70,9 +70,22 @@ pub(super) fn index_contacts(home: Option<PathBuf>, a: ContactsArgs) -> Result<(
         (None, Some(file)) => read_vcf_file(file, region),
         _ => return Err(usage("one of --vdir or --vcf is required".to_owned())),
     };
+    if read.books.is_empty() {
+        // Nothing was read whole: say why and change nothing.
+        let first = read.errors.first();
+        return Err(Failure {
+            code: first.map_or("CONTACTS_NOTHING_READ", |e| e.code).to_owned(),
+            kind: steward_core::ErrorKind::InvalidInput,
+            message: first.map_or_else(
+                || "no address book found".to_owned(),
+                |e| format!("{}: {}", e.path.display(), e.message),
+            ),
+        });
+    }
     let steward = open(home)?;
-    let errors = read.errors.len();
-    let report = steward.index_contacts(&a.account, read.cards, errors).map_err(Failure::from)?;
+    let (account_read, errors) = read.into_account_read();
+    let report = steward.index_contacts(&a.account, account_read).map_err(Failure::from)?;
+    let read = BooksRead { errors, ..BooksRead::default() };
     if a.json {
         json_line(&report);
         for e in &read.errors {

@@ -596,6 +596,36 @@ fn demo(
     let source = MaildirSource::new(&maildir);
     let summary = sync_with_progress(&steward, &source, Some("demo".to_owned()))?;
     print_summary(&summary, json);
+    // The demo person's calendars and address book, indexed like any other.
+    let (calendars, contacts) =
+        (steward.home().join("demo-calendars"), steward.home().join("demo-contacts"));
+    for dir in [&calendars, &contacts] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .map_err(|source| DemoError::Write { root: dir.clone(), source })?;
+        }
+    }
+    let pim = steward_connectors::calendar::demo::write_demo_pim(
+        &calendars,
+        &contacts,
+        chrono::Utc::now().timestamp(),
+    )
+    .map_err(|source| DemoError::Write { root: calendars.clone(), source })?;
+    let store = steward.calendar_store().map_err(Failure::from)?;
+    let (cal, _) = steward_connectors::calendar::sync::sync_vdir(
+        store,
+        "demo",
+        &calendars,
+        steward.calendar_settings().zone,
+    )
+    .map_err(Failure::from)?;
+    let books = steward_connectors::contacts::read_vdir(
+        &contacts,
+        steward_connectors::contacts::phone::region("IT"),
+    )
+    .map_err(|source| DemoError::Write { root: contacts.clone(), source })?;
+    let people =
+        steward.index_contacts("demo", books.into_account_read().0).map_err(Failure::from)?;
     if !json {
         let home = steward.home().display();
         out!();
@@ -606,8 +636,20 @@ fn demo(
             report.malformed,
             maildir.display()
         );
+        out!(
+            "Wrote {} calendar items ({} events in {} calendars) and {} cards ({} people) beside it.",
+            pim.calendar_items,
+            cal.events,
+            cal.calendars,
+            pim.cards,
+            people.contacts
+        );
         out!("Try next:");
         out!("  steward --home {home} stats");
+        out!(
+            "  steward --home {home} calendar agenda --from $(date +%F) --to $(date -d '+7 days' +%F)"
+        );
+        out!("  steward --home {home} contacts resolve \"Anna della scuola\"");
         out!(
             "  steward --home {home} index mail --maildir {} --account demo   # re-run: nothing changes",
             maildir.display()
