@@ -16,3 +16,17 @@ pub mod pim;
 pub mod testing;
 pub mod trains;
 pub mod watches;
+
+/// A file of a calendar or address book source that could not be read, or one entry of it
+/// (an event, a card): reported, never stopping the rest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SourceError {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// The entry's UID, when the error is one entry's.
+    pub uid: Option<String>,
+    /// A stable code.
+    pub code: &'static str,
+    /// What was wrong.
+    pub message: String,
+}

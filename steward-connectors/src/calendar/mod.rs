@@ -24,18 +24,7 @@ pub const MAX_COLLECTION_ITEMS: usize = 200_000;
 /// Fixed (not a setting).
 const MAX_META_BYTES: u64 = 1_024;
 
-/// An item of a collection that could not be read, or one of its events.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SourceError {
-    /// The file.
-    pub path: PathBuf,
-    /// Its UID, when the error is one event's.
-    pub uid: Option<String>,
-    /// A stable code.
-    pub code: &'static str,
-    /// What was wrong.
-    pub message: String,
-}
+pub use crate::SourceError;
 
 /// A calendar: a vdir collection, or one `.ics` file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,6 @@ pub mod vcard;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use steward_core::contacts::Contact;
 
 pub use vcard::{CardError, VcfError, VcfRead, read_vcf};
@@ -19,18 +18,7 @@ pub const MAX_BOOKS: usize = 1_000;
 /// Fixed (not a setting).
 pub const MAX_BOOK_ITEMS: usize = 200_000;
 
-/// A card or file that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BookError {
-    /// The file.
-    pub path: PathBuf,
-    /// The card's UID, when the error is one card's.
-    pub uid: Option<String>,
-    /// A stable code.
-    pub code: &'static str,
-    /// What was wrong.
-    pub message: String,
-}
+pub use crate::SourceError as BookError;
 
 /// What an address book source held, cards not yet merged.
 #[derive(Debug, Clone, Default)]

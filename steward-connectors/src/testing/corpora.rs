@@ -55,3 +55,36 @@ pub fn corpus(relative: &str) -> Option<PathBuf> {
     let _ = std::io::stderr().write_all(line.as_bytes());
     None
 }
+
+/// A differential test's allow-list (`key<TAB>reason` lines; `#` comments and blank lines
+/// skipped), by key.
+///
+/// # Panics
+/// On a line without a tab or without a reason.
+pub fn allow_list(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (key, reason) = l.split_once('\t').unwrap_or((l, ""));
+            assert!(!reason.trim().is_empty(), "{key:?}: expected key<TAB>reason");
+            (key.trim().to_owned(), reason.to_owned())
+        })
+        .collect()
+}
+
+/// Fails unless the disagreements found are exactly the allow-listed ones: a disagreement not
+/// in `list` (a regression, or a new difference to explain) and a listed one that agrees now
+/// (a stale entry) both fail.
+///
+/// # Panics
+/// As described.
+pub fn check_allow_list(
+    list: &str,
+    allowed: &std::collections::BTreeMap<String, String>,
+    disagree: &std::collections::BTreeSet<String>,
+) {
+    let unlisted: Vec<&String> = disagree.iter().filter(|k| !allowed.contains_key(*k)).collect();
+    let stale: Vec<&String> = allowed.keys().filter(|k| !disagree.contains(*k)).collect();
+    assert!(unlisted.is_empty(), "disagreements not in {list}: {unlisted:#?}");
+    assert!(stale.is_empty(), "{list} entries that agree now (remove them): {stale:#?}");
+}

@@ -8,7 +8,7 @@
 mod corpora;
 pub mod models;
 
-pub use corpora::{corpora, corpora_required, corpus};
+pub use corpora::{allow_list, check_allow_list, corpora, corpora_required, corpus};
 
 use std::{
     io::{BufRead, BufReader},

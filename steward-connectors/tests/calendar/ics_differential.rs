@@ -6,9 +6,12 @@
 //! two disagree is in `ics-allowlist.txt` with its reason; the test fails on a disagreement
 //! not listed there and on a listed one that no longer disagrees. It prints the agreement.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use steward_connectors::{calendar::read_ics, testing::corpus};
+use steward_connectors::{
+    calendar::read_ics,
+    testing::{allow_list, check_allow_list, corpus},
+};
 use steward_core::calendar::{Event, EventTime};
 
 const ALLOWED: &str = include_str!("ics-allowlist.txt");
@@ -48,15 +51,7 @@ fn theirs(v: &serde_json::Value) -> Option<Seen> {
 fn steward_reads_the_corpora_calendars_like_python_icalendar_or_says_why_not() {
     let Some(oracle) = corpus("oracles/ics_python_icalendar.jsonl") else { return };
     let root = oracle.parent().and_then(|p| p.parent()).unwrap().to_owned();
-    let allowed: BTreeMap<String, &str> = ALLOWED
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (file, reason) = l.split_once('\t').expect("file<TAB>reason");
-            assert!(!reason.trim().is_empty(), "a reason for {file}");
-            (file.trim().to_owned(), reason)
-        })
-        .collect();
+    let allowed = allow_list(ALLOWED);
     let verbose = std::env::var_os("STEWARD_DIFF_VERBOSE").is_some();
     let (mut files, mut events, mut events_agree) = (0, 0, 0);
     let mut disagree = BTreeSet::new();
@@ -98,8 +93,5 @@ fn steward_reads_the_corpora_calendars_like_python_icalendar_or_says_why_not() {
         "iCalendar: Steward agrees with Python icalendar on {} of {files} files; {events_agree} of {events} events",
         files - disagree.len()
     );
-    let unlisted: Vec<_> = disagree.iter().filter(|f| !allowed.contains_key(*f)).collect();
-    let stale: Vec<_> = allowed.keys().filter(|f| !disagree.contains(*f)).collect();
-    assert!(unlisted.is_empty(), "disagreements not in ics-allowlist.txt: {unlisted:#?}");
-    assert!(stale.is_empty(), "allow-list entries that agree now (remove them): {stale:#?}");
+    check_allow_list("ics-allowlist.txt", &allowed, &disagree);
 }

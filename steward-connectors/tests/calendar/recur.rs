@@ -4,10 +4,10 @@
 //! with its reason, and the test fails on a disagreement not listed there and on a listed one
 //! that no longer disagrees. It prints the agreement.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use steward_connectors::testing::corpus;
+use steward_connectors::testing::{allow_list, check_allow_list, corpus};
 use steward_core::calendar::first_walls;
 
 const ALLOWED: &str = include_str!("recur-allowlist.txt");
@@ -84,16 +84,8 @@ fn steward_agrees_with_libical_on_its_recurrence_cases_or_says_why_not() {
     let text = std::fs::read_to_string(path).unwrap();
     let cases = cases(&text);
     assert_eq!(cases.len(), 146, "libical's recurrence cases");
-    let allowed: BTreeMap<usize, &str> = ALLOWED
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (line, reason) = l.split_once('\t').expect("line<TAB>reason");
-            assert!(!reason.trim().is_empty(), "a reason for {line}");
-            (line.trim().parse().expect("a line number"), reason)
-        })
-        .collect();
-    let mut disagree: BTreeSet<usize> = BTreeSet::new();
+    let allowed = allow_list(ALLOWED);
+    let mut disagree: BTreeSet<String> = BTreeSet::new();
     let verbose = std::env::var_os("STEWARD_DIFF_VERBOSE").is_some();
     for c in &cases {
         let start = wall(&c.dtstart).expect("a DTSTART");
@@ -118,7 +110,7 @@ fn steward_agrees_with_libical_on_its_recurrence_cases_or_says_why_not() {
             _ => false,
         };
         if !same {
-            disagree.insert(c.line);
+            disagree.insert(c.line.to_string());
             if verbose {
                 eprintln!(
                     "line {} {} from {}:\n  libical {:?}\n  steward {:?}",
@@ -133,8 +125,5 @@ fn steward_agrees_with_libical_on_its_recurrence_cases_or_says_why_not() {
         cases.len(),
         100.0 * agree as f64 / cases.len() as f64
     );
-    let unlisted: Vec<_> = disagree.iter().filter(|l| !allowed.contains_key(l)).collect();
-    let stale: Vec<_> = allowed.keys().filter(|l| !disagree.contains(l)).collect();
-    assert!(unlisted.is_empty(), "disagreements not in recur-allowlist.txt (lines): {unlisted:?}");
-    assert!(stale.is_empty(), "allow-list entries that agree now (remove them): {stale:?}");
+    check_allow_list("recur-allowlist.txt", &allowed, &disagree);
 }

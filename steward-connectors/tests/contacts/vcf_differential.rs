@@ -4,9 +4,12 @@
 //! Steward reads no card from it. Every disagreement is in `vcf-allowlist.txt` with its reason;
 //! the test fails on one not listed and on a listed one that no longer disagrees.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use steward_connectors::{contacts::read_vcf, testing::corpus};
+use steward_connectors::{
+    contacts::read_vcf,
+    testing::{allow_list, check_allow_list, corpus},
+};
 use steward_core::contacts::normalize_email;
 
 const ALLOWED: &str = include_str!("vcf-allowlist.txt");
@@ -18,15 +21,7 @@ type Seen = (Option<String>, Vec<String>, usize);
 fn steward_reads_the_corpora_cards_like_python_vobject_or_says_why_not() {
     let Some(oracle) = corpus("oracles/vcf_python_vobject.jsonl") else { return };
     let root = oracle.parent().and_then(|p| p.parent()).unwrap().to_owned();
-    let allowed: BTreeMap<String, &str> = ALLOWED
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (file, reason) = l.split_once('\t').expect("file<TAB>reason");
-            assert!(!reason.trim().is_empty(), "a reason for {file}");
-            (file.trim().to_owned(), reason)
-        })
-        .collect();
+    let allowed = allow_list(ALLOWED);
     let verbose = std::env::var_os("STEWARD_DIFF_VERBOSE").is_some();
     let (mut files, mut cards, mut cards_agree) = (0, 0, 0);
     let mut disagree = BTreeSet::new();
@@ -101,8 +96,5 @@ fn steward_reads_the_corpora_cards_like_python_vobject_or_says_why_not() {
         "vCard: Steward agrees with Python vobject on {} of {files} files; {cards_agree} of {cards} cards",
         files - disagree.len()
     );
-    let unlisted: Vec<_> = disagree.iter().filter(|f| !allowed.contains_key(*f)).collect();
-    let stale: Vec<_> = allowed.keys().filter(|f| !disagree.contains(*f)).collect();
-    assert!(unlisted.is_empty(), "disagreements not in vcf-allowlist.txt: {unlisted:#?}");
-    assert!(stale.is_empty(), "allow-list entries that agree now (remove them): {stale:#?}");
+    check_allow_list("vcf-allowlist.txt", &allowed, &disagree);
 }

@@ -172,9 +172,7 @@ fn working_spans(
     to: DateTime<Utc>,
     hours: &WorkingHours,
 ) -> Result<Vec<Span>, RecurError> {
-    if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
-        return Err(RecurError::BadWindow);
-    }
+    super::check_window(from, to)?;
     let (from, to) = (from.fixed_offset(), to.fixed_offset());
     let mut day = from.with_timezone(&person).date_naive();
     let last = to.with_timezone(&person).date_naive();

@@ -10,7 +10,7 @@ pub use free::{Busy, FreeBusy, Span, WorkingHours, free_busy};
 
 pub use recur::{
     EventTime, MAX_EXPANSION_STEPS, MAX_INSTANCES, MAX_RULE_BYTES, MAX_WINDOW_DAYS, Occurrence,
-    RecurError, Recurrence, first_walls, occurrences, place,
+    RecurError, Recurrence, check_window, first_walls, occurrences, place,
 };
 
 use serde::Serialize;

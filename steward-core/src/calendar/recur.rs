@@ -320,6 +320,15 @@ pub fn first_walls(
     Ok(out)
 }
 
+/// `Ok` when `[from, to)` is a window questions may ask about: it ends after it starts and
+/// spans at most [`MAX_WINDOW_DAYS`].
+pub fn check_window(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), RecurError> {
+    if to <= from || to - from > Duration::days(MAX_WINDOW_DAYS) {
+        return Err(RecurError::BadWindow);
+    }
+    Ok(())
+}
+
 /// The occurrences of an event starting at `start`, lasting `duration`, repeating by `rec`,
 /// that overlap the window `[from, to)` — an occurrence overlaps when it starts before `to`
 /// and ends after `from` (one of no length, when it starts in the window) — in order, at most
@@ -333,9 +342,7 @@ pub fn occurrences(
     to: DateTime<Utc>,
     max: usize,
 ) -> Result<Vec<Occurrence>, RecurError> {
-    if to <= from || to - from > Duration::days(MAX_WINDOW_DAYS) {
-        return Err(RecurError::BadWindow);
-    }
+    check_window(from, to)?;
     let max = max.min(MAX_INSTANCES);
     let zone = start.zone(person);
     let first = start.wall();

@@ -479,9 +479,7 @@ impl CalendarStore {
         to: DateTime<Utc>,
         max: usize,
     ) -> Result<Vec<StoredOccurrence>, CalendarStoreError> {
-        if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
-            return Err(RecurError::BadWindow.into());
-        }
+        super::check_window(from, to)?;
         let mut out = Vec::new();
         for (cal, events) in self.window_events(from, to)? {
             for item in agenda(&events, person, from, to, max)? {
@@ -507,9 +505,7 @@ impl CalendarStore {
         hours: &WorkingHours,
         me: &[String],
     ) -> Result<FreeBusy, CalendarStoreError> {
-        if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
-            return Err(RecurError::BadWindow.into());
-        }
+        super::check_window(from, to)?;
         let events: Vec<Event> = self.window_events(from, to)?.into_values().flatten().collect();
         Ok(free_busy(&events, person, from, to, min_minutes, hours, me)?)
     }
@@ -521,9 +517,7 @@ impl CalendarStore {
         let now = Utc::now();
         let from = q.from.unwrap_or(now - Duration::days(30));
         let to = q.to.unwrap_or(now + Duration::days(90));
-        if to <= from || to - from > Duration::days(super::MAX_WINDOW_DAYS) {
-            return Err(RecurError::BadWindow.into());
-        }
+        super::check_window(from, to)?;
         let limit = q.limit.clamp(1, MAX_SEARCH_RESULTS);
         let text = match q.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             Some(t) if t.chars().count() > MAX_SEARCH_CHARS => {
