@@ -30,3 +30,26 @@ pub struct SourceError {
     /// What was wrong.
     pub message: String,
 }
+
+/// The collection directories of the vdir `root`, by name (hidden ones skipped), at most `max`:
+/// a root that itself holds items (files ending in `.ext`, any case) is one collection, as
+/// khal, khard and vdirsyncer read it.
+pub(crate) fn vdir_collections(
+    root: &std::path::Path,
+    ext: &str,
+    max: usize,
+) -> Result<Vec<std::path::PathBuf>, std::io::Error> {
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(root)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    let item = |p: &std::path::Path| p.extension().is_some_and(|x| x.eq_ignore_ascii_case(ext));
+    if std::fs::read_dir(root)?.filter_map(Result::ok).any(|e| item(&e.path())) {
+        dirs = vec![root.to_path_buf()];
+    }
+    dirs.truncate(max);
+    Ok(dirs)
+}

@@ -112,23 +112,7 @@ fn meta(dir: &Path, name: &str) -> Option<String> {
 /// The collection directories under the vdir `root`, by name (a root that itself holds `.ics`
 /// items is one collection), at most [`MAX_COLLECTIONS`].
 fn collections(root: &Path) -> Result<Vec<PathBuf>, std::io::Error> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)?
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    let holds_items = |d: &Path| {
-        std::fs::read_dir(d).is_ok_and(|mut it| {
-            it.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "ics")))
-        })
-    };
-    if holds_items(root) {
-        dirs = vec![root.to_path_buf()];
-    }
-    dirs.truncate(MAX_COLLECTIONS);
-    Ok(dirs)
+    crate::vdir_collections(root, "ics", MAX_COLLECTIONS)
 }
 
 /// The `.ics` items of a collection, by name (`.tmp` files, a write in progress, and the rest
@@ -138,7 +122,7 @@ fn items(dir: &Path, errors: &mut Vec<SourceError>) -> Option<Vec<PathBuf>> {
         Ok(it) => it
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ics"))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("ics")))
             .collect(),
         Err(e) => {
             errors.push(io_error(dir, &e));

@@ -114,17 +114,7 @@ pub fn read_vcf_file(path: &Path, region: Option<phone::Region>) -> BooksRead {
 /// directory name.
 pub fn read_vdir(root: &Path, region: Option<phone::Region>) -> Result<BooksRead, std::io::Error> {
     let vcf = |p: &Path| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("vcf"));
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)?
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
-    if std::fs::read_dir(root)?.filter_map(Result::ok).any(|e| vcf(&e.path())) {
-        dirs = vec![root.to_path_buf()];
-    }
-    dirs.truncate(MAX_BOOKS);
+    let dirs = crate::vdir_collections(root, "vcf", MAX_BOOKS)?;
     let mut out = BooksRead::default();
     let name =
         |d: &Path| d.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
