@@ -118,18 +118,8 @@ impl PimSource for BookSourceConfig {
             })?,
             BookKind::Vcf => crate::contacts::read_vcf_file(&self.path, self.region),
         };
-        if read.books.is_empty() && read.listed.as_ref().is_none_or(|l| !l.is_empty()) {
-            // Nothing read whole (and not an empty vdir): stored cards stay; say why.
-            let e = read.errors.first();
-            return Err((
-                e.map_or("CONTACTS_NOTHING_READ", |e| e.code).to_owned(),
-                e.map_or_else(
-                    || "no address book found".to_owned(),
-                    |e| format!("{}: {}", e.path.display(), e.message),
-                ),
-            ));
-        }
-        let (account_read, errors) = read.into_account_read();
+        // Nothing read whole: stored cards stay; the run says why.
+        let (account_read, errors) = read.into_account_read().map_err(|e| fail(&e))?;
         let report = steward.index_contacts(&self.account, account_read).map_err(|e| fail(&e))?;
         Ok(PimSummary {
             changed: report.added + report.changed + report.removed,

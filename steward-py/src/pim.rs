@@ -98,7 +98,8 @@ impl PySteward {
 
     /// Indexes address books (`vdir`: a folder of books; or `vcf`: one file of cards) into
     /// the contacts store, phones read in `region` (`IT`, `US`…): a dict with the report and
-    /// `errors`. A source none of which could be read changes nothing and raises.
+    /// `errors`. A source none of which could be read changes nothing and raises
+    /// `InvalidInputError`.
     #[pyo3(signature = (vdir=None, vcf=None, account="local", region=None))]
     fn index_contacts<'py>(
         &self,
@@ -123,14 +124,7 @@ impl PySteward {
             (None, Some(file)) => steward_connectors::contacts::read_vcf_file(file, region),
             _ => return Err(pyo3::exceptions::PyValueError::new_err("give one of vdir or vcf")),
         };
-        if read.books.is_empty() && read.listed.as_ref().is_none_or(|l| !l.is_empty()) {
-            let why = read.errors.first().map_or_else(
-                || "no address book found".to_owned(),
-                |e| format!("{} {}: {}", e.code, e.path.display(), e.message),
-            );
-            return Err(pyo3::exceptions::PyValueError::new_err(why));
-        }
-        let (account_read, errors) = read.into_account_read();
+        let (account_read, errors) = read.into_account_read().map_err(|e| to_py(&e))?;
         let report = py
             .detach(|| self.inner.index_contacts(account, account_read))
             .map_err(|e| to_py(&e))?;

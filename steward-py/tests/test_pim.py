@@ -57,6 +57,7 @@ def test_calendars_and_contacts(tmp_path):
     found = s.resolve_recipient("Anna from Polimi")
     assert found["status"] == "resolved"
     assert found["candidates"][0]["email"] == "anna@polimi.it"
-    with pytest.raises(ValueError):
+    with pytest.raises(steward.InvalidInputError) as e:
         s.index_contacts(vcf=tmp_path / "missing.vcf")
+    assert e.value.code == "CONTACTS_SOURCE_UNREADABLE"
     assert len(s.contacts()) == 2, "a source that cannot be read changes nothing"

@@ -34,16 +34,50 @@ pub struct BooksRead {
     pub errors: Vec<BookError>,
 }
 
+/// Nothing of an address book source could be read whole: the stored cards stay as they were.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct NothingRead {
+    /// The first error's code, or `CONTACTS_NOTHING_READ`.
+    pub code: &'static str,
+    /// Why.
+    pub message: String,
+}
+
+impl steward_core::StewardError for NothingRead {
+    fn code(&self) -> &'static str {
+        self.code
+    }
+
+    fn kind(&self) -> steward_core::ErrorKind {
+        steward_core::ErrorKind::InvalidInput
+    }
+}
+
 impl BooksRead {
-    /// What the contacts store takes from this read.
-    pub fn into_account_read(self) -> (steward_core::contacts::AccountRead, Vec<BookError>) {
+    /// What the contacts store takes from this read, with the errors to report; refused when
+    /// no book was read whole (an empty vdir root is read whole: it lists no book), so a
+    /// source that cannot be read never reaches the store.
+    pub fn into_account_read(
+        self,
+    ) -> Result<(steward_core::contacts::AccountRead, Vec<BookError>), NothingRead> {
+        if self.books.is_empty() && self.listed.as_ref().is_none_or(|l| !l.is_empty()) {
+            let e = self.errors.first();
+            return Err(NothingRead {
+                code: e.map_or("CONTACTS_NOTHING_READ", |e| e.code),
+                message: e.map_or_else(
+                    || "no address book found".to_owned(),
+                    |e| format!("{}: {}", e.path.display(), e.message),
+                ),
+            });
+        }
         let read = steward_core::contacts::AccountRead {
             cards: self.cards,
             books: self.books,
             listed: self.listed,
             errors: self.errors.len(),
         };
-        (read, self.errors)
+        Ok((read, self.errors))
     }
 }
 

@@ -208,7 +208,7 @@ fn the_agent_tools_resolve_only_what_fits_one_address_and_mark_contacts_as_untru
     write_books(&root);
     let s = std::sync::Arc::new(mirrored(dir.path()));
     let read = read_vdir(&root, region("IT")).unwrap();
-    let report = s.index_contacts("home", read.into_account_read().0).unwrap();
+    let report = s.index_contacts("home", read.into_account_read().unwrap().0).unwrap();
     assert_eq!((report.added, report.contacts), (4, 3));
     let tb = Toolbox::new(std::sync::Arc::clone(&s));
     let run = |tool: &str, input: serde_json::Value| {
@@ -248,7 +248,7 @@ fn a_book_that_cannot_be_read_keeps_its_cards_and_only_a_vanished_book_loses_the
     write_books(&root);
     let s = Steward::builder().home(dir.path().join("home")).open().unwrap();
     let index = |read: steward_connectors::contacts::BooksRead| {
-        s.index_contacts("me", read.into_account_read().0).unwrap()
+        s.index_contacts("me", read.into_account_read().unwrap().0).unwrap()
     };
     let r = index(read_vdir(&root, None).unwrap());
     assert_eq!((r.added, r.contacts), (4, 3));

@@ -70,20 +70,9 @@ pub(super) fn index_contacts(home: Option<PathBuf>, a: ContactsArgs) -> Result<(
         (None, Some(file)) => read_vcf_file(file, region),
         _ => return Err(usage("one of --vdir or --vcf is required".to_owned())),
     };
-    if read.books.is_empty() {
-        // Nothing was read whole: say why and change nothing.
-        let first = read.errors.first();
-        return Err(Failure {
-            code: first.map_or("CONTACTS_NOTHING_READ", |e| e.code).to_owned(),
-            kind: steward_core::ErrorKind::InvalidInput,
-            message: first.map_or_else(
-                || "no address book found".to_owned(),
-                |e| format!("{}: {}", e.path.display(), e.message),
-            ),
-        });
-    }
     let steward = open(home)?;
-    let (account_read, errors) = read.into_account_read();
+    // A source none of which could be read changes nothing and says why.
+    let (account_read, errors) = read.into_account_read().map_err(Failure::from)?;
     let report = steward.index_contacts(&a.account, account_read).map_err(Failure::from)?;
     let read = BooksRead { errors, ..BooksRead::default() };
     if a.json {

@@ -624,8 +624,9 @@ fn demo(
         steward_connectors::contacts::phone::region("IT"),
     )
     .map_err(|source| DemoError::Write { root: contacts.clone(), source })?;
-    let people =
-        steward.index_contacts("demo", books.into_account_read().0).map_err(Failure::from)?;
+    let people = steward
+        .index_contacts("demo", books.into_account_read().map_err(Failure::from)?.0)
+        .map_err(Failure::from)?;
     if !json {
         let home = steward.home().display();
         out!();
