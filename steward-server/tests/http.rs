@@ -236,6 +236,143 @@ async fn search_read_and_thread() {
     assert!(stats["messages_live"].as_i64().unwrap() >= 120, "{stats}");
 }
 
+/// The demo calendars and address book indexed into `steward` (zone Europe/Rome); returns the
+/// Monday of this week there.
+fn index_demo_pim(steward: &Steward, dir: &std::path::Path) -> chrono::NaiveDate {
+    use chrono::Datelike as _;
+    let (calendars, contacts) = (dir.join("calendars"), dir.join("contacts"));
+    let now = chrono::Utc::now();
+    steward_connectors::calendar::demo::write_demo_pim(&calendars, &contacts, now.timestamp())
+        .unwrap();
+    let store = steward.calendar_store().unwrap();
+    steward_connectors::calendar::sync::sync_vdir(
+        store,
+        "demo",
+        &calendars,
+        chrono_tz::Europe::Rome,
+    )
+    .unwrap();
+    let books = steward_connectors::contacts::read_vdir(
+        &contacts,
+        steward_connectors::contacts::phone::region("IT"),
+    )
+    .unwrap();
+    steward.index_contacts("demo", books.into_account_read().unwrap().0).unwrap();
+    let today = now.with_timezone(&chrono_tz::Europe::Rome).date_naive();
+    today - chrono::Duration::days(i64::from(today.weekday().num_days_from_monday()))
+}
+
+#[tokio::test]
+async fn calendar_and_contacts_answer_in_the_persons_zone_with_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = steward_core::calendar::CalendarSettings {
+        zone: chrono_tz::Europe::Rome,
+        me: vec!["giulia.bianchi@example.it".to_owned()],
+        hours: steward_core::calendar::WorkingHours::default(),
+    };
+    let steward = Arc::new(
+        Steward::builder()
+            .home(dir.path().join("home"))
+            .calendar_settings(settings)
+            .open()
+            .unwrap(),
+    );
+    let monday = index_demo_pim(&steward, dir.path());
+    let state = AppState::new(
+        Arc::clone(&steward),
+        AccessToken::new(TOKEN).unwrap(),
+        OriginPolicy::new(&[], &[]).unwrap(),
+        "ada",
+    );
+    let app = app(state);
+    let next = monday + chrono::Duration::days(7);
+
+    // The week's agenda: the weekly meeting on Monday at 09:30 Rome time, in order.
+    let (s, page) = get(&app, &format!("/calendar/agenda?from={monday}&to={next}")).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    let occ = page["occurrences"].as_array().unwrap();
+    assert!(!occ.is_empty(), "{page}");
+    let starts: Vec<&str> = occ.iter().map(|o| o["start"].as_str().unwrap()).collect();
+    let mut sorted = starts.clone();
+    sorted.sort_by_key(|t| chrono::DateTime::parse_from_rfc3339(t).unwrap());
+    assert_eq!(starts, sorted, "by start");
+    let weekly = occ.iter().find(|o| o["uid"] == "weekly-team@demo.steward").expect("weekly");
+    assert!(weekly["start"].as_str().unwrap().starts_with(&format!("{monday}T09:30:00+0")));
+    assert_eq!(weekly["calendar"], "demo/lavoro");
+
+    // Free/busy: no free slot overlaps the meeting; the default shortest slot is 30 minutes.
+    let (s, fb) = get(&app, &format!("/calendar/free_busy?from={monday}&to={next}")).await;
+    assert_eq!(s, StatusCode::OK, "{fb}");
+    let meeting = (
+        chrono::DateTime::parse_from_rfc3339(weekly["start"].as_str().unwrap()).unwrap(),
+        chrono::DateTime::parse_from_rfc3339(weekly["end"].as_str().unwrap()).unwrap(),
+    );
+    let free = fb["free"].as_array().unwrap();
+    assert!(!free.is_empty(), "{fb}");
+    for slot in free {
+        let a = chrono::DateTime::parse_from_rfc3339(slot["start"].as_str().unwrap()).unwrap();
+        let b = chrono::DateTime::parse_from_rfc3339(slot["end"].as_str().unwrap()).unwrap();
+        assert!(b - a >= chrono::Duration::minutes(30), "{slot}");
+        assert!(b <= meeting.0 || a >= meeting.1, "a free slot overlaps the meeting: {slot}");
+    }
+
+    // Search: words every one of which must match; absent words find nothing.
+    let (s, hits) = get(&app, "/calendar/search?q=riunione%20settimanale&limit=5").await;
+    assert_eq!(s, StatusCode::OK, "{hits}");
+    let events = hits["events"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["uid"] == "weekly-team@demo.steward"), "{hits}");
+    let (_, none) = get(&app, "/calendar/search?q=riunione%20zebra").await;
+    assert_eq!(none["events"], json!([]), "{none}");
+    let (_, other) = get(&app, "/calendar/search?q=riunione&calendar=demo/personale").await;
+    assert_eq!(other["events"], json!([]), "only the calendar asked for: {other}");
+
+    // Contacts: search, and a resolution that does not guess between the two Annas.
+    let (s, people) = get(&app, "/contacts/search?q=anna").await;
+    assert_eq!(s, StatusCode::OK, "{people}");
+    assert!(people["contacts"].as_array().unwrap().len() >= 2, "{people}");
+    let (s, r) = get(&app, "/contacts/resolve?q=Anna").await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["status"], "ambiguous", "{r}");
+    assert!(r["candidates"].as_array().unwrap().len() >= 2);
+    let (_, r) = get(&app, "/contacts/resolve?q=Anna%20from%20Scuola%20Manzoni").await;
+    assert_eq!(r["status"], "resolved", "one person, her preferred address: {r}");
+    assert_eq!(r["candidates"][0]["email"], "anna.ricci@scuola-manzoni.example.it", "{r}");
+    let (_, r) = get(&app, "/contacts/resolve?q=anna.mueller%40example.de").await;
+    assert_eq!(
+        (r["status"].as_str(), r["candidates"][0]["email"].as_str()),
+        (Some("resolved"), Some("anna.mueller@example.de")),
+        "{r}"
+    );
+    let (_, r) = get(&app, "/contacts/resolve?q=Zebedeo").await;
+    assert_eq!(r["status"], "not_found", "{r}");
+
+    let long = "a".repeat(201);
+    for (uri, status, want) in [
+        (format!("/calendar/agenda?from=yesterday&to={next}"), 400, "CALENDAR_BAD_TIME"),
+        (format!("/calendar/agenda?from={next}&to={monday}"), 400, "CALENDAR_BAD_WINDOW"),
+        (format!("/calendar/agenda?from={monday}"), 400, "BAD_QUERY"),
+        (format!("/calendar/agenda?from={monday}&to=2099-01-01"), 400, "CALENDAR_BAD_WINDOW"),
+        (
+            format!("/calendar/free_busy?from={monday}&to={next}&min_minutes=4"),
+            400,
+            "CALENDAR_BAD_MINUTES",
+        ),
+        (
+            format!("/calendar/free_busy?from={monday}&to={next}&min_minutes=1441"),
+            400,
+            "CALENDAR_BAD_MINUTES",
+        ),
+        (format!("/calendar/search?q={long}"), 400, "CALENDAR_BAD_QUERY"),
+        ("/calendar/search?colour=red".to_owned(), 400, "BAD_QUERY"),
+        (format!("/contacts/search?q={long}"), 400, "CONTACTS_QUERY_TOO_LONG"),
+        ("/contacts/resolve".to_owned(), 400, "BAD_QUERY"),
+    ] {
+        let (s, v) = get(&app, &uri).await;
+        assert_eq!((s.as_u16(), code(&v)), (status, want), "{uri}: {v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    }
+}
+
 fn request_approval(steward: &Steward, level: Level) -> i64 {
     let now = steward_core::time::now_secs();
     let n = NewApproval {

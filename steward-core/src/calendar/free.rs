@@ -59,7 +59,7 @@ impl WorkingHours {
 }
 
 /// A span of time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Span {
     /// From.
     pub start: DateTime<FixedOffset>,
@@ -75,7 +75,7 @@ impl Span {
 }
 
 /// A busy span and what makes it busy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Busy {
     /// When.
     #[serde(flatten)]
@@ -91,7 +91,7 @@ pub struct Busy {
 }
 
 /// A window's busy occurrences and its free slots.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FreeBusy {
     /// The occurrences that take time, by start.
     pub busy: Vec<Busy>,
@@ -107,8 +107,19 @@ fn declined(e: &Event, me: &[String]) -> bool {
     })
 }
 
+/// Shortest free slot shown when the question does not say, minutes.
+/// Fixed (not a setting).
+pub const DEFAULT_SLOT_MINUTES: i64 = 30;
+/// Shortest free slot that can be asked for, minutes.
+/// Fixed (not a setting).
+pub const MIN_SLOT_MINUTES: i64 = 5;
+/// Longest shortest free slot that can be asked for, minutes (a day).
+/// Fixed (not a setting).
+pub const MAX_SLOT_MINUTES: i64 = 1_440;
+
 /// The busy time and free slots of `[from, to)`: see the module's rules. `me` are the person's
-/// addresses (for declined invitations); slots shorter than `min_minutes` are left out. The
+/// addresses (for declined invitations); slots shorter than `min_minutes` are left out (it must be [`MIN_SLOT_MINUTES`] to
+/// [`MAX_SLOT_MINUTES`], else [`RecurError::BadMinutes`]). The
 /// window's bounds are the agenda's ([`agenda`]: at most 366 days, at most
 /// [`MAX_INSTANCES`] occurrences).
 pub fn free_busy(
@@ -120,6 +131,9 @@ pub fn free_busy(
     hours: &WorkingHours,
     me: &[String],
 ) -> Result<FreeBusy, RecurError> {
+    if !(MIN_SLOT_MINUTES..=MAX_SLOT_MINUTES).contains(&min_minutes) {
+        return Err(RecurError::BadMinutes(min_minutes));
+    }
     // What takes no time: masters are dropped, overrides become cancelled (so the agenda drops
     // the occurrence they replace too).
     let frees =
@@ -147,7 +161,7 @@ pub fn free_busy(
             tentative: i.status.as_deref() == Some("tentative"),
         })
         .collect();
-    let min = Duration::minutes(min_minutes.max(1));
+    let min = Duration::minutes(min_minutes);
     let mut free = Vec::new();
     for day in working_spans(person, from, to, hours)? {
         let mut cursor = day.start;
@@ -301,5 +315,12 @@ mod tests {
             free_busy(&[], rome, to, from, 30, &WorkingHours::default(), &[]),
             Err(RecurError::BadWindow)
         );
+        // The shortest slot is bounded both ways.
+        for bad in [0, MIN_SLOT_MINUTES - 1, MAX_SLOT_MINUTES + 1, -30] {
+            assert_eq!(
+                free_busy(&[], rome, from, to, bad, &WorkingHours::default(), &[]),
+                Err(RecurError::BadMinutes(bad))
+            );
+        }
     }
 }

@@ -6,7 +6,10 @@ pub mod free;
 pub mod recur;
 pub mod store;
 
-pub use free::{Busy, FreeBusy, Span, WorkingHours, free_busy};
+pub use free::{
+    Busy, DEFAULT_SLOT_MINUTES, FreeBusy, MAX_SLOT_MINUTES, MIN_SLOT_MINUTES, Span, WorkingHours,
+    free_busy,
+};
 
 pub use recur::{
     EventTime, MAX_EXPANSION_STEPS, MAX_INSTANCES, MAX_RULE_BYTES, MAX_WINDOW_DAYS, Occurrence,
@@ -137,7 +140,7 @@ impl Event {
 }
 
 /// One occurrence on an agenda.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AgendaItem {
     /// The event's UID.
     pub uid: String,

@@ -72,6 +72,14 @@ pub enum RecurError {
     /// Working hours that cannot be read (`HH:MM-HH:MM`, the end after the start).
     #[error("working hours {0:?}: expected HH:MM-HH:MM with the end after the start")]
     BadHours(String),
+    /// A shortest free slot outside [`super::free::MIN_SLOT_MINUTES`] to
+    /// [`super::free::MAX_SLOT_MINUTES`].
+    #[error(
+        "min_minutes {0}: from {min} to {max}",
+        min = super::free::MIN_SLOT_MINUTES,
+        max = super::free::MAX_SLOT_MINUTES
+    )]
+    BadMinutes(i64),
 }
 
 impl StewardError for RecurError {
@@ -83,6 +91,7 @@ impl StewardError for RecurError {
             Self::TooFar => "CALENDAR_RRULE_TOO_FAR",
             Self::BadHours(_) => "CALENDAR_BAD_HOURS",
             Self::BadTime(_) => "CALENDAR_BAD_TIME",
+            Self::BadMinutes(_) => "CALENDAR_BAD_MINUTES",
         }
     }
 

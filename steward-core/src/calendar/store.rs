@@ -137,7 +137,7 @@ pub struct CalendarReport {
 }
 
 /// An event found by a search: the occurrences of it in the window, best match first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct EventHit {
     /// Steward's id for the event.
     pub id: String,
@@ -153,7 +153,7 @@ pub struct EventHit {
 }
 
 /// A calendar of the store.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CalendarInfo {
     /// Its id (`account/collection`).
     pub id: String,
@@ -164,7 +164,7 @@ pub struct CalendarInfo {
 }
 
 /// An occurrence with its calendar.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StoredOccurrence {
     /// The calendar.
     pub calendar: String,

@@ -55,7 +55,17 @@ impl StewardError for ContactsError {
 }
 
 /// Where a contact's data came from.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 pub struct ContactSource {
     /// The source (an address book's id, a file).
     pub source: String,
@@ -64,7 +74,9 @@ pub struct ContactSource {
 }
 
 /// A person.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Contact {
     /// Steward's id for the person: stable across re-reads (from the lowest address, else the
     /// first source's UID), distinct from any source's own id.

@@ -35,7 +35,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// The outcome of a resolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// One address fits; it is the first candidate.
@@ -47,7 +47,7 @@ pub enum Status {
 }
 
 /// Why a candidate is offered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Evidence {
     /// The question is this address.
@@ -91,7 +91,7 @@ pub enum Evidence {
 }
 
 /// One address that may be meant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Candidate {
     /// The person's name.
     pub name: String,
@@ -108,7 +108,7 @@ pub struct Candidate {
 }
 
 /// A resolution's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Resolution {
     /// Resolved, ambiguous or not found.
     pub status: Status,

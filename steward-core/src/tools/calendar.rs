@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{ExecError, SourceRef, ToolExecutor, ToolOutput, ToolRun, Typed, fitting};
 use crate::{
-    calendar::{AgendaItem, instant_in, store::EventQuery, store::event_id},
+    calendar::{AgendaItem, DEFAULT_SLOT_MINUTES, instant_in, store::EventQuery, store::event_id},
     policy::catalog::{CalendarAgendaInput, CalendarFreeBusyInput, CalendarSearchInput},
 };
 
@@ -107,12 +107,9 @@ fn agenda(run: &ToolRun<'_>, i: CalendarAgendaInput) -> Result<ToolOutput, ExecE
 }
 
 fn free_busy(run: &ToolRun<'_>, i: CalendarFreeBusyInput) -> Result<ToolOutput, ExecError> {
-    let min = i.min_minutes.unwrap_or(30);
-    if !(5..=1440).contains(&min) {
-        return Err(ExecError::invalid(format!("min_minutes {min}: 5 to 1440")));
-    }
+    let min = i.min_minutes.map_or(DEFAULT_SLOT_MINUTES, i64::from);
     let (from, to) = window(run, &i.from, &i.to)?;
-    let fb = run.steward.free_busy(from, to, i64::from(min))?;
+    let fb = run.steward.free_busy(from, to, min)?;
     let hours = run.steward.calendar_settings().hours;
     let header = format!(
         "Free slots of {min} minutes or more, {} to {} (working hours {}–{}):",

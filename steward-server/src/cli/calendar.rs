@@ -69,8 +69,8 @@ pub(super) enum CalendarCmd {
     Free {
         #[command(flatten)]
         window: Window,
-        /// The shortest slot shown, minutes.
-        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(i64).range(1..=1440))]
+        /// The shortest slot shown, minutes (5 to 1440).
+        #[arg(long, default_value_t = steward_core::calendar::DEFAULT_SLOT_MINUTES)]
         min_minutes: i64,
         /// Working hours, `HH:MM-HH:MM`, Monday to Friday (default 09:00-18:00).
         #[arg(long, conflicts_with = "any_time")]

@@ -22,6 +22,7 @@ pub mod live;
 mod mail;
 pub mod openapi;
 mod ops;
+mod pim;
 mod policy;
 mod serve;
 mod system;
@@ -274,6 +275,7 @@ pub fn routes() -> Vec<Route> {
     ];
     all.extend(devices::routes());
     all.extend(mail::routes());
+    all.extend(pim::routes());
     all.extend(attachments::routes());
     all.extend(approvals::routes());
     all.extend(policy::routes());
