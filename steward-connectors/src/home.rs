@@ -174,14 +174,74 @@ struct ConfigFile {
     contacts: Option<ContactsSection>,
 }
 
-/// One `[[calendar.sources]]` or `[[contacts.sources]]`.
+/// One `[[calendar.sources]]` or `[[contacts.sources]]`: a `path` (vdir, ics, vcf) or a `url`
+/// with its credentials (caldav, carddav).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PimSection {
     kind: String,
-    path: PathBuf,
+    path: Option<PathBuf>,
+    url: Option<String>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
+    token_file: Option<PathBuf>,
+    keyring: Option<String>,
     account: Option<String>,
     name: Option<String>,
+}
+
+/// Where a `[[… .sources]]` entry is: its expanded path, or its DAV account.
+enum PimWhere {
+    Path(PathBuf),
+    Dav(crate::dav::DavAccount),
+}
+
+impl PimSection {
+    /// Where it is, checked against its kind (`dav`: whether the kind is a DAV one).
+    fn place(&self, section: &str, dav: bool) -> Result<PimWhere, String> {
+        use crate::dav::{DavAccount, SecretSource};
+        let k = &self.kind;
+        if !dav {
+            let stray = self.url.is_some()
+                || self.username.is_some()
+                || self.password_file.is_some()
+                || self.token_file.is_some()
+                || self.keyring.is_some();
+            return match (&self.path, stray) {
+                (Some(p), false) => Ok(PimWhere::Path(expand(p))),
+                (None, _) => Err(format!("[[{section}]] kind {k:?} needs a path")),
+                (Some(_), true) => Err(format!(
+                    "[[{section}]] kind {k:?} reads a path: url and credentials are for DAV kinds"
+                )),
+            };
+        }
+        let url = match (&self.url, &self.path) {
+            (Some(u), None) => u.clone(),
+            _ => return Err(format!("[[{section}]] kind {k:?} needs a url (and no path)")),
+        };
+        let secret = match (&self.password_file, &self.token_file, &self.keyring) {
+            (None, None, None) => None,
+            (Some(f), None, None) if self.username.is_some() => Some(SecretSource::File(expand(f))),
+            (None, Some(f), None) if self.username.is_none() => Some(SecretSource::File(expand(f))),
+            (None, None, Some(k)) if self.username.is_some() => {
+                Some(SecretSource::Keyring(k.clone()))
+            }
+            _ => {
+                return Err(format!(
+                    "[[{section}]] {url}: give username with password_file or keyring, or \
+                     token_file alone"
+                ));
+            }
+        };
+        Ok(PimWhere::Dav(DavAccount { url, username: self.username.clone(), secret }))
+    }
+
+    /// How status calls it when it has no name.
+    fn default_name(&self) -> String {
+        self.url.clone().unwrap_or_else(|| {
+            self.path.as_deref().map(|p| expand(p).display().to_string()).unwrap_or_default()
+        })
+    }
 }
 
 /// `[contacts]`: the region for phones and the address books the runner keeps current.
@@ -409,34 +469,50 @@ pub fn pim_sources(home: &Path) -> Result<Vec<Arc<dyn PimSource>>, ConfigError> 
     };
     let account = |a: Option<String>| a.unwrap_or_else(|| "local".to_owned());
     for s in calendars {
-        let root = expand(&s.path);
-        let kind = match s.kind.as_str() {
-            "vdir" => crate::pim::CalendarKind::Vdir,
-            "ics" => crate::pim::CalendarKind::Ics,
-            other => {
-                return Err(bad(format!("[[calendar.sources]] kind {other:?}: use vdir or ics")));
+        if !["vdir", "ics", "caldav"].contains(&s.kind.as_str()) {
+            return Err(bad(format!(
+                "[[calendar.sources]] kind {:?}: use vdir, ics or caldav",
+                s.kind
+            )));
+        }
+        let place = s.place("calendar.sources", s.kind == "caldav").map_err(&bad)?;
+        let kind = match (s.kind.as_str(), place) {
+            ("vdir", PimWhere::Path(p)) => crate::pim::CalendarKind::Vdir(p),
+            ("ics", PimWhere::Path(p)) => crate::pim::CalendarKind::Ics(p),
+            ("caldav", PimWhere::Dav(d)) => crate::pim::CalendarKind::CalDav(d),
+            (other, _) => {
+                return Err(bad(format!(
+                    "[[calendar.sources]] kind {other:?}: use vdir, ics or caldav"
+                )));
             }
         };
         out.push(Arc::new(crate::pim::CalendarSourceConfig {
-            name: s.name.unwrap_or_else(|| root.display().to_string()),
+            name: s.name.clone().unwrap_or_else(|| s.default_name()),
             account: account(s.account),
-            path: root,
             kind,
         }));
     }
     for s in books {
-        let root = expand(&s.path);
-        let kind = match s.kind.as_str() {
-            "vdir" => crate::pim::BookKind::Vdir,
-            "vcf" => crate::pim::BookKind::Vcf,
-            other => {
-                return Err(bad(format!("[[contacts.sources]] kind {other:?}: use vdir or vcf")));
+        if !["vdir", "vcf", "carddav"].contains(&s.kind.as_str()) {
+            return Err(bad(format!(
+                "[[contacts.sources]] kind {:?}: use vdir, vcf or carddav",
+                s.kind
+            )));
+        }
+        let place = s.place("contacts.sources", s.kind == "carddav").map_err(&bad)?;
+        let kind = match (s.kind.as_str(), place) {
+            ("vdir", PimWhere::Path(p)) => crate::pim::BookKind::Vdir(p),
+            ("vcf", PimWhere::Path(p)) => crate::pim::BookKind::Vcf(p),
+            ("carddav", PimWhere::Dav(d)) => crate::pim::BookKind::CardDav(d),
+            (other, _) => {
+                return Err(bad(format!(
+                    "[[contacts.sources]] kind {other:?}: use vdir, vcf or carddav"
+                )));
             }
         };
         out.push(Arc::new(crate::pim::BookSourceConfig {
-            name: s.name.unwrap_or_else(|| root.display().to_string()),
+            name: s.name.clone().unwrap_or_else(|| s.default_name()),
             account: account(s.account),
-            path: root,
             kind,
             region,
         }));

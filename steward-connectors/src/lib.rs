@@ -8,6 +8,7 @@
 
 pub mod calendar;
 pub mod contacts;
+pub mod dav;
 pub mod home;
 pub mod mail;
 pub mod mcp;
@@ -21,7 +22,7 @@ pub mod watches;
 /// (an event, a card): reported, never stopping the rest.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SourceError {
-    /// The file.
+    /// The file, or the item's URL (CalDAV, CardDAV).
     pub path: std::path::PathBuf,
     /// The entry's UID, when the error is one entry's.
     pub uid: Option<String>,

@@ -3,15 +3,22 @@
 //!
 //! ```toml
 //! [[calendar.sources]]
-//! kind = "vdir"              # vdir (a folder of calendars) or ics (one file)
+//! kind = "vdir"              # vdir (a folder of calendars), ics (one file) or caldav
 //! path = "~/.calendars"
 //! account = "personal"       # optional: "local"
+//!
+//! [[calendar.sources]]
+//! kind = "caldav"
+//! url = "https://dav.example.org/"   # the server, the principal or the calendar home
+//! username = "giulia"
+//! password_file = "~/.config/steward/dav-password"   # mode 0600; or keyring = "service";
+//! account = "work"                                   # without username: a bearer token
 //!
 //! [contacts]
 //! region = "IT"              # optional: phones written without a country code
 //!
 //! [[contacts.sources]]
-//! kind = "vdir"              # vdir (a folder of address books) or vcf (one file)
+//! kind = "vdir"              # vdir (a folder of address books), vcf (one file) or carddav
 //! path = "~/.contacts"
 //! account = "personal"       # optional: "local"
 //! ```
@@ -19,6 +26,8 @@
 use std::path::PathBuf;
 
 use serde_json::json;
+
+use crate::dav::{DavAccount, DavClient};
 use steward_core::{
     Steward, StewardError,
     runner::{PimSource, PimSummary},
@@ -28,13 +37,15 @@ use steward_core::{
 /// Fixed (not a setting).
 const MAX_LISTED_ERRORS: usize = 20;
 
-/// What a calendar source is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a calendar source is, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CalendarKind {
     /// A vdir root.
-    Vdir,
+    Vdir(PathBuf),
     /// One `.ics` file.
-    Ics,
+    Ics(PathBuf),
+    /// A CalDAV account.
+    CalDav(DavAccount),
 }
 
 /// A configured calendar source.
@@ -44,9 +55,7 @@ pub struct CalendarSourceConfig {
     pub name: String,
     /// Its account in `calendar.db`.
     pub account: String,
-    /// Where it is.
-    pub path: PathBuf,
-    /// What it is.
+    /// What and where it is.
     pub kind: CalendarKind,
 }
 
@@ -62,12 +71,16 @@ impl PimSource for CalendarSourceConfig {
     fn sync(&self, steward: &Steward) -> Result<PimSummary, (String, String)> {
         let store = steward.calendar_store().map_err(|e| fail(&e))?;
         let zone = steward.calendar_settings().zone;
-        let (report, errors) = match self.kind {
-            CalendarKind::Vdir => {
-                crate::calendar::sync::sync_vdir(store, &self.account, &self.path, zone)
+        let (report, errors) = match &self.kind {
+            CalendarKind::Vdir(path) => {
+                crate::calendar::sync::sync_vdir(store, &self.account, path, zone)
             }
-            CalendarKind::Ics => {
-                crate::calendar::sync::sync_ics_file(store, &self.account, &self.path, zone)
+            CalendarKind::Ics(path) => {
+                crate::calendar::sync::sync_ics_file(store, &self.account, path, zone)
+            }
+            CalendarKind::CalDav(dav) => {
+                let client = DavClient::new(dav).map_err(|e| fail(&e))?;
+                crate::calendar::sync::sync_caldav(store, &self.account, &client, zone)
             }
         }
         .map_err(|e| fail(&e))?;
@@ -82,13 +95,15 @@ impl PimSource for CalendarSourceConfig {
     }
 }
 
-/// What an address book source is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an address book source is, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BookKind {
     /// A vdir root.
-    Vdir,
+    Vdir(PathBuf),
     /// One `.vcf` file.
-    Vcf,
+    Vcf(PathBuf),
+    /// A CardDAV account.
+    CardDav(DavAccount),
 }
 
 /// A configured address book source.
@@ -98,9 +113,7 @@ pub struct BookSourceConfig {
     pub name: String,
     /// Its account in `contacts.db`.
     pub account: String,
-    /// Where it is.
-    pub path: PathBuf,
-    /// What it is.
+    /// What and where it is.
     pub kind: BookKind,
     /// The region for phones without a country code.
     pub region: Option<crate::contacts::phone::Region>,
@@ -112,13 +125,20 @@ impl PimSource for BookSourceConfig {
     }
 
     fn sync(&self, steward: &Steward) -> Result<PimSummary, (String, String)> {
-        let read = match self.kind {
-            BookKind::Vdir => crate::contacts::read_vdir(&self.path, self.region).map_err(|e| {
-                ("CONTACTS_SOURCE_UNREADABLE".to_owned(), format!("{}: {e}", self.path.display()))
+        let read = match &self.kind {
+            BookKind::Vdir(path) => crate::contacts::read_vdir(path, self.region).map_err(|e| {
+                ("CONTACTS_SOURCE_UNREADABLE".to_owned(), format!("{}: {e}", path.display()))
             })?,
-            BookKind::Vcf => crate::contacts::read_vcf_file(&self.path, self.region),
+            BookKind::Vcf(path) => crate::contacts::read_vcf_file(path, self.region),
+            BookKind::CardDav(dav) => {
+                let client = DavClient::new(dav).map_err(|e| fail(&e))?;
+                let versions =
+                    steward.contact_book_versions(&self.account).map_err(|e| fail(&e))?;
+                crate::contacts::read_carddav(&client, self.region, &versions)
+            }
         };
         // Nothing read whole: stored cards stay; the run says why.
+        let unchanged = read.unchanged.clone();
         let (account_read, errors) = read.into_account_read().map_err(|e| fail(&e))?;
         let report = steward.index_contacts(&self.account, account_read).map_err(|e| fail(&e))?;
         Ok(PimSummary {
@@ -126,6 +146,7 @@ impl PimSource for BookSourceConfig {
             errors: errors.len(),
             detail: json!({
                 "report": report,
+                "unchanged": unchanged,
                 "errors": errors.iter().take(MAX_LISTED_ERRORS).collect::<Vec<_>>(),
             }),
         })

@@ -1329,3 +1329,83 @@ fn calendars_are_indexed_then_asked_from_the_store_and_a_second_index_reads_noth
         .is_empty()
     );
 }
+
+#[test]
+fn index_calendar_and_contacts_from_caldav_and_carddav_with_a_password_file() {
+    use steward_connectors::testing::radicale::{Collection, Radicale};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Radicale::start(dir.path(), "giulia", "s3cret");
+    server.collection("lavoro", Collection::Calendar, "Lavoro", Some("#1e88e5"));
+    server.seed(
+        "lavoro",
+        "review.ics",
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\nUID:review@t\r\n\
+         DTSTAMP:20250301T000000Z\r\nDTSTART;TZID=Europe/Rome:20250305T150000\r\nDURATION:PT1H\r\n\
+         SUMMARY:Budget review\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    );
+    server.collection("rubrica", Collection::AddressBook, "Rubrica", None);
+    server.seed(
+        "rubrica",
+        "anna.vcf",
+        "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:anna\r\nFN:Anna Ricci\r\nEMAIL:anna@example.it\r\nEND:VCARD\r\n",
+    );
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    let home = dir.path().join("home");
+    let index = |what: &str, flag: &str| {
+        steward()
+            .arg("--home")
+            .arg(&home)
+            .args(["index", what, flag, &server.url, "--username", "giulia", "--password-file"])
+            .arg(&pw)
+            .args(["--account", "dav", "--json"])
+            .output()
+            .unwrap()
+    };
+    // A password file others can read is refused, with its code, before anything is sent.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = index("calendar", "--caldav");
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("DAV_SECRET_UNREADABLE"), "{out:?}");
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let out = index("calendar", "--caldav");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!((report["calendars"].as_u64(), report["added"].as_u64()), (Some(1), Some(1)));
+    let out = index("contacts", "--carddav");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["contacts", "resolve", "Anna", "--json"])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (r["status"].as_str(), r["candidates"][0]["email"].as_str()),
+        (Some("resolved"), Some("anna@example.it"))
+    );
+    // Plain http with credentials to another machine is refused.
+    let out = steward()
+        .arg("--home")
+        .arg(&home)
+        .args([
+            "index",
+            "calendar",
+            "--caldav",
+            "http://dav.example.org/",
+            "--username",
+            "u",
+            "--password-file",
+        ])
+        .arg(&pw)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("DAV_INSECURE"), "{out:?}");
+}

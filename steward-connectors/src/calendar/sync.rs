@@ -1,6 +1,8 @@
 //! Reconciling calendar sources into `calendar.db`: a vdir (each collection, each `.ics` item
 //! tagged by its size and modification time, as vdirsyncer's filesystem storage does — an
-//! unchanged item is not read again) or one `.ics` file (one collection of one item).
+//! unchanged item is not read again), one `.ics` file (one collection of one item), or a CalDAV
+//! account (each calendar listed by ETag or `sync-collection`; only new and changed items are
+//! downloaded).
 
 use std::path::Path;
 
@@ -9,6 +11,7 @@ use steward_core::calendar::store::{
 };
 
 use super::{SourceError, ics, read_ics};
+use crate::dav::{DavClient, DavError, DavKind};
 
 fn etag(meta: &std::fs::Metadata) -> String {
     let mtime = meta
@@ -44,7 +47,16 @@ fn read_item(
             return None;
         }
     };
-    match read_ics(&String::from_utf8_lossy(&bytes)) {
+    parse_item(path, &String::from_utf8_lossy(&bytes), errors)
+}
+
+/// The events of an item's text; its errors are reported against `path` (a file or a URL).
+fn parse_item(
+    path: &Path,
+    text: &str,
+    errors: &mut Vec<SourceError>,
+) -> Option<Vec<steward_core::calendar::Event>> {
+    match read_ics(text) {
         Ok(r) => {
             errors.extend(r.errors.into_iter().map(|e| SourceError {
                 path: path.to_owned(),
@@ -55,7 +67,12 @@ fn read_item(
             Some(r.events)
         }
         Err(e) => {
-            errors.push(fail(steward_core::StewardError::code(&e), e.to_string()));
+            errors.push(SourceError {
+                path: path.to_owned(),
+                uid: None,
+                code: steward_core::StewardError::code(&e),
+                message: e.to_string(),
+            });
             None
         }
     }
@@ -149,4 +166,120 @@ pub fn sync_ics_file(
     let items = vec![file.to_owned()];
     collection(store, account, &id, &items, None, person, (&mut report, &mut errors))?;
     Ok((report, errors))
+}
+
+fn dav_error(client: &DavClient, href: &str, e: &DavError) -> SourceError {
+    SourceError {
+        path: client.url_of(href).into(),
+        uid: None,
+        code: steward_core::StewardError::code(e),
+        message: e.to_string(),
+    }
+}
+
+/// Reconciles every calendar of the CalDAV account behind `client` into `store` under
+/// `account`: discovery, then per calendar a listing (what changed since the stored sync token
+/// where the calendar offers `sync-collection`, else every item's ETag) and a download of the
+/// items whose ETag is new. A calendar that cannot be listed, or an item that cannot be read,
+/// is reported and left as stored; a sync token is kept only when every change it covers was
+/// downloaded, so nothing is skipped next time (an item downloaded but unreadable waits for its
+/// next change).
+pub fn sync_caldav(
+    store: &CalendarStore,
+    account: &str,
+    client: &DavClient,
+    person: chrono_tz::Tz,
+) -> Result<(CalendarReport, Vec<SourceError>), CalendarStoreError> {
+    let mut report = CalendarReport { account: account.to_owned(), ..CalendarReport::default() };
+    let mut errors = Vec::new();
+    let calendars = match client.discover(DavKind::Calendars) {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(dav_error(client, "/", &e));
+            return Ok((report, errors));
+        }
+    };
+    for cal in calendars {
+        let known = store.known_items(account, &cal.id)?;
+        let token = store.sync_token(account, &cal.id)?;
+        let listing = match client.list(&cal, token.as_deref()) {
+            Ok(l) => l,
+            Err(e) => {
+                errors.push(dav_error(client, &cal.href, &e));
+                continue;
+            }
+        };
+        let mut present: std::collections::BTreeSet<String> = if listing.complete {
+            std::collections::BTreeSet::new()
+        } else {
+            known.keys().filter(|k| !listing.deleted.contains(k)).cloned().collect()
+        };
+        present.extend(listing.items.iter().map(|(n, _)| n.clone()));
+        let wanted: Vec<String> = listing
+            .items
+            .iter()
+            .filter(|(n, etag)| known.get(n) != Some(etag))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut whole = true;
+        let mut updates = Vec::new();
+        match client.fetch(DavKind::Calendars, &cal, &wanted) {
+            Err(e) => {
+                errors.push(dav_error(client, &cal.href, &e));
+                whole = false;
+            }
+            Ok(got) => {
+                let fetched: std::collections::BTreeSet<&String> =
+                    got.iter().map(|r| r.as_ref().map_or_else(|(n, _)| n, |f| &f.name)).collect();
+                whole &= wanted.iter().all(|n| fetched.contains(n));
+                for r in got {
+                    match r {
+                        Ok(f) => {
+                            let href = format!("{}{}", cal.href, f.name);
+                            let path = client.url_of(&href);
+                            // An item that cannot be read is reported and keeps what was
+                            // stored; it is not asked for again until its ETag changes.
+                            if let Some(events) = read_dav_item(&path, &f.data, &mut errors) {
+                                updates.push(ItemUpdate { href: f.name, etag: f.etag, events });
+                            }
+                        }
+                        Err((name, e)) => {
+                            errors.push(dav_error(client, &format!("{}{name}", cal.href), &e));
+                            whole = false;
+                        }
+                    }
+                }
+            }
+        }
+        let sync = CollectionSync {
+            collection: cal.id.clone(),
+            name: cal.name.clone(),
+            color: cal.color.clone(),
+            updates,
+            present: present.into_iter().collect(),
+            // A change not applied must come again: keep the old token (or none) then.
+            sync_token: if whole { listing.token } else { token },
+        };
+        store.apply(account, &sync, person, chrono::Utc::now().timestamp(), &mut report)?;
+    }
+    Ok((report, errors))
+}
+
+/// The events of one downloaded item (see [`read_item`]).
+fn read_dav_item(
+    url: &str,
+    data: &str,
+    errors: &mut Vec<SourceError>,
+) -> Option<Vec<steward_core::calendar::Event>> {
+    let path = Path::new(url);
+    if data.len() > ics::MAX_ICS_BYTES {
+        errors.push(SourceError {
+            path: path.to_owned(),
+            uid: None,
+            code: "ICS_TOO_LARGE",
+            message: format!("larger than {} bytes", ics::MAX_ICS_BYTES),
+        });
+        return None;
+    }
+    parse_item(path, data, errors)
 }

@@ -32,6 +32,11 @@ pub struct BooksRead {
     pub listed: Option<Vec<String>>,
     /// What could not be read.
     pub errors: Vec<BookError>,
+    /// The version of each book read whole, when the source has one (see
+    /// [`steward_core::contacts::AccountRead::versions`]).
+    pub versions: std::collections::BTreeMap<String, String>,
+    /// Books left unread because their version has not changed (their stored cards stay).
+    pub unchanged: Vec<String>,
 }
 
 /// Nothing of an address book source could be read whole: the stored cards stay as they were.
@@ -56,12 +61,15 @@ impl steward_core::StewardError for NothingRead {
 
 impl BooksRead {
     /// What the contacts store takes from this read, with the errors to report; refused when
-    /// no book was read whole (an empty vdir root is read whole: it lists no book), so a
-    /// source that cannot be read never reaches the store.
+    /// no book was read whole or found unchanged (an empty vdir root is read whole: it lists
+    /// no book), so a source that cannot be read never reaches the store.
     pub fn into_account_read(
         self,
     ) -> Result<(steward_core::contacts::AccountRead, Vec<BookError>), NothingRead> {
-        if self.books.is_empty() && self.listed.as_ref().is_none_or(|l| !l.is_empty()) {
+        if self.books.is_empty()
+            && self.unchanged.is_empty()
+            && self.listed.as_ref().is_none_or(|l| !l.is_empty())
+        {
             let e = self.errors.first();
             return Err(NothingRead {
                 code: e.map_or("CONTACTS_NOTHING_READ", |e| e.code),
@@ -76,6 +84,7 @@ impl BooksRead {
             books: self.books,
             listed: self.listed,
             errors: self.errors.len(),
+            versions: self.versions,
         };
         Ok((read, self.errors))
     }
@@ -114,7 +123,26 @@ fn add_file(
             return false;
         }
     };
-    match read_vcf(&String::from_utf8_lossy(&bytes), source, region) {
+    add_text(cards, errors, path, &String::from_utf8_lossy(&bytes), source, region)
+}
+
+/// Reads one text's cards into `cards` (errors against `path`, a file or a URL); `false` when
+/// the text as a whole could not be read.
+fn add_text(
+    cards: &mut Vec<Contact>,
+    errors: &mut Vec<BookError>,
+    path: &Path,
+    text: &str,
+    source: &str,
+    region: Option<phone::Region>,
+) -> bool {
+    let fail = |code: &'static str, message: String| BookError {
+        path: path.to_owned(),
+        uid: None,
+        code,
+        message,
+    };
+    match read_vcf(text, source, region) {
         Ok(read) => {
             cards.extend(read.contacts);
             errors.extend(read.errors.into_iter().map(|e| BookError {
@@ -194,4 +222,101 @@ pub fn read_vdir(root: &Path, region: Option<phone::Region>) -> Result<BooksRead
         }
     }
     Ok(out)
+}
+
+/// A book's version from its listing: a digest of every item's name and ETag, so any added,
+/// changed or removed card changes it.
+fn listing_version(items: &[(String, String)]) -> String {
+    use sha2::Digest as _;
+    let mut sorted: Vec<&(String, String)> = items.iter().collect();
+    sorted.sort();
+    let mut h = sha2::Sha256::new();
+    for (name, etag) in sorted {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(etag.as_bytes());
+        h.update([0]);
+    }
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every address book of the CardDAV account behind `client`. Each book is listed (names and
+/// ETags); a book whose listing has the version `versions` records for it is left unread (its
+/// stored cards stay), any other is downloaded whole and read. A book with an item that cannot
+/// be downloaded or read is not read whole, so its stored cards stay as they were.
+pub fn read_carddav(
+    client: &crate::dav::DavClient,
+    region: Option<phone::Region>,
+    versions: &std::collections::BTreeMap<String, String>,
+) -> BooksRead {
+    use crate::dav::DavKind;
+    let mut out = BooksRead::default();
+    let fail = |href: &str, e: &crate::dav::DavError| BookError {
+        path: client.url_of(href).into(),
+        uid: None,
+        code: steward_core::StewardError::code(e),
+        message: e.to_string(),
+    };
+    let books = match client.discover(DavKind::AddressBooks) {
+        Ok(b) => b,
+        Err(e) => {
+            out.errors.push(fail("/", &e));
+            return out;
+        }
+    };
+    out.listed = Some(books.iter().map(|b| b.id.clone()).collect());
+    for book in books {
+        let listing = match client.list(&book, None) {
+            Ok(l) => l,
+            Err(e) => {
+                out.errors.push(fail(&book.href, &e));
+                continue;
+            }
+        };
+        let version = listing_version(&listing.items);
+        if versions.get(&book.id) == Some(&version) {
+            out.unchanged.push(book.id);
+            continue;
+        }
+        let names: Vec<String> = listing.items.into_iter().map(|(n, _)| n).collect();
+        let got = match client.fetch(DavKind::AddressBooks, &book, &names) {
+            Ok(g) => g,
+            Err(e) => {
+                out.errors.push(fail(&book.href, &e));
+                continue;
+            }
+        };
+        let mut whole = got.len() == names.len();
+        let mut cards = Vec::new();
+        for r in got {
+            match r {
+                Ok(f) => {
+                    let href = format!("{}{}", book.href, f.name);
+                    let path = PathBuf::from(client.url_of(&href));
+                    if f.data.len() > vcard::MAX_VCF_BYTES {
+                        out.errors.push(BookError {
+                            path,
+                            uid: None,
+                            code: "VCF_TOO_LARGE",
+                            message: format!("larger than {} bytes", vcard::MAX_VCF_BYTES),
+                        });
+                        whole = false;
+                        continue;
+                    }
+                    whole &=
+                        add_text(&mut cards, &mut out.errors, &path, &f.data, &book.id, region);
+                }
+                Err((name, e)) => {
+                    out.errors.push(fail(&format!("{}{name}", book.href), &e));
+                    whole = false;
+                }
+            }
+        }
+        if whole {
+            out.cards.extend(cards);
+            out.versions.insert(book.id.clone(), version);
+            out.books.push(book.id);
+        }
+    }
+    out
 }

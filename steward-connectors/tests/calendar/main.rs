@@ -2,6 +2,7 @@
 //! allow-list of every disagreement and its reason), and the sources (vdir, .ics) read into an
 //! agenda.
 
+mod caldav;
 mod ics_differential;
 mod recur;
 mod sources;

@@ -2,5 +2,6 @@
 //! allow-list of every disagreement and its reason), and address books (a vdir and a
 //! many-card `.vcf`) merged and asked who is meant.
 
+mod carddav;
 mod sources;
 mod vcf_differential;

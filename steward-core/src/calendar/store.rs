@@ -13,7 +13,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
-use rusqlite::params;
+use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 
 use super::{AgendaItem, Event, FreeBusy, RecurError, WorkingHours, agenda, free_busy};
@@ -25,11 +25,18 @@ use crate::{
 
 const SCHEMA: Schema = Schema {
     name: "calendar",
-    migrations: &[Migration {
-        version: 1,
-        name: "calendar",
-        sql: include_str!("../../migrations/calendar/001_calendar.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "calendar",
+            sql: include_str!("../../migrations/calendar/001_calendar.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "sync_tokens",
+            sql: include_str!("../../migrations/calendar/002_sync_tokens.sql"),
+        },
+    ],
 };
 
 /// Most events one search returns.
@@ -115,6 +122,8 @@ pub struct CollectionSync {
     pub updates: Vec<ItemUpdate>,
     /// Every item it holds now (those not here are gone).
     pub present: Vec<String>,
+    /// The source's sync token for this state (CalDAV sync-collection), kept for the next run.
+    pub sync_token: Option<String>,
 }
 
 /// What a reconcile changed.
@@ -304,6 +313,22 @@ impl CalendarStore {
         })?)
     }
 
+    /// The sync token stored with `account`'s `collection` by the last [`CalendarStore::apply`],
+    /// if its source gave one.
+    pub fn sync_token(
+        &self,
+        account: &str,
+        collection: &str,
+    ) -> Result<Option<String>, CalendarStoreError> {
+        let id = format!("{account}/{collection}");
+        Ok(self.db.read(|c| {
+            c.query_row("SELECT sync_token FROM calendars WHERE id = ?1", [&id], |r| r.get(0))
+                .optional()
+                .map(Option::flatten)
+                .map_err(|e| StoreError::query("sync token", e))
+        })?)
+    }
+
     /// Applies one collection's state in one transaction: updated items' events replace
     /// theirs, items no longer present are soft-deleted with their events. Floating and
     /// all-day times are placed in `person`'s zone for the window index.
@@ -332,10 +357,11 @@ impl CalendarStore {
         let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
         let (added, changed, removed) = self.db.write(|tx| {
             tx.execute(
-                "INSERT INTO calendars (id, account, name, color, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                "INSERT INTO calendars (id, account, name, color, updated_at, sync_token)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name, color = excluded.color,
-                   updated_at = excluded.updated_at",
-                params![cal, account, sync.name, sync.color, now],
+                   updated_at = excluded.updated_at, sync_token = excluded.sync_token",
+                params![cal, account, sync.name, sync.color, now, sync.sync_token],
             )
             .map_err(q("upsert calendar"))?;
             let known: BTreeMap<String, bool> = {

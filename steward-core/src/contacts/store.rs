@@ -17,11 +17,18 @@ use crate::{
 
 const SCHEMA: Schema = Schema {
     name: "contacts",
-    migrations: &[Migration {
-        version: 1,
-        name: "contacts",
-        sql: include_str!("../../migrations/contacts/001_contacts.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "contacts",
+            sql: include_str!("../../migrations/contacts/001_contacts.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "book_versions",
+            sql: include_str!("../../migrations/contacts/002_book_versions.sql"),
+        },
+    ],
 };
 
 /// Longest account name, characters.
@@ -73,6 +80,9 @@ pub struct AccountRead {
     pub listed: Option<Vec<String>>,
     /// How many cards or files could not be read.
     pub errors: usize,
+    /// The version of each book read whole, when its source has one (a CardDAV listing's
+    /// digest): kept, so the next run can leave a book whose version is the same unread.
+    pub versions: BTreeMap<String, String>,
 }
 
 /// What indexing an account changed.
@@ -116,7 +126,7 @@ impl ContactStore {
         read: AccountRead,
         now: i64,
     ) -> Result<ContactsReport, ContactStoreError> {
-        let AccountRead { cards, books, listed, errors } = read;
+        let AccountRead { cards, books, listed, errors, versions } = read;
         if account.is_empty()
             || account.chars().count() > MAX_ACCOUNT_CHARS
             || account.contains('/')
@@ -169,6 +179,26 @@ impl ContactStore {
                     .map_err(q("delete card"))?;
                 removed += 1;
             }
+            // Versions: a book replaced takes its new one (or none); a book gone loses its own.
+            let old_versions: Vec<String> = {
+                let mut stmt = tx
+                    .prepare("SELECT source FROM book_versions WHERE substr(source, 1, length(?1)) = ?1")
+                    .map_err(q("prepare versions"))?;
+                let rows = stmt.query_map([&prefix], |r| r.get(0)).map_err(q("versions"))?;
+                rows.collect::<Result<_, _>>().map_err(q("version"))?
+            };
+            for source in old_versions.iter().filter(|s| gone(s)) {
+                tx.execute("DELETE FROM book_versions WHERE source = ?1", [source])
+                    .map_err(q("delete version"))?;
+            }
+            for (book, version) in versions.iter().filter(|(b, _)| replaced.contains(b.as_str())) {
+                tx.execute(
+                    "INSERT INTO book_versions (source, version) VALUES (?1, ?2)
+                     ON CONFLICT (source) DO UPDATE SET version = excluded.version",
+                    params![format!("{prefix}{book}"), version],
+                )
+                .map_err(q("record version"))?;
+            }
             tx.execute(
                 "INSERT INTO accounts (account, indexed_at, cards, errors) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (account) DO UPDATE SET indexed_at = excluded.indexed_at,
@@ -187,6 +217,28 @@ impl ContactStore {
             removed,
             contacts,
         })
+    }
+
+    /// The version of each of `account`'s books recorded by [`ContactStore::index_account`], by
+    /// book.
+    pub fn book_versions(
+        &self,
+        account: &str,
+    ) -> Result<BTreeMap<String, String>, ContactStoreError> {
+        let prefix = format!("{account}/");
+        let rows: Vec<(String, String)> = self.db.read(|c| {
+            let mut stmt = c
+                .prepare("SELECT source, version FROM book_versions WHERE substr(source, 1, length(?1)) = ?1")
+                .map_err(|e| StoreError::query("prepare versions", e))?;
+            let rows = stmt
+                .query_map([&prefix], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(|e| StoreError::query("versions", e))?;
+            rows.collect::<Result<_, _>>().map_err(|e| StoreError::query("version", e))
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(s, v)| s.strip_prefix(&prefix).map(|b| (b.to_owned(), v)))
+            .collect())
     }
 
     fn count(&self) -> Result<usize, ContactStoreError> {

@@ -56,6 +56,15 @@ impl Steward {
         self.contact_store()?.index_account(account, read, chrono::Utc::now().timestamp())
     }
 
+    /// The version of each of `account`'s books as last indexed (a CardDAV listing's digest),
+    /// by book: a connector leaves a book whose version has not changed unread.
+    pub fn contact_book_versions(
+        &self,
+        account: &str,
+    ) -> Result<std::collections::BTreeMap<String, String>, ContactStoreError> {
+        self.contact_store()?.book_versions(account)
+    }
+
     /// Every person of the indexed address books, by name.
     pub fn contacts(&self) -> Result<Vec<Contact>, ContactStoreError> {
         self.contact_store()?.contacts()

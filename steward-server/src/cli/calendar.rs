@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use steward_connectors::calendar::{
     CalendarRead, agenda_of, free_busy_of, read_ics_file, read_vdir,
-    sync::{sync_ics_file, sync_vdir},
+    sync::{sync_caldav, sync_ics_file, sync_vdir},
 };
 use steward_core::calendar::{CalendarSettings, MAX_INSTANCES, WorkingHours, store::EventQuery};
 
@@ -49,6 +49,11 @@ pub(super) struct IndexArgs {
     /// One `.ics` file (an export or a subscription).
     #[arg(long, value_name = "FILE", group = "cal")]
     ics: Option<PathBuf>,
+    /// A CalDAV server, principal or calendar home (every calendar found there).
+    #[arg(long, value_name = "URL", group = "cal")]
+    caldav: Option<String>,
+    #[command(flatten)]
+    login: super::dav::DavLogin,
     /// The account these calendars belong to.
     #[arg(long, default_value = "local")]
     account: String,
@@ -187,10 +192,13 @@ pub(super) fn index_calendar(home: Option<PathBuf>, a: IndexArgs) -> Result<(), 
     let settings = settings(home.as_ref())?;
     let steward = super::open(home)?;
     let store = steward.calendar_store().map_err(Failure::from)?;
-    let (report, errors) = match (&a.vdir, &a.ics) {
-        (Some(root), None) => sync_vdir(store, &a.account, root, settings.zone),
-        (None, Some(file)) => sync_ics_file(store, &a.account, file, settings.zone),
-        _ => return Err(usage("one of --vdir or --ics is required".to_owned())),
+    let (report, errors) = match (&a.vdir, &a.ics, &a.caldav) {
+        (Some(root), None, None) => sync_vdir(store, &a.account, root, settings.zone),
+        (None, Some(file), None) => sync_ics_file(store, &a.account, file, settings.zone),
+        (None, None, Some(url)) => {
+            sync_caldav(store, &a.account, &a.login.client(url)?, settings.zone)
+        }
+        _ => return Err(usage("one of --vdir, --ics or --caldav is required".to_owned())),
     }
     .map_err(Failure::from)?;
     if a.json {

@@ -1,10 +1,10 @@
 //! `steward index contacts`, `steward contacts search` and `steward contacts resolve`: address
-//! books (a vdir or a `.vcf` file) indexed into `contacts.db`, then asked.
+//! books (a vdir, a `.vcf` file or a CardDAV account) indexed into `contacts.db`, then asked.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use steward_connectors::contacts::{BooksRead, phone, read_vcf_file, read_vdir};
+use steward_connectors::contacts::{BooksRead, phone, read_carddav, read_vcf_file, read_vdir};
 use steward_core::contacts::{MAX_CANDIDATES, Status};
 
 use super::{Failure, json_line, open, usage};
@@ -19,6 +19,11 @@ pub(super) struct ContactsArgs {
     /// One `.vcf` file of any number of cards.
     #[arg(long, value_name = "FILE", group = "book")]
     vcf: Option<PathBuf>,
+    /// A CardDAV server, principal or address book home (every book found there).
+    #[arg(long, value_name = "URL", group = "book")]
+    carddav: Option<String>,
+    #[command(flatten)]
+    login: super::dav::DavLogin,
     /// The account these books belong to: indexing it again replaces its cards.
     #[arg(long, default_value = "local")]
     account: String,
@@ -61,16 +66,20 @@ pub(super) fn index_contacts(home: Option<PathBuf>, a: ContactsArgs) -> Result<(
         ),
         None => None,
     };
-    let read: BooksRead = match (&a.vdir, &a.vcf) {
-        (Some(root), None) => read_vdir(root, region).map_err(|e| Failure {
+    let steward = open(home)?;
+    let read: BooksRead = match (&a.vdir, &a.vcf, &a.carddav) {
+        (Some(root), None, None) => read_vdir(root, region).map_err(|e| Failure {
             code: "CONTACTS_SOURCE_UNREADABLE".into(),
             kind: steward_core::ErrorKind::NotFound,
             message: format!("{}: {e}", root.display()),
         })?,
-        (None, Some(file)) => read_vcf_file(file, region),
-        _ => return Err(usage("one of --vdir or --vcf is required".to_owned())),
+        (None, Some(file), None) => read_vcf_file(file, region),
+        (None, None, Some(url)) => {
+            let versions = steward.contact_book_versions(&a.account).map_err(Failure::from)?;
+            read_carddav(&a.login.client(url)?, region, &versions)
+        }
+        _ => return Err(usage("one of --vdir, --vcf or --carddav is required".to_owned())),
     };
-    let steward = open(home)?;
     // A source none of which could be read changes nothing and says why.
     let (account_read, errors) = read.into_account_read().map_err(Failure::from)?;
     let report = steward.index_contacts(&a.account, account_read).map_err(Failure::from)?;

@@ -36,6 +36,7 @@ mod backup;
 mod calendar;
 mod chat;
 mod contacts;
+mod dav;
 mod embed;
 mod jobs;
 mod mail;
