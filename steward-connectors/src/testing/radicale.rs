@@ -12,6 +12,7 @@ use std::{
 use super::python;
 
 /// Connection attempts while the server starts (50 ms apart).
+/// Fixed (not a setting).
 const START_ATTEMPTS: usize = 400;
 
 /// A running Radicale; stopped when dropped.

@@ -237,3 +237,150 @@ fn the_runner_keeps_configured_calendars_and_address_books_current_and_reports_a
     let bare = steward_connectors::home::runner(std::sync::Arc::clone(&s)).unwrap();
     assert!(bare.unavailable(JobName::PimSync).unwrap().contains("[[calendar.sources]]"));
 }
+
+/// Events around now with every shape the expansion handles: long rules started long ago,
+/// rules with UNTIL, COUNT and BYDAY, the 31st of each month, all-day spans across window
+/// edges, a floating time, an override and a cancelled occurrence.
+fn write_around_now(root: &std::path::Path) {
+    use chrono::{Datelike as _, Duration};
+    let dir = root.join("extra");
+    std::fs::create_dir_all(&dir).unwrap();
+    let today = Utc::now().date_naive();
+    let d = |days: i64| (today + Duration::days(days)).format("%Y%m%d").to_string();
+    let ev = |name: &str, body: String| {
+        std::fs::write(
+            dir.join(format!("{name}.ics")),
+            format!(
+                "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n{}END:VCALENDAR\r\n",
+                body.replace('\n', "\r\n")
+            ),
+        )
+        .unwrap();
+    };
+    ev(
+        "daily",
+        format!(
+            "BEGIN:VEVENT\nUID:daily\nDTSTART;TZID=Europe/Rome:{}T073000\nDURATION:PT30M\nRRULE:FREQ=DAILY;INTERVAL=3\nSUMMARY:Run\nEND:VEVENT\n",
+            d(-700)
+        ),
+    );
+    ev(
+        "weekly",
+        format!(
+            "BEGIN:VEVENT\nUID:weekly\nDTSTART;TZID=America/New_York:{}T090000\nDURATION:PT1H\nRRULE:FREQ=WEEKLY;BYDAY=MO,TH\nSUMMARY:Sync\nEND:VEVENT\n\
+         BEGIN:VEVENT\nUID:weekly\nRECURRENCE-ID;TZID=America/New_York:{}T090000\nDTSTART;TZID=America/New_York:{}T150000\nDURATION:PT1H\nSUMMARY:Sync moved\nEND:VEVENT\n",
+            // A Monday long ago; the override moves this week's Monday.
+            d(-(700 + i64::from(today.weekday().num_days_from_monday()))),
+            d(-i64::from(today.weekday().num_days_from_monday())),
+            d(-i64::from(today.weekday().num_days_from_monday())),
+        ),
+    );
+    ev(
+        "monthly31",
+        "BEGIN:VEVENT\nUID:m31\nDTSTART:20230131T120000Z\nDURATION:PT2H\nRRULE:FREQ=MONTHLY\nSUMMARY:Month end\nEND:VEVENT\n"
+            .to_owned(),
+    );
+    ev(
+        "until",
+        format!(
+            "BEGIN:VEVENT\nUID:until\nDTSTART;TZID=Europe/Rome:{}T180000\nDURATION:PT1H\nRRULE:FREQ=WEEKLY;UNTIL={}T235959Z\nEXDATE;TZID=Europe/Rome:{}T180000\nSUMMARY:Course\nEND:VEVENT\n",
+            d(-400),
+            d(20),
+            d(-400 + 7 * 57)
+        ),
+    );
+    ev(
+        "count",
+        format!(
+            "BEGIN:VEVENT\nUID:count\nDTSTART;TZID=Europe/Rome:{}T100000\nDURATION:PT1H\nRRULE:FREQ=DAILY;COUNT=30\nSUMMARY:Therapy\nEND:VEVENT\n",
+            d(-10)
+        ),
+    );
+    ev(
+        "trip",
+        format!(
+            "BEGIN:VEVENT\nUID:trip\nDTSTART;VALUE=DATE:{}\nDTEND;VALUE=DATE:{}\nSUMMARY:Trip\nEND:VEVENT\n",
+            d(-3),
+            d(9)
+        ),
+    );
+    ev(
+        "floating",
+        format!(
+            "BEGIN:VEVENT\nUID:floating\nDTSTART:{}T083000\nDURATION:PT8H\nRRULE:FREQ=WEEKLY;INTERVAL=2\nSUMMARY:Office\nEND:VEVENT\n",
+            d(-300)
+        ),
+    );
+    ev("yearly", "BEGIN:VEVENT\nUID:leap\nDTSTART;VALUE=DATE:20200229\nRRULE:FREQ=YEARLY\nSUMMARY:Leap\nEND:VEVENT\n".to_owned());
+}
+
+#[test]
+fn occurrences_kept_expanded_in_memory_answer_exactly_like_expanding_each_window() {
+    use chrono::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let (cal, book) = (dir.path().join("cal"), dir.path().join("book"));
+    steward_connectors::calendar::demo::write_demo_pim(&cal, &book, Utc::now().timestamp())
+        .unwrap();
+    write_around_now(&cal);
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let store = CalendarStore::open(&home, &Limits::default()).unwrap();
+    let rome = chrono_tz::Europe::Rome;
+    sync_vdir(&store, "me", &cal, rome).unwrap();
+    let files = read_vdir(&cal).unwrap();
+    let me = vec!["giulia.bianchi@example.it".to_owned()];
+    let midnight = Utc::now().date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc();
+    let mut compared = 0;
+    for (start, days) in
+        [(-59, 1), (-30, 30), (-7, 7), (0, 1), (0, 7), (1, 14), (3, 60), (100, 90), (290, 7)]
+    {
+        let from = midnight + Duration::days(start) + Duration::hours(5);
+        let to = from + Duration::days(days);
+        let stored: Vec<String> = store
+            .agenda(rome, from, to, 1000)
+            .unwrap()
+            .into_iter()
+            .map(|o| {
+                format!(
+                    "{} {} {} {} {}",
+                    o.calendar.trim_start_matches("me/"),
+                    o.item.uid,
+                    o.item.start,
+                    o.item.end,
+                    o.item.summary
+                )
+            })
+            .collect();
+        let direct: Vec<String> = agenda_of(&files, rome, from, to, 1000)
+            .unwrap()
+            .into_iter()
+            .map(|o| {
+                format!(
+                    "{} {} {} {} {}",
+                    o.calendar, o.item.uid, o.item.start, o.item.end, o.item.summary
+                )
+            })
+            .collect();
+        assert_eq!(stored, direct, "agenda from {from} for {days} days");
+        compared += stored.len();
+        let fb = store.free_busy(rome, from, to, 30, &WorkingHours::default(), &me).unwrap();
+        let fb_direct = steward_connectors::calendar::free_busy_of(
+            &files,
+            rome,
+            from,
+            to,
+            30,
+            &WorkingHours::default(),
+            &me,
+        )
+        .unwrap();
+        assert_eq!(fb, fb_direct, "free/busy from {from} for {days} days");
+    }
+    assert!(compared > 100, "the windows hold occurrences: {compared}");
+    // A window outside the span kept is expanded on its own, the same way.
+    let far = midnight + Duration::days(500);
+    let stored = store.agenda(rome, far, far + Duration::days(7), 1000).unwrap();
+    let direct = agenda_of(&files, rome, far, far + Duration::days(7), 1000).unwrap();
+    assert_eq!(stored.len(), direct.len());
+    assert!(!stored.is_empty());
+}

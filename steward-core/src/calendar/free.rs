@@ -11,7 +11,7 @@ use chrono::{DateTime, Datelike as _, Duration, FixedOffset, NaiveTime, Utc, Wee
 use chrono_tz::Tz;
 use serde::Serialize;
 
-use super::{Event, MAX_INSTANCES, RecurError, agenda, place};
+use super::{AgendaItem, Event, MAX_INSTANCES, RecurError, agenda, place};
 
 /// When the person works: a daily span on some weekdays, in their zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -118,10 +118,10 @@ pub const MIN_SLOT_MINUTES: i64 = 5;
 pub const MAX_SLOT_MINUTES: i64 = 1_440;
 
 /// The busy time and free slots of `[from, to)`: see the module's rules. `me` are the person's
-/// addresses (for declined invitations); slots shorter than `min_minutes` are left out (it must be [`MIN_SLOT_MINUTES`] to
-/// [`MAX_SLOT_MINUTES`], else [`RecurError::BadMinutes`]). The
-/// window's bounds are the agenda's ([`agenda`]: at most 366 days, at most
-/// [`MAX_INSTANCES`] occurrences).
+/// addresses (for declined invitations); slots shorter than `min_minutes` are left out (it
+/// must be [`MIN_SLOT_MINUTES`] to [`MAX_SLOT_MINUTES`], else [`RecurError::BadMinutes`]). The
+/// window's bounds are the agenda's ([`agenda`]: at most 366 days, at most [`MAX_INSTANCES`]
+/// occurrences).
 pub fn free_busy(
     events: &[Event],
     person: Tz,
@@ -131,14 +131,29 @@ pub fn free_busy(
     hours: &WorkingHours,
     me: &[String],
 ) -> Result<FreeBusy, RecurError> {
-    if !(MIN_SLOT_MINUTES..=MAX_SLOT_MINUTES).contains(&min_minutes) {
-        return Err(RecurError::BadMinutes(min_minutes));
+    check_minutes(min_minutes)?;
+    let items = agenda(&busy_events(events, me), person, from, to, MAX_INSTANCES)?;
+    let busy = busy_of(items);
+    let free = free_slots(&busy, person, from, to, min_minutes, hours)?;
+    Ok(FreeBusy { busy, free })
+}
+
+/// Refuses a shortest slot outside [`MIN_SLOT_MINUTES`] to [`MAX_SLOT_MINUTES`].
+pub(crate) fn check_minutes(min_minutes: i64) -> Result<(), RecurError> {
+    if (MIN_SLOT_MINUTES..=MAX_SLOT_MINUTES).contains(&min_minutes) {
+        Ok(())
+    } else {
+        Err(RecurError::BadMinutes(min_minutes))
     }
-    // What takes no time: masters are dropped, overrides become cancelled (so the agenda drops
-    // the occurrence they replace too).
+}
+
+/// The events that take time: masters that leave it free (transparent, cancelled, declined by
+/// one of `me`) are dropped, such overrides become cancelled (so the agenda drops the
+/// occurrence they replace too).
+pub(crate) fn busy_events(events: &[Event], me: &[String]) -> Vec<Event> {
     let frees =
         |e: &Event| e.transparent || e.status.as_deref() == Some("cancelled") || declined(e, me);
-    let kept: Vec<Event> = events
+    events
         .iter()
         .filter(|e| e.recurrence_id.is_some() || !frees(e))
         .map(|e| {
@@ -148,9 +163,12 @@ pub fn free_busy(
             }
             e
         })
-        .collect();
-    let items = agenda(&kept, person, from, to, MAX_INSTANCES)?;
-    let busy: Vec<Busy> = items
+        .collect()
+}
+
+/// The busy spans of the occurrences of [`busy_events`] (in their order; empty ones left out).
+pub(crate) fn busy_of(items: impl IntoIterator<Item = AgendaItem>) -> Vec<Busy> {
+    items
         .into_iter()
         .filter(|i| i.end > i.start)
         .map(|i| Busy {
@@ -160,7 +178,20 @@ pub fn free_busy(
             all_day: i.all_day,
             tentative: i.status.as_deref() == Some("tentative"),
         })
-        .collect();
+        .collect()
+}
+
+/// The free slots of at least `min_minutes` in working hours of `[from, to)` around `busy`
+/// (by start).
+pub(crate) fn free_slots(
+    busy: &[Busy],
+    person: Tz,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    min_minutes: i64,
+    hours: &WorkingHours,
+) -> Result<Vec<Span>, RecurError> {
+    check_minutes(min_minutes)?;
     let min = Duration::minutes(min_minutes);
     let mut free = Vec::new();
     for day in working_spans(person, from, to, hours)? {
@@ -176,7 +207,7 @@ pub fn free_busy(
             free.push(Span { start: cursor, end: day.end });
         }
     }
-    Ok(FreeBusy { busy, free })
+    Ok(free)
 }
 
 /// The working spans of each day of `[from, to)` in the person's zone, clipped to the window.

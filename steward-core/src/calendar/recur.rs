@@ -264,7 +264,8 @@ fn walls(
     date: bool,
     rule: &str,
     zone: Tz,
-    mut keep: impl FnMut(NaiveDateTime) -> bool,
+    not_before: Option<NaiveDateTime>,
+    keep: impl FnMut(NaiveDateTime) -> bool,
 ) -> Result<Vec<NaiveDateTime>, RecurError> {
     use rrule::{RRule, RRuleSet, Unvalidated};
     let parsed = wall_rule(rule, zone, date)?;
@@ -279,8 +280,73 @@ fn walls(
         }
         r = r.until(stand_in(u));
     }
-    let set =
-        RRuleSet::new(dtstart).rrule(r.validate(dtstart).map_err(|e| bad(rule, e.to_string()))?);
+    let valid = r.clone().validate(dtstart).map_err(|e| bad(rule, e.to_string()))?;
+    // A rule without COUNT repeats its pattern every whole period (INTERVAL days, weeks,
+    // months or years) from DTSTART, with the same defaults taken from DTSTART's day and time.
+    // Started whole periods later, just before `not_before`, on a time that is itself an
+    // occurrence of the pattern, it yields the same occurrences from there on without walking
+    // the years before (DTSTART always counts, so a start off the pattern is not used).
+    if let (Some(nb), None) = (not_before, parsed.count)
+        && let Some(moved) = later_start(start, valid.get_freq(), valid.get_interval(), nb)
+        && parsed.until.is_none_or(|u| moved <= u)
+    {
+        let at = stand_in(moved);
+        let moved_rule = r.validate(at).map_err(|e| bad(rule, e.to_string()))?;
+        let own = RRuleSet::new(at).rrule(moved_rule.clone()).into_iter().next();
+        if own.is_some_and(|d| d.naive_utc() == moved) {
+            return expand(RRuleSet::new(at).rrule(moved_rule), moved, None, keep);
+        }
+    }
+    let set = RRuleSet::new(dtstart).rrule(valid);
+    expand(set, start, parsed.count, keep)
+}
+
+/// The latest of `start` + k whole periods (k ≥ 1) at least a period before `not_before` on
+/// the same day of the month, if any.
+fn later_start(
+    start: NaiveDateTime,
+    freq: rrule::Frequency,
+    interval: u16,
+    not_before: NaiveDateTime,
+) -> Option<NaiveDateTime> {
+    use chrono::Datelike as _;
+    use rrule::Frequency;
+    let n = i64::from(interval.max(1));
+    let months = |t: NaiveDateTime| i64::from(t.year()) * 12 + i64::from(t.month0());
+    let (periods, shift): (i64, Box<dyn Fn(i64) -> Option<NaiveDateTime>>) = match freq {
+        Frequency::Daily | Frequency::Weekly => {
+            let days = if freq == Frequency::Daily { n } else { 7 * n };
+            (
+                (not_before - start).num_days() / days - 1,
+                Box::new(move |k| start.checked_add_signed(Duration::days(days * k))),
+            )
+        }
+        Frequency::Monthly | Frequency::Yearly => {
+            let step = if freq == Frequency::Monthly { n } else { 12 * n };
+            (
+                (months(not_before) - months(start)) / step - 1,
+                Box::new(move |k| {
+                    let m = u32::try_from(step * k).ok()?;
+                    start
+                        .checked_add_months(chrono::Months::new(m))
+                        .filter(|t| t.day() == start.day())
+                }),
+            )
+        }
+        _ => return None,
+    };
+    // A month without the day (the 31st, 29 February) is passed over: a few periods back.
+    (periods.saturating_sub(12).max(1)..=periods).rev().find_map(shift)
+}
+
+/// The wall times of `set` from `start` (always the first) while `keep` says so, bounded by
+/// [`MAX_EXPANSION_STEPS`].
+fn expand(
+    set: rrule::RRuleSet,
+    start: NaiveDateTime,
+    count: Option<u64>,
+    mut keep: impl FnMut(NaiveDateTime) -> bool,
+) -> Result<Vec<NaiveDateTime>, RecurError> {
     let mut out = vec![start];
     if !keep(start) {
         return Ok(out);
@@ -299,7 +365,7 @@ fn walls(
             continue;
         }
         from_rule += 1;
-        if !synced && parsed.count.is_some_and(|c| from_rule >= c) {
+        if !synced && count.is_some_and(|c| from_rule >= c) {
             break;
         }
         if out.last() != Some(&w) {
@@ -321,7 +387,7 @@ pub fn first_walls(
     n: usize,
 ) -> Result<Vec<NaiveDateTime>, RecurError> {
     let mut seen = 0usize;
-    let mut out = walls(start, all_day, rule, Tz::UTC, |_| {
+    let mut out = walls(start, all_day, rule, Tz::UTC, None, |_| {
         seen += 1;
         seen < n
     })?;
@@ -358,7 +424,14 @@ pub fn occurrences(
     // Past the window's end in the event's wall clock (a day of slack for offsets).
     let horizon = to.with_timezone(&zone).naive_local() + Duration::days(1);
     let mut walls_found = match &rec.rule {
-        Some(rule) => walls(first, start.is_date(), rule, zone, |w| w < horizon)?,
+        Some(rule) => {
+            // Nothing that starts before this can reach the window (a day of slack for
+            // offsets and DST).
+            let not_before = from.with_timezone(&zone).naive_local()
+                - duration.max(Duration::zero())
+                - Duration::days(2);
+            walls(first, start.is_date(), rule, zone, Some(not_before), |w| w < horizon)?
+        }
         None => vec![first],
     };
     walls_found.extend(rec.rdates.iter().map(|d| d.wall_in(zone, person)));
@@ -549,6 +622,62 @@ mod tests {
             )
             .unwrap_err();
             assert_eq!(e.code(), "CALENDAR_BAD_RRULE", "{rule}");
+        }
+    }
+
+    #[test]
+    fn starting_a_rule_whole_periods_later_changes_no_occurrence_from_there() {
+        let start = wall("2024-01-01 09:30"); // a Monday
+        let rules = [
+            "FREQ=DAILY;BYMONTH=1",
+            "FREQ=MONTHLY",
+            "FREQ=MONTHLY;BYMONTHDAY=31",
+            "FREQ=MONTHLY;INTERVAL=5;BYDAY=2MO",
+            "FREQ=YEARLY",
+            "FREQ=YEARLY;BYYEARDAY=1,100,366",
+            "FREQ=DAILY",
+            "FREQ=DAILY;INTERVAL=3",
+            "FREQ=DAILY;BYHOUR=9,17;BYMINUTE=30",
+            "FREQ=WEEKLY",
+            "FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,TH",
+            "FREQ=WEEKLY;BYDAY=WE",
+            "FREQ=WEEKLY;INTERVAL=3;WKST=SU;BYDAY=MO,SU",
+            "FREQ=WEEKLY;UNTIL=20240610T000000Z",
+            "FREQ=DAILY;UNTIL=20240301",
+            "FREQ=DAILY;BYMONTH=2,3",
+            "FREQ=WEEKLY;COUNT=40",
+        ];
+        for rule in rules {
+            for nb in
+                ["2024-01-02 00:00", "2024-02-29 12:00", "2024-06-09 23:00", "2025-03-30 01:00"]
+            {
+                let nb = wall(nb);
+                let horizon = nb + Duration::days(40);
+                let all = walls(start, false, rule, Tz::UTC, None, |w| w < horizon).unwrap();
+                let skipped =
+                    walls(start, false, rule, Tz::UTC, Some(nb), |w| w < horizon).unwrap();
+                let from = |v: Vec<NaiveDateTime>| -> Vec<NaiveDateTime> {
+                    v.into_iter().filter(|w| *w >= nb && *w < horizon).collect()
+                };
+                let moved = skipped[0] > start;
+                assert_eq!(from(skipped), from(all), "{rule} from {nb}");
+                // The walk is shortened where it may be, and only there.
+                let may = ["COUNT", "BYDAY=WE", "UNTIL", "BYMONTH", "MONTHLY", "YEARLY"]
+                    .iter()
+                    .all(|p| !rule.contains(p));
+                if may && nb > wall("2024-03-01 00:00") {
+                    assert!(moved, "{rule} from {nb}: started later");
+                }
+                if rule == "FREQ=MONTHLY" && nb > wall("2024-06-01 00:00") {
+                    assert!(moved, "{rule} from {nb}: started later");
+                }
+                if rule.contains("BYDAY=WE") || rule.contains("COUNT") {
+                    assert!(
+                        !moved,
+                        "{rule}: DTSTART is not its own occurrence, or COUNT counts from it"
+                    );
+                }
+            }
         }
     }
 }

@@ -16,11 +16,14 @@ use chrono_tz::Tz;
 use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 
-use super::{AgendaItem, Event, FreeBusy, RecurError, WorkingHours, agenda, free_busy};
+use super::{AgendaItem, Busy, Event, FreeBusy, RecurError, WorkingHours, agenda, free_busy};
 use crate::{
     Limits,
     error::{ErrorKind, StewardError},
-    store::{Database, Migration, OpenOptions, Schema, StoreError},
+    store::{
+        Database, Migration, OpenOptions, Schema, StoreError,
+        snapshot::{self, Snapshot},
+    },
 };
 
 const SCHEMA: Schema = Schema {
@@ -282,6 +285,127 @@ fn fts_query(text: &str) -> Option<String> {
 /// The store.
 pub struct CalendarStore {
     db: Database,
+    /// Every live event, parsed, while the store has not changed (see [`MAX_CACHED_EVENTS`]).
+    events: Snapshot<Vec<Group>>,
+    /// Their occurrences around now, expanded once for those events, zone and addresses.
+    expanded: std::sync::Mutex<Option<std::sync::Arc<Expanded>>>,
+}
+
+/// Days before now whose occurrences are kept expanded in memory.
+/// Fixed (not a setting).
+pub const EXPANDED_DAYS_BACK: i64 = 60;
+/// Days after now whose occurrences are kept expanded in memory (with
+/// [`EXPANDED_DAYS_BACK`], at most the longest window, 366 days).
+/// Fixed (not a setting).
+pub const EXPANDED_DAYS_AHEAD: i64 = 300;
+/// Most occurrences kept expanded; a store with more expands each question's window.
+/// Fixed (not a setting).
+pub const MAX_EXPANDED: usize = 500_000;
+
+/// The occurrences of every event in `[from, to)`, for one set of parsed events, one zone and
+/// one set of the person's addresses: the agenda's, and the busy ones of free/busy.
+#[derive(Debug)]
+struct Expanded {
+    groups: std::sync::Arc<Vec<Group>>,
+    zone: Tz,
+    me: Vec<String>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    /// `None` when the events could not be expanded whole (a rule too dense or too far, more
+    /// than [`MAX_EXPANDED`]): questions expand their own windows, and meet the same error.
+    lists: Option<(Vec<StoredOccurrence>, Vec<Busy>)>,
+    /// The longest occurrence, seconds (how far before a window one can start and reach it).
+    longest: i64,
+}
+
+/// Whether an occurrence `[s, e)` overlaps `[from, to)` (an empty one at `from` does), as
+/// [`super::occurrences`] decides.
+fn overlaps(
+    s: DateTime<chrono::FixedOffset>,
+    e: DateTime<chrono::FixedOffset>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> bool {
+    s < to && (e > from || (e == s && s >= from))
+}
+
+/// The slice of `items` (by start) overlapping `[from, to)`; `start`/`end` read an item.
+fn in_window<T>(
+    items: &[T],
+    longest: i64,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    span: impl Fn(&T) -> (DateTime<chrono::FixedOffset>, DateTime<chrono::FixedOffset>) + Copy,
+) -> impl Iterator<Item = &T> {
+    let lower = from - Duration::seconds(longest);
+    let first = items.partition_point(|i| span(i).0 < lower);
+    items[first..].iter().take_while(move |i| span(i).0 < to).filter(move |i| {
+        let (s, e) = span(i);
+        overlaps(s, e, from, to)
+    })
+}
+
+/// Most events kept parsed in memory; a store with more is asked through SQLite each time.
+/// Fixed (not a setting).
+pub const MAX_CACHED_EVENTS: usize = 100_000;
+
+/// The live events of one UID in one calendar (a master and its overrides), with the span
+/// the window index gives them together.
+#[derive(Debug)]
+struct Group {
+    calendar: String,
+    uid: String,
+    /// The earliest start of any of them (UTC seconds).
+    lo: i64,
+    /// The latest end, `None` when one has no known end.
+    hi: Option<i64>,
+    events: Vec<Event>,
+}
+
+impl Group {
+    fn overlaps(&self, lo: i64, hi: i64) -> bool {
+        self.lo < hi && self.hi.is_none_or(|end| end > lo)
+    }
+}
+
+/// Rows `(calendar, uid, start_utc, end_utc, event JSON)` grouped by calendar and UID.
+fn groups(
+    rows: impl IntoIterator<Item = (String, String, i64, Option<i64>, String)>,
+) -> Result<Vec<Group>, CalendarStoreError> {
+    let mut by_key: BTreeMap<(String, String), Group> = BTreeMap::new();
+    for (calendar, uid, start, end, json) in rows {
+        let event: Event =
+            serde_json::from_str(&json).map_err(|x| CalendarStoreError::Corrupt(x.to_string()))?;
+        let g = by_key.entry((calendar.clone(), uid.clone())).or_insert_with(|| Group {
+            calendar,
+            uid,
+            lo: start,
+            hi: end,
+            events: Vec::new(),
+        });
+        g.lo = g.lo.min(start);
+        g.hi = match (g.hi, end) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        g.events.push(event);
+    }
+    Ok(by_key.into_values().collect())
+}
+
+/// The groups of a window: borrowed from the in-memory copy, or read for this question.
+enum Window {
+    Cached(std::sync::Arc<Vec<Group>>, Vec<usize>),
+    Read(Vec<Group>),
+}
+
+impl Window {
+    fn groups(&self) -> Box<dyn Iterator<Item = &Group> + '_> {
+        match self {
+            Self::Cached(all, picked) => Box::new(picked.iter().filter_map(|i| all.get(*i))),
+            Self::Read(v) => Box::new(v.iter()),
+        }
+    }
 }
 
 impl CalendarStore {
@@ -290,7 +414,7 @@ impl CalendarStore {
         let path = home.join("calendar.db");
         let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))?;
         crate::store::restrict_file(&path);
-        Ok(Self { db })
+        Ok(Self { db, events: Snapshot::default(), expanded: std::sync::Mutex::new(None) })
     }
 
     /// The items of `account`'s `collection` and their tags (to read only what changed).
@@ -432,6 +556,9 @@ impl CalendarStore {
                 .map_err(q("retire item events"))?;
                 removed += 1;
             }
+            if added + changed + removed > 0 {
+                snapshot::bump(tx)?;
+            }
             Ok::<_, StoreError>((added, changed, removed))
         })?;
         report.calendars += 1;
@@ -459,17 +586,51 @@ impl CalendarStore {
     /// The live events (grouped by calendar) that can fall in `[from, to)` — a day of slack on
     /// each side for floating and all-day times — with the other parts (master, overrides) of
     /// each recurring one.
-    fn window_events(
-        &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<BTreeMap<String, Vec<Event>>, CalendarStoreError> {
+    /// Every live event parsed and grouped, while the store holds at most
+    /// [`MAX_CACHED_EVENTS`].
+    fn cached_groups(&self) -> Result<Option<std::sync::Arc<Vec<Group>>>, CalendarStoreError> {
+        self.events.get(&self.db, |c| {
+            let mut stmt = c
+                .prepare(
+                    "SELECT calendar_id, uid, start_utc, end_utc, event FROM events
+                     WHERE deleted_at IS NULL LIMIT ?1",
+                )
+                .map_err(|e| StoreError::query("prepare cache", e))?;
+            let rows = stmt
+                .query_map([i64::try_from(MAX_CACHED_EVENTS + 1).unwrap_or(i64::MAX)], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
+                .map_err(|e| StoreError::query("cache", e))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::query("cache row", e))?;
+            if rows.len() > MAX_CACHED_EVENTS {
+                return Ok(None);
+            }
+            groups(rows).map(Some)
+        })
+    }
+
+    /// The events (masters and overrides) of every UID with a row overlapping the window (a
+    /// day of slack each side), grouped by calendar and UID; at most [`MAX_WINDOW_EVENTS`].
+    fn window(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Window, CalendarStoreError> {
         let (lo, hi) =
             ((from - Duration::days(1)).timestamp(), (to + Duration::days(1)).timestamp());
-        let rows: Vec<(String, String)> = self.db.read(|c| {
+        if let Some(all) = self.cached_groups()? {
+            let mut n = 0;
+            let mut picked = Vec::new();
+            for (i, g) in all.iter().enumerate().filter(|(_, g)| g.overlaps(lo, hi)) {
+                n += g.events.len();
+                if n > MAX_WINDOW_EVENTS {
+                    return Err(CalendarStoreError::TooManyEvents);
+                }
+                picked.push(i);
+            }
+            return Ok(Window::Cached(all, picked));
+        }
+        let rows: Vec<(String, String, i64, Option<i64>, String)> = self.db.read(|c| {
             let mut stmt = c
                 .prepare_cached(
-                    "SELECT e.calendar_id, e.event FROM events e
+                    "SELECT e.calendar_id, e.uid, e.start_utc, e.end_utc, e.event FROM events e
                      WHERE e.deleted_at IS NULL AND EXISTS (
                        SELECT 1 FROM events w WHERE w.calendar_id = e.calendar_id AND w.uid = e.uid
                          AND w.deleted_at IS NULL AND w.start_utc < ?2
@@ -480,7 +641,7 @@ impl CalendarStore {
             let rows = stmt
                 .query_map(
                     params![lo, hi, i64::try_from(MAX_WINDOW_EVENTS + 1).unwrap_or(i64::MAX)],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
                 )
                 .map_err(|e| StoreError::query("window", e))?;
             rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("window row", e))
@@ -488,13 +649,83 @@ impl CalendarStore {
         if rows.len() > MAX_WINDOW_EVENTS {
             return Err(CalendarStoreError::TooManyEvents);
         }
-        let mut out: BTreeMap<String, Vec<Event>> = BTreeMap::new();
-        for (cal, json) in rows {
-            let e: Event = serde_json::from_str(&json)
-                .map_err(|x| CalendarStoreError::Corrupt(x.to_string()))?;
-            out.entry(cal).or_default().push(e);
+        Ok(Window::Read(groups(rows)?))
+    }
+
+    /// The expanded occurrences covering `[from, to)` for `zone` and `me`, built now when the
+    /// events changed or the window lies outside the ones held (and inside the span around now
+    /// that is kept); `None` when the window is elsewhere or the store is not held in memory.
+    fn expanded(
+        &self,
+        zone: Tz,
+        me: Option<&[String]>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Option<std::sync::Arc<Expanded>>, CalendarStoreError> {
+        let Some(groups) = self.cached_groups()? else { return Ok(None) };
+        let mut held = self.expanded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(x) = held.as_ref()
+            && std::sync::Arc::ptr_eq(&x.groups, &groups)
+            && x.zone == zone
+            && me.is_none_or(|m| x.me == m)
+            && x.from <= from
+            && to <= x.to
+        {
+            return Ok(Some(std::sync::Arc::clone(x)));
         }
-        Ok(out)
+        // The agenda's occurrences do not depend on the addresses: keep the ones held.
+        let me: Vec<String> = match (me, held.as_ref()) {
+            (Some(m), _) => m.to_vec(),
+            (None, Some(x)) => x.me.clone(),
+            (None, None) => Vec::new(),
+        };
+        let now = Utc::now();
+        let (hfrom, hto) =
+            (now - Duration::days(EXPANDED_DAYS_BACK), now + Duration::days(EXPANDED_DAYS_AHEAD));
+        if from < hfrom || to > hto {
+            return Ok(None);
+        }
+        let lists = (|| -> Result<_, RecurError> {
+            let (mut all, mut busy) = (Vec::new(), Vec::new());
+            for g in groups.iter() {
+                for item in agenda(&g.events, zone, hfrom, hto, super::MAX_INSTANCES)? {
+                    all.push(StoredOccurrence { calendar: g.calendar.clone(), item });
+                }
+                let kept = super::free::busy_events(&g.events, &me);
+                busy.extend(super::free::busy_of(agenda(
+                    &kept,
+                    zone,
+                    hfrom,
+                    hto,
+                    super::MAX_INSTANCES,
+                )?));
+                if all.len() + busy.len() > MAX_EXPANDED {
+                    return Err(RecurError::TooMany { max: MAX_EXPANDED });
+                }
+            }
+            all.sort_by(|a, b| {
+                a.item.start.cmp(&b.item.start).then_with(|| a.item.uid.cmp(&b.item.uid))
+            });
+            busy.sort_by(|a, b| a.span.start.cmp(&b.span.start).then_with(|| a.uid.cmp(&b.uid)));
+            Ok((all, busy))
+        })()
+        .ok();
+        let longest = lists.as_ref().map_or(0, |(all, busy)| {
+            let a = all.iter().map(|o| (o.item.end - o.item.start).num_seconds());
+            let b = busy.iter().map(|x| (x.span.end - x.span.start).num_seconds());
+            a.chain(b).max().unwrap_or(0)
+        });
+        let x = std::sync::Arc::new(Expanded {
+            groups,
+            zone,
+            me,
+            from: hfrom,
+            to: hto,
+            lists,
+            longest,
+        });
+        *held = Some(std::sync::Arc::clone(&x));
+        Ok(Some(x))
     }
 
     /// The occurrences in `[from, to)` of every calendar, by start, at most `max`.
@@ -506,10 +737,25 @@ impl CalendarStore {
         max: usize,
     ) -> Result<Vec<StoredOccurrence>, CalendarStoreError> {
         super::check_window(from, to)?;
+        let max = max.min(super::MAX_INSTANCES);
+        if let Some(x) = self.expanded(person, None, from, to)?
+            && let Some((all, _)) = &x.lists
+        {
+            let out: Vec<StoredOccurrence> =
+                in_window(all, x.longest, from, to, |o| (o.item.start, o.item.end))
+                    .take(max + 1)
+                    .cloned()
+                    .collect();
+            if out.len() > max {
+                return Err(RecurError::TooMany { max }.into());
+            }
+            return Ok(out);
+        }
         let mut out = Vec::new();
-        for (cal, events) in self.window_events(from, to)? {
-            for item in agenda(&events, person, from, to, max)? {
-                out.push(StoredOccurrence { calendar: cal.clone(), item });
+        let window = self.window(from, to)?;
+        for g in window.groups() {
+            for item in agenda(&g.events, person, from, to, max)? {
+                out.push(StoredOccurrence { calendar: g.calendar.clone(), item });
             }
             if out.len() > max {
                 return Err(RecurError::TooMany { max }.into());
@@ -532,7 +778,23 @@ impl CalendarStore {
         me: &[String],
     ) -> Result<FreeBusy, CalendarStoreError> {
         super::check_window(from, to)?;
-        let events: Vec<Event> = self.window_events(from, to)?.into_values().flatten().collect();
+        super::free::check_minutes(min_minutes)?;
+        if let Some(x) = self.expanded(person, Some(me), from, to)?
+            && let Some((_, busy)) = &x.lists
+        {
+            let busy: Vec<Busy> =
+                in_window(busy, x.longest, from, to, |b| (b.span.start, b.span.end))
+                    .take(super::MAX_INSTANCES + 1)
+                    .cloned()
+                    .collect();
+            if busy.len() > super::MAX_INSTANCES {
+                return Err(RecurError::TooMany { max: super::MAX_INSTANCES }.into());
+            }
+            let free = super::free::free_slots(&busy, person, from, to, min_minutes, hours)?;
+            return Ok(FreeBusy { busy, free });
+        }
+        let events: Vec<Event> =
+            self.window(from, to)?.groups().flat_map(|g| g.events.iter().cloned()).collect();
         Ok(free_busy(&events, person, from, to, min_minutes, hours, me)?)
     }
 
@@ -595,16 +857,14 @@ impl CalendarStore {
             })?,
             None => Vec::new(),
         };
-        let window = self.window_events(from, to)?;
+        let window = self.window(from, to)?;
+        let by_key: std::collections::HashMap<(&str, &str), &Group> =
+            window.groups().map(|g| ((g.calendar.as_str(), g.uid.as_str()), g)).collect();
         let wanted = |cal: &str| q.calendars.is_empty() || q.calendars.iter().any(|c| c == cal);
         let mut hits = Vec::new();
-        let mut hit = |cal: &str,
-                       uid: &str,
-                       rank: Option<f64>,
-                       events: &[Event]|
-         -> Result<(), CalendarStoreError> {
-            let parts: Vec<Event> = events.iter().filter(|e| e.uid == uid).cloned().collect();
-            let items = agenda(&parts, person, from, to, super::MAX_INSTANCES)?;
+        let mut hit = |g: &Group, rank: Option<f64>| -> Result<(), CalendarStoreError> {
+            let (cal, uid, parts) = (g.calendar.as_str(), g.uid.as_str(), &g.events);
+            let items = agenda(parts, person, from, to, super::MAX_INSTANCES)?;
             if let Some(first) = items.first() {
                 let rid = first.recurrence_id.clone().unwrap_or_default();
                 let master_rid = if parts.iter().any(|p| p.recurrence_id.is_none()) {
@@ -627,24 +887,16 @@ impl CalendarStore {
                 if !wanted(cal) {
                     continue;
                 }
-                if let Some(events) = window.get(cal) {
-                    hit(cal, uid, *rank, events)?;
+                if let Some(g) = by_key.get(&(cal.as_str(), uid.as_str())) {
+                    hit(g, *rank)?;
                 }
             }
         } else {
-            for (cal, events) in &window {
-                if !wanted(cal) {
-                    continue;
-                }
-                let mut uids: Vec<&str> = events
-                    .iter()
-                    .filter(|e| attendee.as_deref().is_none_or(|a| attendees_text(e).contains(a)))
-                    .map(|e| e.uid.as_str())
-                    .collect();
-                uids.sort_unstable();
-                uids.dedup();
-                for uid in uids {
-                    hit(cal, uid, None, events)?;
+            for g in window.groups() {
+                let attends =
+                    |e: &Event| attendee.as_deref().is_none_or(|a| attendees_text(e).contains(a));
+                if wanted(&g.calendar) && g.events.iter().any(attends) {
+                    hit(g, None)?;
                 }
             }
         }

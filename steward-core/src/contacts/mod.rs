@@ -9,8 +9,9 @@ pub mod store;
 pub use store::{AccountRead, ContactStore, ContactStoreError, ContactsReport};
 
 pub use resolve::{
-    Candidate, Evidence, MAX_CANDIDATES, MAX_QUERY_CHARS, Resolution, Status, resolve_recipient,
-    search_contacts,
+    Candidate, DEFAULT_SEARCH_LIMIT, Evidence, MAX_CANDIDATES, MAX_QUERY_CHARS, People,
+    PersonWords, Resolution, Status, resolve_recipient, resolve_recipient_among, search_contacts,
+    search_people,
 };
 
 use std::collections::BTreeMap;

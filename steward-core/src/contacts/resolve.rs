@@ -19,6 +19,9 @@ use crate::index::fold::fold;
 /// Longest question read, characters.
 /// Fixed (not a setting).
 pub const MAX_QUERY_CHARS: usize = 200;
+/// People a contact search returns when the question does not say.
+/// Fixed (not a setting).
+pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Most candidates returned.
 /// Fixed (not a setting).
 pub const MAX_CANDIDATES: usize = 10;
@@ -136,28 +139,72 @@ fn field_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// A person's words, folded, by what they say of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PersonWords {
+    names: Vec<String>,
+    nicks: Vec<String>,
+    orgs: Vec<String>,
+    /// Local parts of the addresses (they say who).
+    local: Vec<String>,
+    /// Domains of the addresses (they say only where, like an organization).
+    domain: Vec<String>,
+    /// The name, folded (for prefix search).
+    name: String,
+}
+
+impl PersonWords {
+    /// The words of `c`.
+    pub fn of(c: &Contact) -> Self {
+        let mut names: Vec<String> = field_words(&c.name);
+        for n in c.given.iter().chain(c.family.iter()) {
+            names.extend(field_words(n));
+        }
+        Self {
+            names,
+            nicks: c.nicknames.iter().flat_map(|n| field_words(n)).collect(),
+            orgs: c.org.iter().chain(c.title.iter()).flat_map(|o| field_words(o)).collect(),
+            local: c
+                .emails
+                .iter()
+                .flat_map(|e| field_words(e.rsplit_once('@').map_or(e, |(l, _)| l)))
+                .collect(),
+            domain: c
+                .emails
+                .iter()
+                .filter_map(|e| e.rsplit_once('@'))
+                .flat_map(|(_, d)| field_words(d))
+                .collect(),
+            name: fold(&c.name),
+        }
+    }
+}
+
+/// The people of the address book with their words worked out once (a store keeps this while
+/// the book does not change), for [`resolve_recipient_among`] and [`search_people`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct People {
+    /// Every person, by name.
+    pub contacts: Vec<Contact>,
+    words: Vec<PersonWords>,
+}
+
+impl People {
+    /// `contacts` with their words.
+    pub fn new(contacts: Vec<Contact>) -> Self {
+        let words = contacts.iter().map(PersonWords::of).collect();
+        Self { contacts, words }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&Contact, &PersonWords)> {
+        self.contacts.iter().zip(self.words.iter())
+    }
+}
+
 /// What of `person` each query word matches: the evidence, and whether it says who (a name,
 /// nickname or address word — an organization alone does not).
-fn matches(c: &Contact, query: &[String]) -> (Vec<Evidence>, usize, bool) {
-    let mut names: Vec<String> = field_words(&c.name);
-    for n in c.given.iter().chain(c.family.iter()) {
-        names.extend(field_words(n));
-    }
-    let nicks: Vec<String> = c.nicknames.iter().flat_map(|n| field_words(n)).collect();
-    let orgs: Vec<String> =
-        c.org.iter().chain(c.title.iter()).flat_map(|o| field_words(o)).collect();
-    // An address's local part says who; its domain only where (like an organization).
-    let local: Vec<String> = c
-        .emails
-        .iter()
-        .flat_map(|e| field_words(e.rsplit_once('@').map_or(e, |(l, _)| l)))
-        .collect();
-    let domain: Vec<String> = c
-        .emails
-        .iter()
-        .filter_map(|e| e.rsplit_once('@'))
-        .flat_map(|(_, d)| field_words(d))
-        .collect();
+fn matches(p: &PersonWords, query: &[String]) -> (Vec<Evidence>, usize, bool) {
+    let PersonWords { names, nicks, orgs, local, domain, .. } = p;
     let (mut ev, mut covered, mut who) = (Vec::new(), 0, false);
     for w in query {
         let word = w.clone();
@@ -205,6 +252,16 @@ pub fn resolve_recipient(
     contacts: &[Contact],
     mail: &[Correspondent],
 ) -> Result<Resolution, ContactsError> {
+    resolve_recipient_among(text, &People::new(contacts.to_vec()), mail)
+}
+
+/// [`resolve_recipient`] over people whose words are worked out already.
+pub fn resolve_recipient_among(
+    text: &str,
+    people: &People,
+    mail: &[Correspondent],
+) -> Result<Resolution, ContactsError> {
+    let contacts = people.contacts.as_slice();
     if text.chars().count() > MAX_QUERY_CHARS {
         return Err(ContactsError::QueryTooLong);
     }
@@ -239,8 +296,11 @@ pub fn resolve_recipient(
         return Err(ContactsError::EmptyQuery);
     }
     // People: the address book, then correspondents it does not hold.
-    let known: std::collections::BTreeSet<&str> =
-        contacts.iter().flat_map(|c| c.emails.iter().map(String::as_str)).collect();
+    let known: std::collections::HashSet<&str> = if mail.is_empty() {
+        std::collections::HashSet::new()
+    } else {
+        contacts.iter().flat_map(|c| c.emails.iter().map(String::as_str)).collect()
+    };
     let harvested: Vec<Contact> = mail
         .iter()
         .filter(|k| !known.contains(k.email.as_str()))
@@ -250,17 +310,30 @@ pub fn resolve_recipient(
             ..Contact::default()
         })
         .collect();
-    // (covers, person in book, sent, last sent) per candidate, for ranking.
-    let mut found: Vec<(Candidate, u32, String)> = Vec::new();
+    // Each address that may be meant, light (for ranking); the evidence is written out for the
+    // candidates returned only.
+    struct Fit<'a> {
+        covers: usize,
+        sent: u32,
+        last: &'a str,
+        email: &'a str,
+        person: &'a Contact,
+        words: &'a PersonWords,
+        in_book: bool,
+    }
+    let mut found: Vec<Fit<'_>> = Vec::new();
     let mut fitting_people = 0usize;
     // Whether the one person who fits is someone the person knows: in the address book, or
     // written to. Someone who only wrote in (a stranger, a spammer naming himself after a
     // colleague) is never the answer on their own say-so.
     let mut fitting_known = false;
-    for (c, in_book) in
-        contacts.iter().map(|c| (c, true)).chain(harvested.iter().map(|c| (c, false)))
+    let harvested_words: Vec<PersonWords> = harvested.iter().map(PersonWords::of).collect();
+    for ((c, w), in_book) in people
+        .iter()
+        .map(|p| (p, true))
+        .chain(harvested.iter().zip(harvested_words.iter()).map(|p| (p, false)))
     {
-        let (ev, covers, who) = matches(c, &query);
+        let (_, covers, who) = matches(w, &query);
         if !who || c.emails.is_empty() {
             continue;
         }
@@ -274,42 +347,69 @@ pub fn resolve_recipient(
             None => c.emails.iter().take(MAX_ADDRESSES_PER_PERSON).collect(),
         };
         for email in addresses {
-            let (mut evidence, sent, last) = mail_evidence(email, &by_email);
-            evidence.splice(0..0, ev.iter().cloned());
-            if !in_book {
-                evidence.push(Evidence::NotInContacts);
-            }
-            let candidate = Candidate {
-                name: c.name.clone(),
-                email: email.clone(),
-                contact_id: in_book.then(|| c.id.clone()),
+            let k = by_email.get(email.as_str());
+            found.push(Fit {
                 covers,
-                of: query.len(),
-                evidence,
-            };
-            found.push((candidate, sent, last));
+                sent: k.map_or(0, |k| k.sent),
+                last: k.and_then(|k| k.last_sent.as_deref()).unwrap_or_default(),
+                email,
+                person: c,
+                words: w,
+                in_book,
+            });
         }
     }
-    found.sort_by(|(a, sa, la), (b, sb, lb)| {
-        b.covers.cmp(&a.covers).then(sb.cmp(sa)).then(lb.cmp(la)).then(a.email.cmp(&b.email))
+    found.sort_by(|a, b| {
+        b.covers
+            .cmp(&a.covers)
+            .then(b.sent.cmp(&a.sent))
+            .then(b.last.cmp(a.last))
+            .then(a.email.cmp(b.email))
     });
-    let full = found.iter().filter(|(c, _, _)| c.covers == query.len()).count();
+    let full = found.iter().filter(|f| f.covers == query.len()).count();
     let status = match (found.is_empty(), full, fitting_people) {
         (true, _, _) => Status::NotFound,
         (false, 1, 1) if fitting_known => Status::Resolved,
         _ => Status::Ambiguous,
     };
-    let candidates = found.into_iter().take(MAX_CANDIDATES).map(|(c, _, _)| c).collect();
+    let candidates = found
+        .into_iter()
+        .take(MAX_CANDIDATES)
+        .map(|f| {
+            let (mut evidence, _, _) = mail_evidence(f.email, &by_email);
+            evidence.splice(0..0, matches(f.words, &query).0);
+            if !f.in_book {
+                evidence.push(Evidence::NotInContacts);
+            }
+            Candidate {
+                name: f.person.name.clone(),
+                email: f.email.to_owned(),
+                contact_id: f.in_book.then(|| f.person.id.clone()),
+                covers: f.covers,
+                of: query.len(),
+                evidence,
+            }
+        })
+        .collect();
     Ok(Resolution { status, candidates })
 }
 
 /// The contacts that fit `text` best (names, nicknames, organization, title, addresses, and
 /// phones by their digits), at most `limit` (≤ [`MAX_CANDIDATES`] × 5).
-pub fn search_contacts<'a>(
+pub fn search_contacts(
     text: &str,
-    contacts: &'a [Contact],
+    contacts: &[Contact],
     limit: usize,
-) -> Result<Vec<&'a Contact>, ContactsError> {
+) -> Result<Vec<Contact>, ContactsError> {
+    search_people(text, &People::new(contacts.to_vec()), limit)
+}
+
+/// [`search_contacts`] over people whose words are worked out already.
+pub fn search_people(
+    text: &str,
+    people: &People,
+    limit: usize,
+) -> Result<Vec<Contact>, ContactsError> {
     if text.chars().count() > MAX_QUERY_CHARS {
         return Err(ContactsError::QueryTooLong);
     }
@@ -320,23 +420,22 @@ pub fn search_contacts<'a>(
         return Err(ContactsError::EmptyQuery);
     }
     let folded = fold(text.trim());
-    let mut scored: Vec<(usize, &Contact)> = contacts
+    let mut scored: Vec<(usize, &Contact)> = people
         .iter()
-        .filter_map(|c| {
-            let (_, covers, _) = matches(c, &query);
+        .filter_map(|(c, w)| {
+            let (_, covers, _) = matches(w, &query);
             let phone = digits.len() >= 5
                 && c.phones.iter().any(|p| {
                     p.chars().filter(char::is_ascii_digit).collect::<String>().ends_with(&digits)
                 });
             let prefix = folded.chars().count() >= 3
-                && (fold(&c.name).starts_with(&folded)
-                    || c.emails.iter().any(|e| e.starts_with(&folded)));
+                && (w.name.starts_with(&folded) || c.emails.iter().any(|e| e.starts_with(&folded)));
             let score = covers * 2 + usize::from(phone) * 3 + usize::from(prefix);
             (score > 0).then_some((score, c))
         })
         .collect();
     scored.sort_by(|(a, ca), (b, cb)| b.cmp(a).then_with(|| ca.name.cmp(&cb.name)));
-    Ok(scored.into_iter().take(limit).map(|(_, c)| c).collect())
+    Ok(scored.into_iter().take(limit).map(|(_, c)| c.clone()).collect())
 }
 
 #[cfg(test)]

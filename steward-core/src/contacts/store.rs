@@ -8,11 +8,14 @@ use std::{collections::BTreeMap, path::Path};
 use rusqlite::params;
 use serde::Serialize;
 
-use super::{Contact, merge};
+use super::{Contact, People, merge};
 use crate::{
     Limits,
     error::{ErrorKind, StewardError},
-    store::{Database, Migration, OpenOptions, Schema, StoreError},
+    store::{
+        Database, Migration, OpenOptions, Schema, StoreError,
+        snapshot::{self, Snapshot},
+    },
 };
 
 const SCHEMA: Schema = Schema {
@@ -105,7 +108,13 @@ pub struct ContactsReport {
 /// The store.
 pub struct ContactStore {
     db: Database,
+    /// Every person, parsed, while the store has not changed (see [`MAX_CACHED_CONTACTS`]).
+    people: Snapshot<People>,
 }
+
+/// Most people kept parsed in memory; a store with more is read from SQLite each time.
+/// Fixed (not a setting).
+pub const MAX_CACHED_CONTACTS: usize = 200_000;
 
 impl ContactStore {
     /// Opens (or creates) `<home>/contacts.db`.
@@ -113,7 +122,7 @@ impl ContactStore {
         let path = home.join("contacts.db");
         let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))?;
         crate::store::restrict_file(&path);
-        Ok(Self { db })
+        Ok(Self { db, people: Snapshot::default() })
     }
 
     /// Replaces the cards of the books `read` read whole (each card's source becomes
@@ -278,23 +287,42 @@ impl ContactStore {
             for (id, name, json) in &rows {
                 stmt.execute(params![id, name, json]).map_err(q("insert contact"))?;
             }
-            Ok::<_, StoreError>(())
+            snapshot::bump(tx)
         })?;
         Ok(people.len())
     }
 
     /// Every person, by name.
     pub fn contacts(&self) -> Result<Vec<Contact>, ContactStoreError> {
-        let rows: Vec<String> = self.db.read(|c| {
+        Ok(self.people()?.contacts.clone())
+    }
+
+    /// Every person, by name: the parsed copy while the store has not changed.
+    pub fn people(&self) -> Result<std::sync::Arc<People>, ContactStoreError> {
+        let load = |c: &rusqlite::Connection| -> Result<Vec<Contact>, ContactStoreError> {
             let mut stmt = c
                 .prepare("SELECT contact FROM contacts ORDER BY name COLLATE NOCASE, id")
                 .map_err(|e| StoreError::query("prepare contacts", e))?;
-            let rows =
-                stmt.query_map([], |r| r.get(0)).map_err(|e| StoreError::query("contacts", e))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("contact", e))
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(|e| StoreError::query("contacts", e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let json = row.map_err(|e| StoreError::query("contact", e))?;
+                out.push(
+                    serde_json::from_str(&json)
+                        .map_err(|e| ContactStoreError::Corrupt(e.to_string()))?,
+                );
+            }
+            Ok(out)
+        };
+        let cached = self.people.get(&self.db, |c| {
+            let all = load(c)?;
+            Ok::<_, ContactStoreError>((all.len() <= MAX_CACHED_CONTACTS).then(|| People::new(all)))
         })?;
-        rows.iter()
-            .map(|j| serde_json::from_str(j).map_err(|e| ContactStoreError::Corrupt(e.to_string())))
-            .collect()
+        match cached {
+            Some(all) => Ok(all),
+            None => Ok(std::sync::Arc::new(People::new(self.db.read(load)?))),
+        }
     }
 }

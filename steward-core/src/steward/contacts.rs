@@ -4,7 +4,7 @@
 use super::Steward;
 use crate::contacts::{
     AccountRead, Contact, ContactStore, ContactStoreError, ContactsError, ContactsReport,
-    Resolution, resolve_recipient, search_contacts,
+    Resolution, resolve_recipient_among, search_people,
 };
 use crate::mirror::DEFAULT_MAX_CORRESPONDENTS;
 
@@ -76,15 +76,15 @@ impl Steward {
         text: &str,
         limit: usize,
     ) -> Result<Vec<Contact>, ContactsQueryError> {
-        let all = self.contacts()?;
-        Ok(search_contacts(text, &all, limit)?.into_iter().cloned().collect())
+        let people = self.contact_store()?.people()?;
+        Ok(search_people(text, &people, limit)?)
     }
 
     /// Who `text` means, over the address books and the mirror's correspondents: resolved,
     /// ambiguous or not found, never a guess (see [`resolve_recipient`]).
     pub fn resolve_recipient(&self, text: &str) -> Result<Resolution, ContactsQueryError> {
-        let all = self.contacts()?;
+        let people = self.contact_store()?.people()?;
         let mail = self.correspondents(DEFAULT_MAX_CORRESPONDENTS)?;
-        Ok(resolve_recipient(text, &all, &mail)?)
+        Ok(resolve_recipient_among(text, &people, &mail)?)
     }
 }

@@ -7,6 +7,7 @@
 //! Bounds: reader pool size, busy timeout, cache and mmap sizes come from [`crate::Limits`].
 
 mod migrate;
+pub(crate) mod snapshot;
 
 use std::{
     path::{Path, PathBuf},

@@ -9,7 +9,7 @@ use steward_core::{
         DEFAULT_SLOT_MINUTES, FreeBusy, instant_in,
         store::{EventHit, EventQuery, StoredOccurrence},
     },
-    contacts::{Contact, Resolution},
+    contacts::{Contact, DEFAULT_SEARCH_LIMIT, Resolution},
 };
 
 use super::{ApiError, ApiQuery, AppState, Route, schema};
@@ -148,9 +148,6 @@ pub(super) struct ContactPage {
     contacts: Vec<Contact>,
 }
 
-/// Contacts a search returns when the query does not say.
-const CONTACTS_DEFAULT_LIMIT: usize = 10;
-
 /// `text` as an instant in the person's zone.
 fn instant(state: &AppState, text: &str) -> Result<DateTime<Utc>, ApiError> {
     Ok(instant_in(text, state.steward().calendar_settings().zone)?)
@@ -195,7 +192,7 @@ async fn search_contacts(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<ContactSearchQuery>,
 ) -> Result<Json<ContactPage>, ApiError> {
-    let limit = q.limit.unwrap_or(CONTACTS_DEFAULT_LIMIT);
+    let limit = q.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
     let contacts = state.call(move |s| s.search_contacts(&q.q, limit)).await?;
     Ok(Json(ContactPage { contacts }))
 }
