@@ -287,8 +287,12 @@ pub struct CalendarStore {
     db: Database,
     /// Every live event, parsed, while the store has not changed (see [`MAX_CACHED_EVENTS`]).
     events: Snapshot<Vec<Group>>,
-    /// Their occurrences around now, expanded once for those events, zone and addresses.
-    expanded: std::sync::Mutex<Option<std::sync::Arc<Expanded>>>,
+    /// Their occurrences around now, expanded once for those events and zone: the agenda's,
+    /// and the busy ones for the person's addresses.
+    expanded: std::sync::Mutex<[Option<std::sync::Arc<Expanded>>; 2]>,
+    /// Questions asked of this handle. The first is answered from SQLite alone: a process that
+    /// asks once (a command) would only pay for parsing and expanding what it never asks again.
+    questions: std::sync::atomic::AtomicUsize,
 }
 
 /// Days before now whose occurrences are kept expanded in memory.
@@ -302,18 +306,21 @@ pub const EXPANDED_DAYS_AHEAD: i64 = 300;
 /// Fixed (not a setting).
 pub const MAX_EXPANDED: usize = 500_000;
 
-/// The occurrences of every event in `[from, to)`, for one set of parsed events, one zone and
-/// one set of the person's addresses: the agenda's, and the busy ones of free/busy.
+/// The occurrences of every event in `[from, to)`, for one set of parsed events and one zone:
+/// the agenda's, or the busy ones of free/busy for one set of the person's addresses.
 #[derive(Debug)]
 struct Expanded {
     groups: std::sync::Arc<Vec<Group>>,
     zone: Tz,
-    me: Vec<String>,
+    /// `None`: the agenda's occurrences; the person's addresses: the busy ones (what takes
+    /// time for them, see [`super::free`]).
+    me: Option<Vec<String>>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-    /// `None` when the events could not be expanded whole (a rule too dense or too far, more
-    /// than [`MAX_EXPANDED`]): questions expand their own windows, and meet the same error.
-    lists: Option<(Vec<StoredOccurrence>, Vec<Busy>)>,
+    /// By start; `None` when the events could not be expanded whole (a rule too dense or too
+    /// far, more than [`MAX_EXPANDED`]): questions expand their own windows, and meet the
+    /// same error.
+    list: Option<Vec<StoredOccurrence>>,
     /// The longest occurrence, seconds (how far before a window one can start and reach it).
     longest: i64,
 }
@@ -414,7 +421,12 @@ impl CalendarStore {
         let path = home.join("calendar.db");
         let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))?;
         crate::store::restrict_file(&path);
-        Ok(Self { db, events: Snapshot::default(), expanded: std::sync::Mutex::new(None) })
+        Ok(Self {
+            db,
+            events: Snapshot::default(),
+            expanded: std::sync::Mutex::new([None, None]),
+            questions: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
     /// The items of `account`'s `collection` and their tags (to read only what changed).
@@ -615,7 +627,9 @@ impl CalendarStore {
     fn window(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Window, CalendarStoreError> {
         let (lo, hi) =
             ((from - Duration::days(1)).timestamp(), (to + Duration::days(1)).timestamp());
-        if let Some(all) = self.cached_groups()? {
+        if !self.warm() {
+            // The first question: no copy is made.
+        } else if let Some(all) = self.cached_groups()? {
             let mut n = 0;
             let mut picked = Vec::new();
             for (i, g) in all.iter().enumerate().filter(|(_, g)| g.overlaps(lo, hi)) {
@@ -652,6 +666,16 @@ impl CalendarStore {
         Ok(Window::Read(groups(rows)?))
     }
 
+    /// Whether this handle has been asked before (see `questions`).
+    fn warm(&self) -> bool {
+        self.questions.load(std::sync::atomic::Ordering::Relaxed) > 1
+    }
+
+    /// Counts a question (agenda, free/busy, search).
+    fn asked(&self) {
+        self.questions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The expanded occurrences covering `[from, to)` for `zone` and `me`, built now when the
     /// events changed or the window lies outside the ones held (and inside the span around now
     /// that is kept); `None` when the window is elsewhere or the store is not held in memory.
@@ -662,66 +686,61 @@ impl CalendarStore {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Option<std::sync::Arc<Expanded>>, CalendarStoreError> {
+        if !self.warm() {
+            return Ok(None);
+        }
         let Some(groups) = self.cached_groups()? else { return Ok(None) };
-        let mut held = self.expanded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slots = self.expanded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held = &mut slots[usize::from(me.is_some())];
         if let Some(x) = held.as_ref()
             && std::sync::Arc::ptr_eq(&x.groups, &groups)
             && x.zone == zone
-            && me.is_none_or(|m| x.me == m)
+            && x.me.as_deref() == me
             && x.from <= from
             && to <= x.to
         {
             return Ok(Some(std::sync::Arc::clone(x)));
         }
-        // The agenda's occurrences do not depend on the addresses: keep the ones held.
-        let me: Vec<String> = match (me, held.as_ref()) {
-            (Some(m), _) => m.to_vec(),
-            (None, Some(x)) => x.me.clone(),
-            (None, None) => Vec::new(),
-        };
         let now = Utc::now();
         let (hfrom, hto) =
             (now - Duration::days(EXPANDED_DAYS_BACK), now + Duration::days(EXPANDED_DAYS_AHEAD));
         if from < hfrom || to > hto {
             return Ok(None);
         }
-        let lists = (|| -> Result<_, RecurError> {
-            let (mut all, mut busy) = (Vec::new(), Vec::new());
+        let list = (|| -> Result<_, RecurError> {
+            let mut all = Vec::new();
             for g in groups.iter() {
-                for item in agenda(&g.events, zone, hfrom, hto, super::MAX_INSTANCES)? {
-                    all.push(StoredOccurrence { calendar: g.calendar.clone(), item });
-                }
-                let kept = super::free::busy_events(&g.events, &me);
-                busy.extend(super::free::busy_of(agenda(
-                    &kept,
-                    zone,
-                    hfrom,
-                    hto,
-                    super::MAX_INSTANCES,
-                )?));
-                if all.len() + busy.len() > MAX_EXPANDED {
+                let items = match me {
+                    None => agenda(&g.events, zone, hfrom, hto, super::MAX_INSTANCES)?,
+                    Some(m) => {
+                        let kept = super::free::busy_events(&g.events, m);
+                        agenda(&kept, zone, hfrom, hto, super::MAX_INSTANCES)?
+                    }
+                };
+                all.extend(items.into_iter().map(|item| StoredOccurrence {
+                    calendar: g.calendar.clone(),
+                    item,
+                }));
+                if all.len() > MAX_EXPANDED {
                     return Err(RecurError::TooMany { max: MAX_EXPANDED });
                 }
             }
             all.sort_by(|a, b| {
                 a.item.start.cmp(&b.item.start).then_with(|| a.item.uid.cmp(&b.item.uid))
             });
-            busy.sort_by(|a, b| a.span.start.cmp(&b.span.start).then_with(|| a.uid.cmp(&b.uid)));
-            Ok((all, busy))
+            Ok(all)
         })()
         .ok();
-        let longest = lists.as_ref().map_or(0, |(all, busy)| {
-            let a = all.iter().map(|o| (o.item.end - o.item.start).num_seconds());
-            let b = busy.iter().map(|x| (x.span.end - x.span.start).num_seconds());
-            a.chain(b).max().unwrap_or(0)
+        let longest = list.as_ref().map_or(0, |all| {
+            all.iter().map(|o| (o.item.end - o.item.start).num_seconds()).max().unwrap_or(0)
         });
         let x = std::sync::Arc::new(Expanded {
             groups,
             zone,
-            me,
+            me: me.map(<[String]>::to_vec),
             from: hfrom,
             to: hto,
-            lists,
+            list,
             longest,
         });
         *held = Some(std::sync::Arc::clone(&x));
@@ -737,9 +756,10 @@ impl CalendarStore {
         max: usize,
     ) -> Result<Vec<StoredOccurrence>, CalendarStoreError> {
         super::check_window(from, to)?;
+        self.asked();
         let max = max.min(super::MAX_INSTANCES);
         if let Some(x) = self.expanded(person, None, from, to)?
-            && let Some((all, _)) = &x.lists
+            && let Some(all) = &x.list
         {
             let out: Vec<StoredOccurrence> =
                 in_window(all, x.longest, from, to, |o| (o.item.start, o.item.end))
@@ -779,17 +799,19 @@ impl CalendarStore {
     ) -> Result<FreeBusy, CalendarStoreError> {
         super::check_window(from, to)?;
         super::free::check_minutes(min_minutes)?;
+        self.asked();
         if let Some(x) = self.expanded(person, Some(me), from, to)?
-            && let Some((_, busy)) = &x.lists
+            && let Some(all) = &x.list
         {
-            let busy: Vec<Busy> =
-                in_window(busy, x.longest, from, to, |b| (b.span.start, b.span.end))
+            let items: Vec<AgendaItem> =
+                in_window(all, x.longest, from, to, |o| (o.item.start, o.item.end))
                     .take(super::MAX_INSTANCES + 1)
-                    .cloned()
+                    .map(|o| o.item.clone())
                     .collect();
-            if busy.len() > super::MAX_INSTANCES {
+            if items.len() > super::MAX_INSTANCES {
                 return Err(RecurError::TooMany { max: super::MAX_INSTANCES }.into());
             }
+            let busy: Vec<Busy> = super::free::busy_of(items);
             let free = super::free::free_slots(&busy, person, from, to, min_minutes, hours)?;
             return Ok(FreeBusy { busy, free });
         }
@@ -806,6 +828,7 @@ impl CalendarStore {
         let from = q.from.unwrap_or(now - Duration::days(30));
         let to = q.to.unwrap_or(now + Duration::days(90));
         super::check_window(from, to)?;
+        self.asked();
         let limit = q.limit.clamp(1, MAX_SEARCH_RESULTS);
         let text = match q.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             Some(t) if t.chars().count() > MAX_SEARCH_CHARS => {
