@@ -10,6 +10,7 @@ pub mod calendar;
 pub mod contacts;
 pub mod dav;
 pub mod home;
+pub mod launcher;
 pub mod mail;
 pub mod mcp;
 pub mod pim;

@@ -14,6 +14,7 @@ mod chat;
 mod error;
 mod live;
 mod mirror;
+mod pim;
 mod runtime;
 mod search;
 mod states;
@@ -32,6 +33,11 @@ pub use chat::{
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
+pub use pim::{
+    AgendaOccurrence, CalendarIndexReport, ContactsIndexReport, EventFound, FreeBusyReport,
+    LauncherPim, Person, PimCollection, PimItem, PimProblem, PimTag, RecipientCandidate,
+    RecipientResolution, TimeSpan,
+};
 pub use runtime::MAX_BLOCKING_CALLS;
 pub use search::{SearchHit, SearchQuery, SearchResults};
 pub use states::{

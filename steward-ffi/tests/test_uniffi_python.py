@@ -543,3 +543,91 @@ def test_turn_errors_are_typed_and_leave_no_chat(tmp_path, monkeypatch):
     with pytest.raises(ffi.FfiError.Steward) as e:
         agent.start_turn("chat_missing", "hello", TurnCollector())
     assert e.value.code == "CHAT_NOT_FOUND"
+
+
+class FakeLauncher(ffi.LauncherPim):
+    """What the macOS app does with EventKit and Contacts: list collections, tag items, hand
+    over iCalendar and vCard text. Counts what it is asked for."""
+
+    def __init__(self):
+        self.books = {"card-book": {"anna": ("t1", ("BEGIN:VCARD\r\nVERSION:3.0\r\nUID:anna\r\n"
+                                                    "FN:Anna Ricci\r\nORG:Scuola Manzoni\r\n"
+                                                    "EMAIL:anna@scuola.example.it\r\n"
+                                                    "TEL:06 1234 5678\r\nEND:VCARD\r\n")),
+                                    "ugo": ("t1", ("BEGIN:VCARD\r\nVERSION:3.0\r\nUID:ugo\r\n"
+                                                   "FN:Ugo Verdi\r\nEMAIL:ugo@example.it\r\n"
+                                                   "END:VCARD\r\n"))}}
+        self.calendars = {"ek/home": {
+            "weekly": ("2025-01-01T10:00", (
+                "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//launcher//EN\r\nBEGIN:VEVENT\r\n"
+                "UID:weekly@ek\r\nDTSTART;TZID=Europe/Rome:20250324T090000\r\nDURATION:PT1H\r\n"
+                "RRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:Riunione\r\nEND:VEVENT\r\n"
+                "END:VCALENDAR\r\n")),
+            "broken": ("2025-01-01T10:00", "this is not iCalendar\r\n"),
+        }}
+        self.asked = []
+
+    def _store(self, kind):
+        return self.calendars if kind == "calendars" else self.books
+
+    def collections(self, kind):
+        return [ffi.PimCollection(id=c, name=c.upper(), color=None) for c in self._store(kind)]
+
+    def tags(self, kind, collection):
+        return [ffi.PimTag(id=i, tag=t) for i, (t, _) in self._store(kind)[collection].items()]
+
+    def items(self, kind, collection, ids):
+        self.asked.append((kind, collection, sorted(ids)))
+        items = self._store(kind)[collection]
+        return [ffi.PimItem(id=i, tag=items[i][0], text=items[i][1]) for i in ids if i in items]
+
+
+def test_the_launchers_calendars_and_contacts_are_mirrored_through_the_callback(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('[calendar]\ntime_zone = "Europe/Rome"\n')
+    s = ffi.Steward.open(str(home))
+    app = FakeLauncher()
+    r = s.index_launcher_calendars("mac", app)
+    assert (r.calendars, r.added, r.events) == (1, 1, 1)
+    assert [(p.code, p.place) for p in r.problems] == [
+        ("ICS_INVALID", "launcher:calendars/ek_home/broken")]
+    agenda = s.agenda("2025-03-24", "2025-04-14")
+    # Across the change to summer time the meeting stays at 09:00 on the wall clock.
+    assert [o.start for o in agenda] == ["2025-03-24T09:00:00+01:00", "2025-03-31T09:00:00+02:00",
+                                         "2025-04-07T09:00:00+02:00"]
+    assert agenda[0].calendar == "mac/ek_home" and agenda[0].summary == "Riunione"
+    # Unchanged tags: nothing is asked for again but the broken item, whose tag never reached
+    # the store.
+    app.asked.clear()
+    again = s.index_launcher_calendars("mac", app)
+    assert (again.added, again.changed, again.removed) == (0, 0, 0)
+    assert app.asked == [("calendars", "ek/home", ["broken"])]
+    # An event deleted in the app is gone from the agenda.
+    del app.calendars["ek/home"]["weekly"]
+    gone = s.index_launcher_calendars("mac", app)
+    assert gone.removed == 1 and s.agenda("2025-03-24", "2025-04-14") == []
+    fb = s.free_busy("2025-03-24", "2025-03-25", 60)
+    assert fb.busy == [] and fb.free[0].start == "2025-03-24T09:00:00+01:00"
+
+    c = s.index_launcher_contacts("mac", "IT", app)
+    assert (c.cards, c.added, c.people) == (2, 2, 2)
+    anna = [p for p in s.contacts() if p.name == "Anna Ricci"][0]
+    assert anna.phones == ["+390612345678"] and anna.emails == ["anna@scuola.example.it"]
+    app.asked.clear()
+    same = s.index_launcher_contacts("mac", "IT", app)
+    assert same.unchanged_books == ["card-book"] and app.asked == []
+    who = s.resolve_recipient("Anna from Scuola Manzoni")
+    assert who.status == "resolved" and who.candidates[0].email == "anna@scuola.example.it"
+    assert "name:anna" in who.candidates[0].evidence
+    assert s.resolve_recipient("Zebedeo").status == "not_found"
+    assert [p.name for p in s.search_contacts("verdi", 5)] == ["Ugo Verdi"]
+    # No access granted: the app lists nothing, which changes nothing and says why.
+    app.books.clear()
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.index_launcher_contacts("mac", "IT", app)
+    assert e.value.code == "LAUNCHER_NOTHING_LISTED"
+    assert len(s.contacts()) == 2
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.agenda("2025-03-24", "next week")
+    assert e.value.code == "CALENDAR_BAD_TIME"

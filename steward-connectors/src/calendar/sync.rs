@@ -222,7 +222,7 @@ pub fn sync_caldav(
             .map(|(n, _)| n.clone())
             .collect();
         let mut whole = true;
-        let mut updates = Vec::new();
+        let mut items = Vec::new();
         match client.fetch(DavKind::Calendars, &cal, &wanted) {
             Err(e) => {
                 errors.push(dav_error(client, &cal.href, &e));
@@ -234,15 +234,14 @@ pub fn sync_caldav(
                 whole &= wanted.iter().all(|n| fetched.contains(n));
                 for r in got {
                     match r {
-                        Ok(f) => {
-                            let href = format!("{}{}", cal.href, f.name);
-                            let path = client.url_of(&href);
-                            // An item that cannot be read is reported and keeps what was
-                            // stored; it is not asked for again until its ETag changes.
-                            if let Some(events) = read_dav_item(&path, &f.data, &mut errors) {
-                                updates.push(ItemUpdate { href: f.name, etag: f.etag, events });
-                            }
-                        }
+                        // An item that cannot be read is reported and keeps what was stored;
+                        // it is not asked for again until its ETag changes.
+                        Ok(f) => items.push(CalendarItem {
+                            place: client.url_of(&format!("{}{}", cal.href, f.name)).into(),
+                            href: f.name,
+                            etag: f.etag,
+                            text: f.data,
+                        }),
                         Err((name, e)) => {
                             errors.push(dav_error(client, &format!("{}{name}", cal.href), &e));
                             whole = false;
@@ -251,27 +250,27 @@ pub fn sync_caldav(
                 }
             }
         }
-        let sync = CollectionSync {
-            collection: cal.id.clone(),
+        let collection = Collection {
+            id: &cal.id,
             name: cal.name.clone(),
             color: cal.color.clone(),
-            updates,
             present: present.into_iter().collect(),
-            // A change not applied must come again: keep the old token (or none) then.
+            items,
+            // A change not downloaded must come again: keep the old token (or none) then.
             sync_token: if whole { listing.token } else { token },
         };
-        store.apply(account, &sync, person, chrono::Utc::now().timestamp(), &mut report)?;
+        sync_items(store, account, collection, person, (&mut report, &mut errors))?;
     }
     Ok((report, errors))
 }
 
-/// The events of one downloaded item (see [`read_item`]).
-fn read_dav_item(
-    url: &str,
+/// The events of one item's text (downloaded, or handed over by the launcher), errors reported
+/// against `path` (see [`read_item`]).
+fn read_text_item(
+    path: &Path,
     data: &str,
     errors: &mut Vec<SourceError>,
 ) -> Option<Vec<steward_core::calendar::Event>> {
-    let path = Path::new(url);
     if data.len() > ics::MAX_ICS_BYTES {
         errors.push(SourceError {
             path: path.to_owned(),
@@ -282,4 +281,56 @@ fn read_dav_item(
         return None;
     }
     parse_item(path, data, errors)
+}
+
+/// An item's text as a source hands it over.
+#[derive(Debug, Clone)]
+pub(crate) struct CalendarItem {
+    /// Where errors say it is (a URL, `launcher:…`).
+    pub place: std::path::PathBuf,
+    /// Its name in the collection.
+    pub href: String,
+    /// Its tag.
+    pub etag: String,
+    /// Its iCalendar text.
+    pub text: String,
+}
+
+/// A collection as a source lists it, with the texts of its new and changed items.
+#[derive(Debug)]
+pub(crate) struct Collection<'a> {
+    pub id: &'a str,
+    pub name: Option<String>,
+    pub color: Option<String>,
+    /// Every item it holds now.
+    pub present: Vec<String>,
+    /// The new and changed ones' texts.
+    pub items: Vec<CalendarItem>,
+    pub sync_token: Option<String>,
+}
+
+/// Reads `c`'s texts (an item that cannot be read is reported and keeps what was stored) and
+/// applies the collection.
+pub(crate) fn sync_items(
+    store: &CalendarStore,
+    account: &str,
+    c: Collection<'_>,
+    person: chrono_tz::Tz,
+    (report, errors): (&mut CalendarReport, &mut Vec<SourceError>),
+) -> Result<(), CalendarStoreError> {
+    let mut updates = Vec::new();
+    for i in c.items {
+        if let Some(events) = read_text_item(&i.place, &i.text, errors) {
+            updates.push(ItemUpdate { href: i.href, etag: i.etag, events });
+        }
+    }
+    let sync = CollectionSync {
+        collection: c.id.to_owned(),
+        name: c.name,
+        color: c.color,
+        updates,
+        present: c.present,
+        sync_token: c.sync_token,
+    };
+    store.apply(account, &sync, person, chrono::Utc::now().timestamp(), report)
 }

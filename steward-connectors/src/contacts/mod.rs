@@ -126,6 +126,28 @@ fn add_file(
     add_text(cards, errors, path, &String::from_utf8_lossy(&bytes), source, region)
 }
 
+/// [`add_text`] of a text handed over whole (downloaded, fed by the launcher): refused beyond
+/// [`vcard::MAX_VCF_BYTES`].
+pub(crate) fn add_text_bounded(
+    cards: &mut Vec<Contact>,
+    errors: &mut Vec<BookError>,
+    path: &Path,
+    text: &str,
+    source: &str,
+    region: Option<phone::Region>,
+) -> bool {
+    if text.len() > vcard::MAX_VCF_BYTES {
+        errors.push(BookError {
+            path: path.to_owned(),
+            uid: None,
+            code: "VCF_TOO_LARGE",
+            message: format!("larger than {} bytes", vcard::MAX_VCF_BYTES),
+        });
+        return false;
+    }
+    add_text(cards, errors, path, text, source, region)
+}
+
 /// Reads one text's cards into `cards` (errors against `path`, a file or a URL); `false` when
 /// the text as a whole could not be read.
 fn add_text(
@@ -226,7 +248,7 @@ pub fn read_vdir(root: &Path, region: Option<phone::Region>) -> Result<BooksRead
 
 /// A book's version from its listing: a digest of every item's name and ETag, so any added,
 /// changed or removed card changes it.
-fn listing_version(items: &[(String, String)]) -> String {
+pub(crate) fn listing_version(items: &[(String, String)]) -> String {
     use sha2::Digest as _;
     let mut sorted: Vec<&(String, String)> = items.iter().collect();
     sorted.sort();
@@ -293,18 +315,14 @@ pub fn read_carddav(
                 Ok(f) => {
                     let href = format!("{}{}", book.href, f.name);
                     let path = PathBuf::from(client.url_of(&href));
-                    if f.data.len() > vcard::MAX_VCF_BYTES {
-                        out.errors.push(BookError {
-                            path,
-                            uid: None,
-                            code: "VCF_TOO_LARGE",
-                            message: format!("larger than {} bytes", vcard::MAX_VCF_BYTES),
-                        });
-                        whole = false;
-                        continue;
-                    }
-                    whole &=
-                        add_text(&mut cards, &mut out.errors, &path, &f.data, &book.id, region);
+                    whole &= add_text_bounded(
+                        &mut cards,
+                        &mut out.errors,
+                        &path,
+                        &f.data,
+                        &book.id,
+                        region,
+                    );
                 }
                 Err((name, e)) => {
                     out.errors.push(fail(&format!("{}{name}", book.href), &e));

@@ -1233,6 +1233,52 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func subscribe(after: String?, listener: LiveListener) throws  -> TaskHandle
     
     /**
+     * The occurrences of every calendar in `[from, to)`, by start (at most 366 days and
+     * 1,000 occurrences, else a typed error).
+     */
+    func agenda(from: String, to: String) throws  -> [AgendaOccurrence]
+    
+    /**
+     * Every person of the indexed address books, by name.
+     */
+    func contacts() throws  -> [Person]
+    
+    /**
+     * Busy time and the free slots of at least `min_minutes` (5 to 1440) in working hours.
+     */
+    func freeBusy(from: String, to: String, minMinutes: Int64) throws  -> FreeBusyReport
+    
+    /**
+     * Mirrors the launcher's calendars into `calendar.db` under `account`: only items whose
+     * tag changed are asked for; items no longer listed are removed.
+     */
+    func indexLauncherCalendars(account: String, source: LauncherPim) throws  -> CalendarIndexReport
+    
+    /**
+     * Mirrors the launcher's address books into `contacts.db` under `account` (`region`: an
+     * ISO 3166 code for phones written without a country code); a book whose tags did not
+     * change is not asked for. Fails (`LAUNCHER_NOTHING_LISTED`, …) when nothing could be
+     * read, and then changes nothing.
+     */
+    func indexLauncherContacts(account: String, region: String?, source: LauncherPim) throws  -> ContactsIndexReport
+    
+    /**
+     * Who `text` means: resolved, ambiguous or not found — never a guess.
+     */
+    func resolveRecipient(text: String) throws  -> RecipientResolution
+    
+    /**
+     * The people that fit `text` best (names, organization, addresses, phone digits).
+     */
+    func searchContacts(text: String, limit: UInt32) throws  -> [Person]
+    
+    /**
+     * Events whose summary, location, description or attendees hold every word of `text`
+     * (absent: the window's events), in `[from, to)` (absent: 30 days back to 90 ahead).
+     */
+    func searchEvents(text: String?, from: String?, to: String?, limit: UInt32) throws  -> [EventFound]
+    
+    /**
      * Searches the mirror.
      */
     func search(query: SearchQuery) throws  -> SearchResults
@@ -1601,6 +1647,125 @@ open func subscribe(after: String?, listener: LiveListener)throws  -> TaskHandle
             self.uniffiCloneHandle(),
         FfiConverterOptionString.lower(after),
         FfiConverterCallbackInterfaceLiveListener_lower(listener),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The occurrences of every calendar in `[from, to)`, by start (at most 366 days and
+     * 1,000 occurrences, else a typed error).
+     */
+open func agenda(from: String, to: String)throws  -> [AgendaOccurrence]  {
+    return try  FfiConverterSequenceTypeAgendaOccurrence.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_agenda(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(from),
+        FfiConverterString.lower(to),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Every person of the indexed address books, by name.
+     */
+open func contacts()throws  -> [Person]  {
+    return try  FfiConverterSequenceTypePerson.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_contacts(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Busy time and the free slots of at least `min_minutes` (5 to 1440) in working hours.
+     */
+open func freeBusy(from: String, to: String, minMinutes: Int64)throws  -> FreeBusyReport  {
+    return try  FfiConverterTypeFreeBusyReport_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_free_busy(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(from),
+        FfiConverterString.lower(to),
+        FfiConverterInt64.lower(minMinutes),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Mirrors the launcher's calendars into `calendar.db` under `account`: only items whose
+     * tag changed are asked for; items no longer listed are removed.
+     */
+open func indexLauncherCalendars(account: String, source: LauncherPim)throws  -> CalendarIndexReport  {
+    return try  FfiConverterTypeCalendarIndexReport_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_index_launcher_calendars(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(account),
+        FfiConverterCallbackInterfaceLauncherPim_lower(source),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Mirrors the launcher's address books into `contacts.db` under `account` (`region`: an
+     * ISO 3166 code for phones written without a country code); a book whose tags did not
+     * change is not asked for. Fails (`LAUNCHER_NOTHING_LISTED`, …) when nothing could be
+     * read, and then changes nothing.
+     */
+open func indexLauncherContacts(account: String, region: String?, source: LauncherPim)throws  -> ContactsIndexReport  {
+    return try  FfiConverterTypeContactsIndexReport_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_index_launcher_contacts(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(account),
+        FfiConverterOptionString.lower(region),
+        FfiConverterCallbackInterfaceLauncherPim_lower(source),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Who `text` means: resolved, ambiguous or not found — never a guess.
+     */
+open func resolveRecipient(text: String)throws  -> RecipientResolution  {
+    return try  FfiConverterTypeRecipientResolution_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_resolve_recipient(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(text),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The people that fit `text` best (names, organization, addresses, phone digits).
+     */
+open func searchContacts(text: String, limit: UInt32)throws  -> [Person]  {
+    return try  FfiConverterSequenceTypePerson.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_search_contacts(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(text),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Events whose summary, location, description or attendees hold every word of `text`
+     * (absent: the window's events), in `[from, to)` (absent: 30 days back to 90 ahead).
+     */
+open func searchEvents(text: String?, from: String?, to: String?, limit: UInt32)throws  -> [EventFound]  {
+    return try  FfiConverterSequenceTypeEventFound.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_search_events(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(text),
+        FfiConverterOptionString.lower(from),
+        FfiConverterOptionString.lower(to),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
     )
 })
 }
@@ -2558,6 +2723,155 @@ public func FfiConverterTypeTurnHandle_lower(_ value: TurnHandle) -> UInt64 {
 
 
 /**
+ * One occurrence on the agenda.
+ */
+public struct AgendaOccurrence: Equatable, Hashable {
+    /**
+     * The calendar (`account/collection`).
+     */
+    public var calendar: String
+    /**
+     * The event's UID.
+     */
+    public var uid: String
+    /**
+     * The occurrence's original start, for a recurring event.
+     */
+    public var recurrenceId: String?
+    /**
+     * What it is.
+     */
+    public var summary: String
+    /**
+     * Where.
+     */
+    public var location: String?
+    /**
+     * RFC 3339 with offset.
+     */
+    public var start: String
+    /**
+     * RFC 3339 with offset.
+     */
+    public var end: String
+    /**
+     * Whether it takes whole days.
+     */
+    public var allDay: Bool
+    /**
+     * `tentative`, `confirmed` or `cancelled`.
+     */
+    public var status: String?
+    /**
+     * Whether it leaves the time free.
+     */
+    public var transparent: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The calendar (`account/collection`).
+         */calendar: String, 
+        /**
+         * The event's UID.
+         */uid: String, 
+        /**
+         * The occurrence's original start, for a recurring event.
+         */recurrenceId: String?, 
+        /**
+         * What it is.
+         */summary: String, 
+        /**
+         * Where.
+         */location: String?, 
+        /**
+         * RFC 3339 with offset.
+         */start: String, 
+        /**
+         * RFC 3339 with offset.
+         */end: String, 
+        /**
+         * Whether it takes whole days.
+         */allDay: Bool, 
+        /**
+         * `tentative`, `confirmed` or `cancelled`.
+         */status: String?, 
+        /**
+         * Whether it leaves the time free.
+         */transparent: Bool) {
+        self.calendar = calendar
+        self.uid = uid
+        self.recurrenceId = recurrenceId
+        self.summary = summary
+        self.location = location
+        self.start = start
+        self.end = end
+        self.allDay = allDay
+        self.status = status
+        self.transparent = transparent
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension AgendaOccurrence: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeAgendaOccurrence: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> AgendaOccurrence {
+        return
+            try AgendaOccurrence(
+                calendar: FfiConverterString.read(from: &buf), 
+                uid: FfiConverterString.read(from: &buf), 
+                recurrenceId: FfiConverterOptionString.read(from: &buf), 
+                summary: FfiConverterString.read(from: &buf), 
+                location: FfiConverterOptionString.read(from: &buf), 
+                start: FfiConverterString.read(from: &buf), 
+                end: FfiConverterString.read(from: &buf), 
+                allDay: FfiConverterBool.read(from: &buf), 
+                status: FfiConverterOptionString.read(from: &buf), 
+                transparent: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: AgendaOccurrence, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.calendar, into: &buf)
+        FfiConverterString.write(value.uid, into: &buf)
+        FfiConverterOptionString.write(value.recurrenceId, into: &buf)
+        FfiConverterString.write(value.summary, into: &buf)
+        FfiConverterOptionString.write(value.location, into: &buf)
+        FfiConverterString.write(value.start, into: &buf)
+        FfiConverterString.write(value.end, into: &buf)
+        FfiConverterBool.write(value.allDay, into: &buf)
+        FfiConverterOptionString.write(value.status, into: &buf)
+        FfiConverterBool.write(value.transparent, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAgendaOccurrence_lift(_ buf: RustBuffer) throws -> AgendaOccurrence {
+    return try FfiConverterTypeAgendaOccurrence.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeAgendaOccurrence_lower(_ value: AgendaOccurrence) -> RustBuffer {
+    return FfiConverterTypeAgendaOccurrence.lower(value)
+}
+
+
+/**
  * The tool calls of one outside agent (an MCP client) in a window.
  */
 public struct AgentUsage: Equatable, Hashable {
@@ -3284,6 +3598,125 @@ public func FfiConverterTypeBackupSummary_lower(_ value: BackupSummary) -> RustB
 
 
 /**
+ * What indexing the launcher's calendars changed.
+ */
+public struct CalendarIndexReport: Equatable, Hashable {
+    /**
+     * Calendars seen.
+     */
+    public var calendars: UInt64
+    /**
+     * Items new, changed, gone, unchanged (not read).
+     */
+    public var added: UInt64
+    /**
+     * Items changed.
+     */
+    public var changed: UInt64
+    /**
+     * Items gone.
+     */
+    public var removed: UInt64
+    /**
+     * Items unchanged.
+     */
+    public var unchanged: UInt64
+    /**
+     * Live events of the account after the run.
+     */
+    public var events: UInt64
+    /**
+     * What could not be read.
+     */
+    public var problems: [PimProblem]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Calendars seen.
+         */calendars: UInt64, 
+        /**
+         * Items new, changed, gone, unchanged (not read).
+         */added: UInt64, 
+        /**
+         * Items changed.
+         */changed: UInt64, 
+        /**
+         * Items gone.
+         */removed: UInt64, 
+        /**
+         * Items unchanged.
+         */unchanged: UInt64, 
+        /**
+         * Live events of the account after the run.
+         */events: UInt64, 
+        /**
+         * What could not be read.
+         */problems: [PimProblem]) {
+        self.calendars = calendars
+        self.added = added
+        self.changed = changed
+        self.removed = removed
+        self.unchanged = unchanged
+        self.events = events
+        self.problems = problems
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension CalendarIndexReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeCalendarIndexReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> CalendarIndexReport {
+        return
+            try CalendarIndexReport(
+                calendars: FfiConverterUInt64.read(from: &buf), 
+                added: FfiConverterUInt64.read(from: &buf), 
+                changed: FfiConverterUInt64.read(from: &buf), 
+                removed: FfiConverterUInt64.read(from: &buf), 
+                unchanged: FfiConverterUInt64.read(from: &buf), 
+                events: FfiConverterUInt64.read(from: &buf), 
+                problems: FfiConverterSequenceTypePimProblem.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: CalendarIndexReport, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.calendars, into: &buf)
+        FfiConverterUInt64.write(value.added, into: &buf)
+        FfiConverterUInt64.write(value.changed, into: &buf)
+        FfiConverterUInt64.write(value.removed, into: &buf)
+        FfiConverterUInt64.write(value.unchanged, into: &buf)
+        FfiConverterUInt64.write(value.events, into: &buf)
+        FfiConverterSequenceTypePimProblem.write(value.problems, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCalendarIndexReport_lift(_ buf: RustBuffer) throws -> CalendarIndexReport {
+    return try FfiConverterTypeCalendarIndexReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeCalendarIndexReport_lower(_ value: CalendarIndexReport) -> RustBuffer {
+    return FfiConverterTypeCalendarIndexReport.lower(value)
+}
+
+
+/**
  * A chat.
  */
 public struct ChatInfo: Equatable, Hashable {
@@ -3369,6 +3802,125 @@ public func FfiConverterTypeChatInfo_lift(_ buf: RustBuffer) throws -> ChatInfo 
 #endif
 public func FfiConverterTypeChatInfo_lower(_ value: ChatInfo) -> RustBuffer {
     return FfiConverterTypeChatInfo.lower(value)
+}
+
+
+/**
+ * What indexing the launcher's address books changed.
+ */
+public struct ContactsIndexReport: Equatable, Hashable {
+    /**
+     * Cards read now.
+     */
+    public var cards: UInt64
+    /**
+     * Cards new.
+     */
+    public var added: UInt64
+    /**
+     * Cards changed.
+     */
+    public var changed: UInt64
+    /**
+     * Cards gone.
+     */
+    public var removed: UInt64
+    /**
+     * People after merging every account.
+     */
+    public var people: UInt64
+    /**
+     * Books left unread: nothing in them changed.
+     */
+    public var unchangedBooks: [String]
+    /**
+     * What could not be read.
+     */
+    public var problems: [PimProblem]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Cards read now.
+         */cards: UInt64, 
+        /**
+         * Cards new.
+         */added: UInt64, 
+        /**
+         * Cards changed.
+         */changed: UInt64, 
+        /**
+         * Cards gone.
+         */removed: UInt64, 
+        /**
+         * People after merging every account.
+         */people: UInt64, 
+        /**
+         * Books left unread: nothing in them changed.
+         */unchangedBooks: [String], 
+        /**
+         * What could not be read.
+         */problems: [PimProblem]) {
+        self.cards = cards
+        self.added = added
+        self.changed = changed
+        self.removed = removed
+        self.people = people
+        self.unchangedBooks = unchangedBooks
+        self.problems = problems
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension ContactsIndexReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeContactsIndexReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> ContactsIndexReport {
+        return
+            try ContactsIndexReport(
+                cards: FfiConverterUInt64.read(from: &buf), 
+                added: FfiConverterUInt64.read(from: &buf), 
+                changed: FfiConverterUInt64.read(from: &buf), 
+                removed: FfiConverterUInt64.read(from: &buf), 
+                people: FfiConverterUInt64.read(from: &buf), 
+                unchangedBooks: FfiConverterSequenceString.read(from: &buf), 
+                problems: FfiConverterSequenceTypePimProblem.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: ContactsIndexReport, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.cards, into: &buf)
+        FfiConverterUInt64.write(value.added, into: &buf)
+        FfiConverterUInt64.write(value.changed, into: &buf)
+        FfiConverterUInt64.write(value.removed, into: &buf)
+        FfiConverterUInt64.write(value.people, into: &buf)
+        FfiConverterSequenceString.write(value.unchangedBooks, into: &buf)
+        FfiConverterSequenceTypePimProblem.write(value.problems, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeContactsIndexReport_lift(_ buf: RustBuffer) throws -> ContactsIndexReport {
+    return try FfiConverterTypeContactsIndexReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeContactsIndexReport_lower(_ value: ContactsIndexReport) -> RustBuffer {
+    return FfiConverterTypeContactsIndexReport.lower(value)
 }
 
 
@@ -3528,6 +4080,154 @@ public func FfiConverterTypeEmbedReport_lift(_ buf: RustBuffer) throws -> EmbedR
 #endif
 public func FfiConverterTypeEmbedReport_lower(_ value: EmbedReport) -> RustBuffer {
     return FfiConverterTypeEmbedReport.lower(value)
+}
+
+
+/**
+ * An event found.
+ */
+public struct EventFound: Equatable, Hashable {
+    /**
+     * Steward's id for the event.
+     */
+    public var id: String
+    /**
+     * Its first occurrence in the window.
+     */
+    public var first: AgendaOccurrence
+    /**
+     * More occurrences in the window.
+     */
+    public var moreOccurrences: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Steward's id for the event.
+         */id: String, 
+        /**
+         * Its first occurrence in the window.
+         */first: AgendaOccurrence, 
+        /**
+         * More occurrences in the window.
+         */moreOccurrences: UInt64) {
+        self.id = id
+        self.first = first
+        self.moreOccurrences = moreOccurrences
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension EventFound: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeEventFound: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> EventFound {
+        return
+            try EventFound(
+                id: FfiConverterString.read(from: &buf), 
+                first: FfiConverterTypeAgendaOccurrence.read(from: &buf), 
+                moreOccurrences: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: EventFound, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterTypeAgendaOccurrence.write(value.first, into: &buf)
+        FfiConverterUInt64.write(value.moreOccurrences, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEventFound_lift(_ buf: RustBuffer) throws -> EventFound {
+    return try FfiConverterTypeEventFound.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeEventFound_lower(_ value: EventFound) -> RustBuffer {
+    return FfiConverterTypeEventFound.lower(value)
+}
+
+
+/**
+ * Busy time and free slots.
+ */
+public struct FreeBusyReport: Equatable, Hashable {
+    /**
+     * The busy occurrences' spans, by start.
+     */
+    public var busy: [TimeSpan]
+    /**
+     * The free slots in working hours, by start.
+     */
+    public var free: [TimeSpan]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The busy occurrences' spans, by start.
+         */busy: [TimeSpan], 
+        /**
+         * The free slots in working hours, by start.
+         */free: [TimeSpan]) {
+        self.busy = busy
+        self.free = free
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension FreeBusyReport: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeFreeBusyReport: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> FreeBusyReport {
+        return
+            try FreeBusyReport(
+                busy: FfiConverterSequenceTypeTimeSpan.read(from: &buf), 
+                free: FfiConverterSequenceTypeTimeSpan.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: FreeBusyReport, into buf: inout [UInt8]) {
+        FfiConverterSequenceTypeTimeSpan.write(value.busy, into: &buf)
+        FfiConverterSequenceTypeTimeSpan.write(value.free, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFreeBusyReport_lift(_ buf: RustBuffer) throws -> FreeBusyReport {
+    return try FfiConverterTypeFreeBusyReport.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFreeBusyReport_lower(_ value: FreeBusyReport) -> RustBuffer {
+    return FfiConverterTypeFreeBusyReport.lower(value)
 }
 
 
@@ -4226,6 +4926,411 @@ public func FfiConverterTypeOperationSummary_lower(_ value: OperationSummary) ->
 
 
 /**
+ * A person of the address books.
+ */
+public struct Person: Equatable, Hashable {
+    /**
+     * Steward's id for the person.
+     */
+    public var id: String
+    /**
+     * The name to show.
+     */
+    public var name: String
+    /**
+     * Addresses, the preferred one first.
+     */
+    public var emails: [String]
+    /**
+     * Phones (E.164 where they can be read).
+     */
+    public var phones: [String]
+    /**
+     * Organization.
+     */
+    public var org: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Steward's id for the person.
+         */id: String, 
+        /**
+         * The name to show.
+         */name: String, 
+        /**
+         * Addresses, the preferred one first.
+         */emails: [String], 
+        /**
+         * Phones (E.164 where they can be read).
+         */phones: [String], 
+        /**
+         * Organization.
+         */org: String?) {
+        self.id = id
+        self.name = name
+        self.emails = emails
+        self.phones = phones
+        self.org = org
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension Person: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePerson: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Person {
+        return
+            try Person(
+                id: FfiConverterString.read(from: &buf), 
+                name: FfiConverterString.read(from: &buf), 
+                emails: FfiConverterSequenceString.read(from: &buf), 
+                phones: FfiConverterSequenceString.read(from: &buf), 
+                org: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: Person, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterSequenceString.write(value.emails, into: &buf)
+        FfiConverterSequenceString.write(value.phones, into: &buf)
+        FfiConverterOptionString.write(value.org, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePerson_lift(_ buf: RustBuffer) throws -> Person {
+    return try FfiConverterTypePerson.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePerson_lower(_ value: Person) -> RustBuffer {
+    return FfiConverterTypePerson.lower(value)
+}
+
+
+/**
+ * A calendar or address book of the launcher.
+ */
+public struct PimCollection: Equatable, Hashable {
+    /**
+     * Its stable id.
+     */
+    public var id: String
+    /**
+     * Its name for people.
+     */
+    public var name: String?
+    /**
+     * Its color (`#rrggbb`).
+     */
+    public var color: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its stable id.
+         */id: String, 
+        /**
+         * Its name for people.
+         */name: String?, 
+        /**
+         * Its color (`#rrggbb`).
+         */color: String?) {
+        self.id = id
+        self.name = name
+        self.color = color
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PimCollection: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePimCollection: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PimCollection {
+        return
+            try PimCollection(
+                id: FfiConverterString.read(from: &buf), 
+                name: FfiConverterOptionString.read(from: &buf), 
+                color: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PimCollection, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterOptionString.write(value.name, into: &buf)
+        FfiConverterOptionString.write(value.color, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimCollection_lift(_ buf: RustBuffer) throws -> PimCollection {
+    return try FfiConverterTypePimCollection.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimCollection_lower(_ value: PimCollection) -> RustBuffer {
+    return FfiConverterTypePimCollection.lower(value)
+}
+
+
+/**
+ * An item's text.
+ */
+public struct PimItem: Equatable, Hashable {
+    /**
+     * Its id in the collection.
+     */
+    public var id: String
+    /**
+     * Its change tag.
+     */
+    public var tag: String
+    /**
+     * iCalendar or vCard text.
+     */
+    public var text: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id in the collection.
+         */id: String, 
+        /**
+         * Its change tag.
+         */tag: String, 
+        /**
+         * iCalendar or vCard text.
+         */text: String) {
+        self.id = id
+        self.tag = tag
+        self.text = text
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PimItem: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePimItem: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PimItem {
+        return
+            try PimItem(
+                id: FfiConverterString.read(from: &buf), 
+                tag: FfiConverterString.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PimItem, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.tag, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimItem_lift(_ buf: RustBuffer) throws -> PimItem {
+    return try FfiConverterTypePimItem.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimItem_lower(_ value: PimItem) -> RustBuffer {
+    return FfiConverterTypePimItem.lower(value)
+}
+
+
+/**
+ * Something of a source that could not be read (the rest was).
+ */
+public struct PimProblem: Equatable, Hashable {
+    /**
+     * Where (`launcher:calendars/<calendar>/<item>`).
+     */
+    public var place: String
+    /**
+     * A stable code.
+     */
+    public var code: String
+    /**
+     * What was wrong.
+     */
+    public var message: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Where (`launcher:calendars/<calendar>/<item>`).
+         */place: String, 
+        /**
+         * A stable code.
+         */code: String, 
+        /**
+         * What was wrong.
+         */message: String) {
+        self.place = place
+        self.code = code
+        self.message = message
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PimProblem: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePimProblem: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PimProblem {
+        return
+            try PimProblem(
+                place: FfiConverterString.read(from: &buf), 
+                code: FfiConverterString.read(from: &buf), 
+                message: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PimProblem, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.place, into: &buf)
+        FfiConverterString.write(value.code, into: &buf)
+        FfiConverterString.write(value.message, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimProblem_lift(_ buf: RustBuffer) throws -> PimProblem {
+    return try FfiConverterTypePimProblem.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimProblem_lower(_ value: PimProblem) -> RustBuffer {
+    return FfiConverterTypePimProblem.lower(value)
+}
+
+
+/**
+ * An item's id and change tag.
+ */
+public struct PimTag: Equatable, Hashable {
+    /**
+     * Its stable id in the collection.
+     */
+    public var id: String
+    /**
+     * Changes whenever the item does (a last-modified date).
+     */
+    public var tag: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its stable id in the collection.
+         */id: String, 
+        /**
+         * Changes whenever the item does (a last-modified date).
+         */tag: String) {
+        self.id = id
+        self.tag = tag
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension PimTag: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypePimTag: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> PimTag {
+        return
+            try PimTag(
+                id: FfiConverterString.read(from: &buf), 
+                tag: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: PimTag, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.tag, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimTag_lift(_ buf: RustBuffer) throws -> PimTag {
+    return try FfiConverterTypePimTag.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypePimTag_lower(_ value: PimTag) -> RustBuffer {
+    return FfiConverterTypePimTag.lower(value)
+}
+
+
+/**
  * What one poll did.
  */
 public struct PollSummary: Equatable, Hashable {
@@ -4321,6 +5426,186 @@ public func FfiConverterTypePollSummary_lift(_ buf: RustBuffer) throws -> PollSu
 #endif
 public func FfiConverterTypePollSummary_lower(_ value: PollSummary) -> RustBuffer {
     return FfiConverterTypePollSummary.lower(value)
+}
+
+
+/**
+ * One address that may be meant, with why.
+ */
+public struct RecipientCandidate: Equatable, Hashable {
+    /**
+     * The person's name.
+     */
+    public var name: String
+    /**
+     * The address.
+     */
+    public var email: String
+    /**
+     * The person's id, when in the address book.
+     */
+    public var contactId: String?
+    /**
+     * How many of the question's words they fit, of how many.
+     */
+    public var covers: UInt64
+    /**
+     * Of how many.
+     */
+    public var of: UInt64
+    /**
+     * Why (`name:anna`, `organization:polimi`, `you_wrote:3`, `not_in_contacts`, …).
+     */
+    public var evidence: [String]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The person's name.
+         */name: String, 
+        /**
+         * The address.
+         */email: String, 
+        /**
+         * The person's id, when in the address book.
+         */contactId: String?, 
+        /**
+         * How many of the question's words they fit, of how many.
+         */covers: UInt64, 
+        /**
+         * Of how many.
+         */of: UInt64, 
+        /**
+         * Why (`name:anna`, `organization:polimi`, `you_wrote:3`, `not_in_contacts`, …).
+         */evidence: [String]) {
+        self.name = name
+        self.email = email
+        self.contactId = contactId
+        self.covers = covers
+        self.of = of
+        self.evidence = evidence
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension RecipientCandidate: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRecipientCandidate: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RecipientCandidate {
+        return
+            try RecipientCandidate(
+                name: FfiConverterString.read(from: &buf), 
+                email: FfiConverterString.read(from: &buf), 
+                contactId: FfiConverterOptionString.read(from: &buf), 
+                covers: FfiConverterUInt64.read(from: &buf), 
+                of: FfiConverterUInt64.read(from: &buf), 
+                evidence: FfiConverterSequenceString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: RecipientCandidate, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.name, into: &buf)
+        FfiConverterString.write(value.email, into: &buf)
+        FfiConverterOptionString.write(value.contactId, into: &buf)
+        FfiConverterUInt64.write(value.covers, into: &buf)
+        FfiConverterUInt64.write(value.of, into: &buf)
+        FfiConverterSequenceString.write(value.evidence, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecipientCandidate_lift(_ buf: RustBuffer) throws -> RecipientCandidate {
+    return try FfiConverterTypeRecipientCandidate.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecipientCandidate_lower(_ value: RecipientCandidate) -> RustBuffer {
+    return FfiConverterTypeRecipientCandidate.lower(value)
+}
+
+
+/**
+ * Who a text means.
+ */
+public struct RecipientResolution: Equatable, Hashable {
+    /**
+     * `resolved` (the first candidate is the answer), `ambiguous` (the person chooses) or
+     * `not_found`.
+     */
+    public var status: String
+    /**
+     * Best first.
+     */
+    public var candidates: [RecipientCandidate]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * `resolved` (the first candidate is the answer), `ambiguous` (the person chooses) or
+         * `not_found`.
+         */status: String, 
+        /**
+         * Best first.
+         */candidates: [RecipientCandidate]) {
+        self.status = status
+        self.candidates = candidates
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension RecipientResolution: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeRecipientResolution: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> RecipientResolution {
+        return
+            try RecipientResolution(
+                status: FfiConverterString.read(from: &buf), 
+                candidates: FfiConverterSequenceTypeRecipientCandidate.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: RecipientResolution, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.status, into: &buf)
+        FfiConverterSequenceTypeRecipientCandidate.write(value.candidates, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecipientResolution_lift(_ buf: RustBuffer) throws -> RecipientResolution {
+    return try FfiConverterTypeRecipientResolution.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeRecipientResolution_lower(_ value: RecipientResolution) -> RustBuffer {
+    return FfiConverterTypeRecipientResolution.lower(value)
 }
 
 
@@ -5186,6 +6471,75 @@ public func FfiConverterTypeSystemStatus_lift(_ buf: RustBuffer) throws -> Syste
 #endif
 public func FfiConverterTypeSystemStatus_lower(_ value: SystemStatus) -> RustBuffer {
     return FfiConverterTypeSystemStatus.lower(value)
+}
+
+
+/**
+ * A span of time.
+ */
+public struct TimeSpan: Equatable, Hashable {
+    /**
+     * RFC 3339 with offset.
+     */
+    public var start: String
+    /**
+     * RFC 3339 with offset.
+     */
+    public var end: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * RFC 3339 with offset.
+         */start: String, 
+        /**
+         * RFC 3339 with offset.
+         */end: String) {
+        self.start = start
+        self.end = end
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension TimeSpan: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeTimeSpan: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> TimeSpan {
+        return
+            try TimeSpan(
+                start: FfiConverterString.read(from: &buf), 
+                end: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: TimeSpan, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.start, into: &buf)
+        FfiConverterString.write(value.end, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTimeSpan_lift(_ buf: RustBuffer) throws -> TimeSpan {
+    return try FfiConverterTypeTimeSpan.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeTimeSpan_lower(_ value: TimeSpan) -> RustBuffer {
+    return FfiConverterTypeTimeSpan.lower(value)
 }
 
 
@@ -7166,6 +8520,213 @@ public func FfiConverterTypeWatchStatus_lower(_ value: WatchStatus) -> RustBuffe
 
 
 /**
+ * The launcher's calendars and address books, read with Apple's frameworks. `kind` is
+ * `calendars` (items are iCalendar text: a VCALENDAR with the event and its overrides) or
+ * `contacts` (items are vCard text, e.g. `CNContactVCardSerialization`).
+ */
+public protocol LauncherPim: AnyObject, Sendable {
+    
+    /**
+     * The collections of `kind` the app can read now (none: access not granted).
+     */
+    func collections(kind: String)  -> [PimCollection]
+    
+    /**
+     * Every item of `collection` with a tag that changes whenever the item does.
+     */
+    func tags(kind: String, collection: String)  -> [PimTag]
+    
+    /**
+     * The text of the items `ids` of `collection` (at most 200 asked at once).
+     */
+    func items(kind: String, collection: String, ids: [String])  -> [PimItem]
+    
+}
+
+
+// Put the implementation in a struct so we don't pollute the top-level namespace
+fileprivate struct UniffiCallbackInterfaceLauncherPim {
+
+    // Create the VTable using a series of closures.
+    // Swift automatically converts these into C callback functions.
+    //
+    // Store the vtable directly.
+    static let vtable: UniffiVTableCallbackInterfaceLauncherPim = UniffiVTableCallbackInterfaceLauncherPim(
+        uniffiFree: { (uniffiHandle: UInt64) -> () in
+            do {
+                try FfiConverterCallbackInterfaceLauncherPim.handleMap.remove(handle: uniffiHandle)
+            } catch {
+                print("Uniffi callback interface LauncherPim: handle missing in uniffiFree")
+            }
+        },
+        uniffiClone: { (uniffiHandle: UInt64) -> UInt64 in
+            do {
+                return try FfiConverterCallbackInterfaceLauncherPim.handleMap.clone(handle: uniffiHandle)
+            } catch {
+                fatalError("Uniffi callback interface LauncherPim: handle missing in uniffiClone")
+            }
+        },
+        collections: { (
+            uniffiHandle: UInt64,
+            kind: RustBuffer,
+            uniffiOutReturn: UnsafeMutablePointer<RustBuffer>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> [PimCollection] in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLauncherPim.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.collections(
+                     kind: try FfiConverterString.lift(kind)
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterSequenceTypePimCollection.lower($0) }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        tags: { (
+            uniffiHandle: UInt64,
+            kind: RustBuffer,
+            collection: RustBuffer,
+            uniffiOutReturn: UnsafeMutablePointer<RustBuffer>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> [PimTag] in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLauncherPim.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.tags(
+                     kind: try FfiConverterString.lift(kind),
+                     collection: try FfiConverterString.lift(collection)
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterSequenceTypePimTag.lower($0) }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        },
+        items: { (
+            uniffiHandle: UInt64,
+            kind: RustBuffer,
+            collection: RustBuffer,
+            ids: RustBuffer,
+            uniffiOutReturn: UnsafeMutablePointer<RustBuffer>,
+            uniffiCallStatus: UnsafeMutablePointer<RustCallStatus>
+        ) in
+            let makeCall = {
+                () throws -> [PimItem] in
+                guard let uniffiObj = try? FfiConverterCallbackInterfaceLauncherPim.handleMap.get(handle: uniffiHandle) else {
+                    throw UniffiInternalError.unexpectedStaleHandle
+                }
+                return uniffiObj.items(
+                     kind: try FfiConverterString.lift(kind),
+                     collection: try FfiConverterString.lift(collection),
+                     ids: try FfiConverterSequenceString.lift(ids)
+                )
+            }
+
+            
+            let writeReturn = { uniffiOutReturn.pointee = FfiConverterSequenceTypePimItem.lower($0) }
+            uniffiTraitInterfaceCall(
+                callStatus: uniffiCallStatus,
+                makeCall: makeCall,
+                writeReturn: writeReturn
+            )
+        }
+    )
+
+    // Rust stores this pointer for future callback invocations, so it must live
+    // for the process lifetime (not just for the init function call).
+    //
+    // `nonisolated(unsafe)` is needed under Swift 6 strict concurrency.
+    // This is safe because the pointee is initialized once during static init
+    // and never mutated by either side of the FFI.  Its fields are C function pointers.
+    nonisolated(unsafe) static let vtablePtr: UnsafePointer<UniffiVTableCallbackInterfaceLauncherPim> = {
+        let ptr = UnsafeMutablePointer<UniffiVTableCallbackInterfaceLauncherPim>.allocate(capacity: 1)
+        ptr.initialize(to: vtable)
+        return UnsafePointer(ptr)
+    }()
+}
+
+private func uniffiCallbackInitLauncherPim() {
+    uniffi_steward_ffi_fn_init_callback_vtable_launcherpim(UniffiCallbackInterfaceLauncherPim.vtablePtr)
+}
+
+// FfiConverter protocol for callback interfaces
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterCallbackInterfaceLauncherPim {
+    fileprivate static let handleMap = UniffiHandleMap<LauncherPim>()
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+extension FfiConverterCallbackInterfaceLauncherPim : FfiConverter {
+    typealias SwiftType = LauncherPim
+    typealias FfiType = UInt64
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lift(_ handle: UInt64) throws -> SwiftType {
+        try handleMap.get(handle: handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        let handle: UInt64 = try readInt(&buf)
+        return try lift(handle)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func lower(_ v: SwiftType) -> UInt64 {
+        return handleMap.insert(obj: v)
+    }
+
+#if swift(>=5.8)
+    @_documentation(visibility: private)
+#endif
+    public static func write(_ v: SwiftType, into buf: inout [UInt8]) {
+        writeInt(&buf, lower(v))
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceLauncherPim_lift(_ handle: UInt64) throws -> LauncherPim {
+    return try FfiConverterCallbackInterfaceLauncherPim.lift(handle)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterCallbackInterfaceLauncherPim_lower(_ v: LauncherPim) -> UInt64 {
+    return FfiConverterCallbackInterfaceLauncherPim.lower(v)
+}
+
+
+
+
+/**
  * Receives a live stream. Called on the stream's own thread, never concurrently.
  */
 public protocol LiveListener: AnyObject, Sendable {
@@ -8000,6 +9561,31 @@ fileprivate struct FfiConverterSequenceString: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeAgendaOccurrence: FfiConverterRustBuffer {
+    typealias SwiftType = [AgendaOccurrence]
+
+    public static func write(_ value: [AgendaOccurrence], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeAgendaOccurrence.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [AgendaOccurrence] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [AgendaOccurrence]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeAgendaOccurrence.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeAgentUsage: FfiConverterRustBuffer {
     typealias SwiftType = [AgentUsage]
 
@@ -8150,6 +9736,31 @@ fileprivate struct FfiConverterSequenceTypeChatInfo: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeEventFound: FfiConverterRustBuffer {
+    typealias SwiftType = [EventFound]
+
+    public static func write(_ value: [EventFound], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeEventFound.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [EventFound] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [EventFound]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeEventFound.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeJobRun: FfiConverterRustBuffer {
     typealias SwiftType = [JobRun]
 
@@ -8225,6 +9836,156 @@ fileprivate struct FfiConverterSequenceTypeOperationSummary: FfiConverterRustBuf
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypePerson: FfiConverterRustBuffer {
+    typealias SwiftType = [Person]
+
+    public static func write(_ value: [Person], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypePerson.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [Person] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [Person]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypePerson.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypePimCollection: FfiConverterRustBuffer {
+    typealias SwiftType = [PimCollection]
+
+    public static func write(_ value: [PimCollection], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypePimCollection.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [PimCollection] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [PimCollection]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypePimCollection.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypePimItem: FfiConverterRustBuffer {
+    typealias SwiftType = [PimItem]
+
+    public static func write(_ value: [PimItem], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypePimItem.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [PimItem] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [PimItem]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypePimItem.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypePimProblem: FfiConverterRustBuffer {
+    typealias SwiftType = [PimProblem]
+
+    public static func write(_ value: [PimProblem], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypePimProblem.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [PimProblem] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [PimProblem]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypePimProblem.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypePimTag: FfiConverterRustBuffer {
+    typealias SwiftType = [PimTag]
+
+    public static func write(_ value: [PimTag], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypePimTag.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [PimTag] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [PimTag]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypePimTag.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeRecipientCandidate: FfiConverterRustBuffer {
+    typealias SwiftType = [RecipientCandidate]
+
+    public static func write(_ value: [RecipientCandidate], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeRecipientCandidate.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [RecipientCandidate] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [RecipientCandidate]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeRecipientCandidate.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeSearchHit: FfiConverterRustBuffer {
     typealias SwiftType = [SearchHit]
 
@@ -8267,6 +10028,31 @@ fileprivate struct FfiConverterSequenceTypeStatusItem: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeStatusItem.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeTimeSpan: FfiConverterRustBuffer {
+    typealias SwiftType = [TimeSpan]
+
+    public static func write(_ value: [TimeSpan], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeTimeSpan.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [TimeSpan] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [TimeSpan]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeTimeSpan.read(from: &buf))
         }
         return seq
     }
@@ -8551,6 +10337,30 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_steward_agenda() != 50958) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_contacts() != 55044) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_free_busy() != 55854) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_index_launcher_calendars() != 9800) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_index_launcher_contacts() != 9929) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_resolve_recipient() != 49465) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_search_contacts() != 16636) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_search_events() != 15142) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_steward_search() != 15571) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -8653,10 +10463,20 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_livelistener_on_error() != 45022) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_launcherpim_collections() != 54698) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_launcherpim_tags() != 63040) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_launcherpim_items() != 40666) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_synclistener_on_progress() != 23951) {
         return InitializationResult.apiChecksumMismatch
     }
 
+    uniffiCallbackInitLauncherPim()
     uniffiCallbackInitLiveListener()
     uniffiCallbackInitSyncListener()
     uniffiCallbackInitTurnListener()

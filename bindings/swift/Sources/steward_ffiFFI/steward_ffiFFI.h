@@ -285,6 +285,27 @@ typedef void (*UniffiCallbackInterfaceLiveListenerMethod2)(uint64_t, RustBuffer,
     );
 
 #endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LAUNCHER_PIM_METHOD0
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LAUNCHER_PIM_METHOD0
+typedef void (*UniffiCallbackInterfaceLauncherPimMethod0)(uint64_t, RustBuffer, RustBuffer* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LAUNCHER_PIM_METHOD1
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LAUNCHER_PIM_METHOD1
+typedef void (*UniffiCallbackInterfaceLauncherPimMethod1)(uint64_t, RustBuffer, RustBuffer, RustBuffer* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
+#ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_LAUNCHER_PIM_METHOD2
+#define UNIFFI_FFIDEF_CALLBACK_INTERFACE_LAUNCHER_PIM_METHOD2
+typedef void (*UniffiCallbackInterfaceLauncherPimMethod2)(uint64_t, RustBuffer, RustBuffer, RustBuffer, RustBuffer* _Nonnull, 
+        RustCallStatus *_Nonnull uniffiCallStatus
+    );
+
+#endif
 #ifndef UNIFFI_FFIDEF_CALLBACK_INTERFACE_SYNC_LISTENER_METHOD0
 #define UNIFFI_FFIDEF_CALLBACK_INTERFACE_SYNC_LISTENER_METHOD0
 typedef void (*UniffiCallbackInterfaceSyncListenerMethod0)(uint64_t, RustBuffer, uint64_t, uint64_t, int8_t* _Nonnull, 
@@ -312,6 +333,17 @@ typedef struct UniffiVTableCallbackInterfaceLiveListener {
     UniffiCallbackInterfaceLiveListenerMethod1 _Nonnull onEvent;
     UniffiCallbackInterfaceLiveListenerMethod2 _Nonnull onError;
 } UniffiVTableCallbackInterfaceLiveListener;
+
+#endif
+#ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LAUNCHER_PIM
+#define UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_LAUNCHER_PIM
+typedef struct UniffiVTableCallbackInterfaceLauncherPim {
+    UniffiCallbackInterfaceFree _Nonnull uniffiFree;
+    UniffiCallbackInterfaceClone _Nonnull uniffiClone;
+    UniffiCallbackInterfaceLauncherPimMethod0 _Nonnull collections;
+    UniffiCallbackInterfaceLauncherPimMethod1 _Nonnull tags;
+    UniffiCallbackInterfaceLauncherPimMethod2 _Nonnull items;
+} UniffiVTableCallbackInterfaceLauncherPim;
 
 #endif
 #ifndef UNIFFI_FFIDEF_V_TABLE_CALLBACK_INTERFACE_SYNC_LISTENER
@@ -548,6 +580,46 @@ uint64_t uniffi_steward_ffi_fn_method_steward_open_agent(uint64_t ptr, RustCallS
 uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer after, uint64_t listener, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_AGENDA
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_AGENDA
+RustBuffer uniffi_steward_ffi_fn_method_steward_agenda(uint64_t ptr, RustBuffer from, RustBuffer to, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CONTACTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_CONTACTS
+RustBuffer uniffi_steward_ffi_fn_method_steward_contacts(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_FREE_BUSY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_FREE_BUSY
+RustBuffer uniffi_steward_ffi_fn_method_steward_free_busy(uint64_t ptr, RustBuffer from, RustBuffer to, int64_t min_minutes, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_LAUNCHER_CALENDARS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_LAUNCHER_CALENDARS
+RustBuffer uniffi_steward_ffi_fn_method_steward_index_launcher_calendars(uint64_t ptr, RustBuffer account, uint64_t source, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_LAUNCHER_CONTACTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_LAUNCHER_CONTACTS
+RustBuffer uniffi_steward_ffi_fn_method_steward_index_launcher_contacts(uint64_t ptr, RustBuffer account, RustBuffer region, uint64_t source, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_RESOLVE_RECIPIENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_RESOLVE_RECIPIENT
+RustBuffer uniffi_steward_ffi_fn_method_steward_resolve_recipient(uint64_t ptr, RustBuffer text, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_CONTACTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_CONTACTS
+RustBuffer uniffi_steward_ffi_fn_method_steward_search_contacts(uint64_t ptr, RustBuffer text, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_EVENTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_EVENTS
+RustBuffer uniffi_steward_ffi_fn_method_steward_search_events(uint64_t ptr, RustBuffer text, RustBuffer from, RustBuffer to, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH
 RustBuffer uniffi_steward_ffi_fn_method_steward_search(uint64_t ptr, RustBuffer query, RustCallStatus *_Nonnull out_status
@@ -702,6 +774,11 @@ void uniffi_steward_ffi_fn_init_callback_vtable_turnlistener(const UniffiVTableC
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LIVELISTENER
 void uniffi_steward_ffi_fn_init_callback_vtable_livelistener(const UniffiVTableCallbackInterfaceLiveListener* _Nonnull vtable
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LAUNCHERPIM
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_LAUNCHERPIM
+void uniffi_steward_ffi_fn_init_callback_vtable_launcherpim(const UniffiVTableCallbackInterfaceLauncherPim* _Nonnull vtable
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_INIT_CALLBACK_VTABLE_SYNCLISTENER
@@ -1195,6 +1272,54 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_subscribe(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_AGENDA
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_AGENDA
+uint16_t uniffi_steward_ffi_checksum_method_steward_agenda(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CONTACTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_CONTACTS
+uint16_t uniffi_steward_ffi_checksum_method_steward_contacts(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_FREE_BUSY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_FREE_BUSY
+uint16_t uniffi_steward_ffi_checksum_method_steward_free_busy(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_LAUNCHER_CALENDARS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_LAUNCHER_CALENDARS
+uint16_t uniffi_steward_ffi_checksum_method_steward_index_launcher_calendars(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_LAUNCHER_CONTACTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_LAUNCHER_CONTACTS
+uint16_t uniffi_steward_ffi_checksum_method_steward_index_launcher_contacts(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_RESOLVE_RECIPIENT
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_RESOLVE_RECIPIENT
+uint16_t uniffi_steward_ffi_checksum_method_steward_resolve_recipient(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_CONTACTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_CONTACTS
+uint16_t uniffi_steward_ffi_checksum_method_steward_search_contacts(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_EVENTS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_EVENTS
+uint16_t uniffi_steward_ffi_checksum_method_steward_search_events(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH
 uint16_t uniffi_steward_ffi_checksum_method_steward_search(void
@@ -1396,6 +1521,24 @@ uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_event(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_ERROR
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LIVELISTENER_ON_ERROR
 uint16_t uniffi_steward_ffi_checksum_method_livelistener_on_error(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LAUNCHERPIM_COLLECTIONS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LAUNCHERPIM_COLLECTIONS
+uint16_t uniffi_steward_ffi_checksum_method_launcherpim_collections(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LAUNCHERPIM_TAGS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LAUNCHERPIM_TAGS
+uint16_t uniffi_steward_ffi_checksum_method_launcherpim_tags(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LAUNCHERPIM_ITEMS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_LAUNCHERPIM_ITEMS
+uint16_t uniffi_steward_ffi_checksum_method_launcherpim_items(void
     
 );
 #endif
