@@ -195,7 +195,7 @@ pub fn read_launcher_books(
         let mut cards = Vec::new();
         for item in got {
             let path = place(FedKind::Contacts, &id, &item.id);
-            whole &= crate::contacts::add_text_bounded(
+            whole &= crate::contacts::add_text(
                 &mut cards,
                 &mut out.errors,
                 &path,

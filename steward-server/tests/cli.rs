@@ -1349,8 +1349,7 @@ fn index_calendar_and_contacts_from_caldav_and_carddav_with_a_password_file() {
         "anna.vcf",
         "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:anna\r\nFN:Anna Ricci\r\nEMAIL:anna@example.it\r\nEND:VCARD\r\n",
     );
-    let pw = dir.path().join("pw");
-    std::fs::write(&pw, "s3cret\n").unwrap();
+    let pw = server.password_file(&dir.path().join("pw"));
     let home = dir.path().join("home");
     let index = |what: &str, flag: &str| {
         steward()

@@ -90,6 +90,11 @@ impl BooksRead {
     }
 }
 
+/// What of the file or item `path` could not be read as a whole.
+fn problem(path: &Path, code: &'static str, message: String) -> BookError {
+    BookError { path: path.to_owned(), uid: None, code, message }
+}
+
 /// Reads one file's cards into `cards`; `false` when the file as a whole could not be read.
 fn add_file(
     cards: &mut Vec<Contact>,
@@ -98,12 +103,7 @@ fn add_file(
     source: &str,
     region: Option<phone::Region>,
 ) -> bool {
-    let fail = |code: &'static str, message: String| BookError {
-        path: path.to_owned(),
-        uid: None,
-        code,
-        message,
-    };
+    let fail = |code: &'static str, message: String| problem(path, code, message);
     match std::fs::metadata(path) {
         Ok(m) if m.len() > vcard::MAX_VCF_BYTES as u64 => {
             errors
@@ -126,9 +126,10 @@ fn add_file(
     add_text(cards, errors, path, &String::from_utf8_lossy(&bytes), source, region)
 }
 
-/// [`add_text`] of a text handed over whole (downloaded, fed by the launcher): refused beyond
-/// [`vcard::MAX_VCF_BYTES`].
-pub(crate) fn add_text_bounded(
+/// Reads one text's cards into `cards` (errors against `path`, a file, a URL, an item the
+/// launcher handed over); `false` when the text as a whole could not be read (or is larger
+/// than [`vcard::MAX_VCF_BYTES`]).
+pub(crate) fn add_text(
     cards: &mut Vec<Contact>,
     errors: &mut Vec<BookError>,
     path: &Path,
@@ -136,34 +137,11 @@ pub(crate) fn add_text_bounded(
     source: &str,
     region: Option<phone::Region>,
 ) -> bool {
+    let fail = |code: &'static str, message: String| problem(path, code, message);
     if text.len() > vcard::MAX_VCF_BYTES {
-        errors.push(BookError {
-            path: path.to_owned(),
-            uid: None,
-            code: "VCF_TOO_LARGE",
-            message: format!("larger than {} bytes", vcard::MAX_VCF_BYTES),
-        });
+        errors.push(fail("VCF_TOO_LARGE", format!("larger than {} bytes", vcard::MAX_VCF_BYTES)));
         return false;
     }
-    add_text(cards, errors, path, text, source, region)
-}
-
-/// Reads one text's cards into `cards` (errors against `path`, a file or a URL); `false` when
-/// the text as a whole could not be read.
-fn add_text(
-    cards: &mut Vec<Contact>,
-    errors: &mut Vec<BookError>,
-    path: &Path,
-    text: &str,
-    source: &str,
-    region: Option<phone::Region>,
-) -> bool {
-    let fail = |code: &'static str, message: String| BookError {
-        path: path.to_owned(),
-        uid: None,
-        code,
-        message,
-    };
     match read_vcf(text, source, region) {
         Ok(read) => {
             cards.extend(read.contacts);
@@ -315,14 +293,8 @@ pub fn read_carddav(
                 Ok(f) => {
                     let href = format!("{}{}", book.href, f.name);
                     let path = PathBuf::from(client.url_of(&href));
-                    whole &= add_text_bounded(
-                        &mut cards,
-                        &mut out.errors,
-                        &path,
-                        &f.data,
-                        &book.id,
-                        region,
-                    );
+                    whole &=
+                        add_text(&mut cards, &mut out.errors, &path, &f.data, &book.id, region);
                 }
                 Err((name, e)) => {
                     out.errors.push(fail(&format!("{}{name}", book.href), &e));

@@ -141,6 +141,23 @@ impl Radicale {
         std::fs::write(self.user_root.join(id).join(name), text).expect("seed item");
     }
 
+    /// Writes the password to `path`, readable by its owner only (mode 0600), as a DAV
+    /// source's `password_file` must be; returns `path`.
+    ///
+    /// # Panics
+    /// When the file cannot be written.
+    #[allow(clippy::expect_used)]
+    pub fn password_file(&self, path: &Path) -> PathBuf {
+        std::fs::write(path, format!("{}\n", self.password)).expect("password file");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod 600");
+        }
+        path.to_owned()
+    }
+
     /// The URL of an item.
     pub fn item_url(&self, id: &str, name: &str) -> String {
         format!("{}{}/{id}/{name}", self.url, self.user)

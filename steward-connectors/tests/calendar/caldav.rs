@@ -185,13 +185,7 @@ fn caldav_and_carddav_sources_in_config_toml_are_kept_current_by_the_runner() {
         "anna.vcf",
         "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:anna\r\nFN:Anna Ricci\r\nEMAIL:anna@example.it\r\nEND:VCARD\r\n",
     );
-    let secret = dir.path().join("pw");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let secret = server.password_file(&dir.path().join("pw"));
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let dav = |kind: &str| {

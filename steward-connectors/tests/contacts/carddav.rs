@@ -40,13 +40,7 @@ fn carddav_books_are_mirrored_and_an_unchanged_book_is_not_downloaded_again() {
     server.seed("lavoro", "marco.vcf", &card("marco", "FN:Marco Rossi\r\nN:Rossi;Marco;;;\r\nORG:Studio Rossi\r\nEMAIL:marco@studio-rossi.it\r\n"));
 
     // The password from a file only its owner can read, as configured.
-    let secret = dir.path().join("dav-password");
-    std::fs::write(&secret, "s3cret\n").unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
-    }
+    let secret = server.password_file(&dir.path().join("dav-password"));
     let account = DavAccount {
         url: server.url.clone(),
         username: Some("giulia".into()),

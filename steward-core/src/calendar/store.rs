@@ -717,10 +717,11 @@ impl CalendarStore {
                         agenda(&kept, zone, hfrom, hto, super::MAX_INSTANCES)?
                     }
                 };
-                all.extend(items.into_iter().map(|item| StoredOccurrence {
-                    calendar: g.calendar.clone(),
-                    item,
-                }));
+                all.extend(
+                    items
+                        .into_iter()
+                        .map(|item| StoredOccurrence { calendar: g.calendar.clone(), item }),
+                );
                 if all.len() > MAX_EXPANDED {
                     return Err(RecurError::TooMany { max: MAX_EXPANDED });
                 }
