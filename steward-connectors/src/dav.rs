@@ -567,6 +567,29 @@ impl DavClient {
         Ok(out)
     }
 
+    /// Creates the item `href` with `text`, never over an existing one (`If-None-Match: *`);
+    /// returns its ETag when the server gives one.
+    pub fn put_new(
+        &self,
+        href: &str,
+        text: &str,
+        content_type: &str,
+    ) -> Result<Option<String>, DavError> {
+        let req = libdav::dav::PutResource::new(href).create(text, content_type);
+        match self.send(&req)? {
+            Ok(r) => Ok(r.etag),
+            Err(libdav::dav::PutResourceParseError::BadStatusCode(s)) => {
+                Err(DavError::Status { url: self.url_of(href), status: s.as_u16() })
+            }
+            Err(e) => Err(DavError::BadResponse { url: self.url_of(href), reason: e.to_string() }),
+        }
+    }
+
+    /// Deletes the item `href` while its ETag is still `etag` (`If-Match`).
+    pub fn delete_if(&self, href: &str, etag: &str) -> Result<(), DavError> {
+        self.request(&libdav::dav::Delete::new(href).with_etag(etag), href).map(|_| ())
+    }
+
     /// The URL of `href` on this server.
     pub fn url_of(&self, href: &str) -> String {
         format!("{}{}", self.base.to_string().trim_end_matches('/'), href)

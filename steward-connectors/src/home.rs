@@ -447,10 +447,48 @@ pub fn mail_sources(home: &Path) -> Result<Vec<ConfiguredSource>, ConfigError> {
 /// `[[contacts.sources]]`; see [`crate::pim`]). A source whose path does not exist is kept:
 /// each run reports it.
 pub fn pim_sources(home: &Path) -> Result<Vec<Arc<dyn PimSource>>, ConfigError> {
+    let (calendars, books) = pim_config(home)?;
+    let mut out: Vec<Arc<dyn PimSource>> = Vec::new();
+    out.extend(calendars.into_iter().map(|c| Arc::new(c) as Arc<dyn PimSource>));
+    out.extend(books.into_iter().map(|b| Arc::new(b) as Arc<dyn PimSource>));
+    Ok(out)
+}
+
+/// The calendar sources of `<home>/config.toml` that take writes (vdir and CalDAV; an `.ics`
+/// file does not), for `calendar.create_event` and `calendar.delete_event` and their
+/// confirmation. A CalDAV source whose secret cannot be read now is left out (its sync says
+/// why).
+pub fn calendar_targets(
+    home: &Path,
+) -> Result<Vec<Arc<dyn steward_core::calendar::write::CalendarTarget>>, ConfigError> {
+    use crate::{
+        calendar::write::{DavTarget, VdirTarget},
+        pim::CalendarKind,
+    };
+    let (calendars, _) = pim_config(home)?;
+    let mut out: Vec<Arc<dyn steward_core::calendar::write::CalendarTarget>> = Vec::new();
+    for c in calendars {
+        match c.kind {
+            CalendarKind::Vdir(root) => out.push(Arc::new(VdirTarget::new(c.account, root))),
+            CalendarKind::CalDav(dav) => match crate::dav::DavClient::new(&dav) {
+                Ok(client) => out.push(Arc::new(DavTarget::new(c.account, client))),
+                Err(e) => tracing::warn!(source = %c.name, error = %e, "calendar not writable"),
+            },
+            CalendarKind::Ics(_) => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `[[calendar.sources]]` and `[[contacts.sources]]`, read and checked.
+fn pim_config(
+    home: &Path,
+) -> Result<(Vec<crate::pim::CalendarSourceConfig>, Vec<crate::pim::BookSourceConfig>), ConfigError>
+{
     let path = home.join(crate::mail::smtp::CONFIG_FILE);
     let bad = |what: String| ConfigError(format!("{}: {what}", path.display()));
     let file = read_config(home)?;
-    let mut out: Vec<Arc<dyn PimSource>> = Vec::new();
+    let (mut cal_out, mut book_out) = (Vec::new(), Vec::new());
     let calendars = file.calendar.map(|c| c.sources).unwrap_or_default();
     let (region, books) = match file.contacts {
         Some(c) => (c.region, c.sources),
@@ -486,11 +524,11 @@ pub fn pim_sources(home: &Path) -> Result<Vec<Arc<dyn PimSource>>, ConfigError> 
                 )));
             }
         };
-        out.push(Arc::new(crate::pim::CalendarSourceConfig {
+        cal_out.push(crate::pim::CalendarSourceConfig {
             name: s.name.clone().unwrap_or_else(|| s.default_name()),
             account: account(s.account),
             kind,
-        }));
+        });
     }
     for s in books {
         if !["vdir", "vcf", "carddav"].contains(&s.kind.as_str()) {
@@ -510,14 +548,14 @@ pub fn pim_sources(home: &Path) -> Result<Vec<Arc<dyn PimSource>>, ConfigError> 
                 )));
             }
         };
-        out.push(Arc::new(crate::pim::BookSourceConfig {
+        book_out.push(crate::pim::BookSourceConfig {
             name: s.name.clone().unwrap_or_else(|| s.default_name()),
             account: account(s.account),
             kind,
             region,
-        }));
+        });
     }
-    Ok(out)
+    Ok((cal_out, book_out))
 }
 
 /// The services the runner acts on, from `<home>/config.toml` and the environment: the mail
@@ -533,7 +571,15 @@ pub fn services(home: &Path) -> Result<Services, HomeError> {
         Err(e) => (Err(e.to_string()), None),
     };
     let pim_sources = pim_sources(home)?;
-    Ok(Services { mail_sources, pim_sources, transport, sender, delivery: Arc::new(FeedDelivery) })
+    let calendar_targets = calendar_targets(home)?;
+    Ok(Services {
+        mail_sources,
+        pim_sources,
+        calendar_targets,
+        transport,
+        sender,
+        delivery: Arc::new(FeedDelivery),
+    })
 }
 
 /// The runner of `steward`'s home with its configured jobs and services. With a model
@@ -575,11 +621,12 @@ fn person_of(s: &steward_core::outbox::Sender) -> String {
 pub fn toolbox(steward: Arc<Steward>) -> Result<Toolbox, HomeError> {
     let home = steward.home().to_path_buf();
     let mut tb = Toolbox::new(steward);
-    if let (Ok(transport), Some(sender)) = {
-        let s = services(&home)?;
-        (s.transport, s.sender)
-    } {
+    let s = services(&home)?;
+    if let (Ok(transport), Some(sender)) = (s.transport, s.sender) {
         tb = tb.with_mail_sender(transport, sender);
+    }
+    if !s.calendar_targets.is_empty() {
+        tb = tb.with_calendar_targets(s.calendar_targets);
     }
     match crate::trains::ViaggiaTreno::from_env() {
         Ok(client) => crate::trains::tools::register(&mut tb, client)?,

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod ics;
 pub mod sync;
 mod vtimezone;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 

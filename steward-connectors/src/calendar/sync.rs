@@ -13,7 +13,7 @@ use steward_core::calendar::store::{
 use super::{SourceError, ics, read_ics};
 use crate::dav::{DavClient, DavError, DavKind};
 
-fn etag(meta: &std::fs::Metadata) -> String {
+pub(crate) fn etag(meta: &std::fs::Metadata) -> String {
     let mtime = meta
         .modified()
         .ok()

@@ -7,3 +7,4 @@ mod ics_differential;
 mod recur;
 mod sources;
 mod store;
+mod write;

@@ -5,6 +5,7 @@
 pub mod free;
 pub mod recur;
 pub mod store;
+pub mod write;
 
 pub use free::{
     Busy, DEFAULT_SLOT_MINUTES, FreeBusy, MAX_SLOT_MINUTES, MIN_SLOT_MINUTES, Span, WorkingHours,

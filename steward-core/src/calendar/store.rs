@@ -175,6 +175,21 @@ pub struct CalendarInfo {
     pub color: Option<String>,
 }
 
+/// The item (file, resource) an event lives in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventItem {
+    /// The calendar (`account/collection`).
+    pub calendar: String,
+    /// The item's name in it.
+    pub href: String,
+    /// The event's UID.
+    pub uid: String,
+    /// What it is.
+    pub summary: String,
+    /// The item's tag as last read.
+    pub etag: String,
+}
+
 /// An occurrence with its calendar.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct StoredOccurrence {
@@ -931,6 +946,30 @@ impl CalendarStore {
         });
         hits.truncate(limit);
         Ok(hits)
+    }
+
+    /// The item holding the event `id` (Steward's id: the master's, or an occurrence's), with
+    /// the tag the store knows for it; `None` when no live event has that id.
+    pub fn event_item(&self, id: &str) -> Result<Option<EventItem>, CalendarStoreError> {
+        Ok(self.db.read(|c| {
+            c.query_row(
+                "SELECT e.calendar_id, e.href, e.uid, e.summary, i.etag FROM events e
+                 JOIN items i ON i.calendar_id = e.calendar_id AND i.href = e.href
+                 WHERE e.id = ?1 AND e.deleted_at IS NULL AND i.deleted_at IS NULL",
+                [id],
+                |r| {
+                    Ok(EventItem {
+                        calendar: r.get(0)?,
+                        href: r.get(1)?,
+                        uid: r.get(2)?,
+                        summary: r.get(3)?,
+                        etag: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| StoreError::query("event item", e))
+        })?)
     }
 
     /// The calendars, by id.

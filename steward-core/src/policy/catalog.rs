@@ -303,6 +303,10 @@ pub struct CalendarCreateInput {
     /// Where it happens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
+    /// The calendar (`account/collection`, as the agenda names it); absent: the first
+    /// writable one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
 }
 
 /// Delete a calendar event.

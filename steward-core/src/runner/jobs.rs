@@ -137,22 +137,22 @@ pub(super) fn run(
             Ok(done)
         }
         JobName::ConfirmWrites => {
-            let report = s.confirm_pass(now)?;
-            Ok(Done::new(
-                if report.checked == 0 {
-                    String::new()
-                } else {
-                    format!(
-                        "checked {}: confirmed {}, not yet seen {}, ambiguous {}, now needing review {}",
-                        report.checked,
-                        report.confirmed,
-                        report.pending,
-                        report.ambiguous,
-                        report.needs_review
-                    )
-                },
-                detail(&report),
-            ))
+            let mail = s.confirm_pass(now)?;
+            let calendar = s.confirm_calendar_writes(&runner.services.calendar_targets, now)?;
+            let mut parts = Vec::new();
+            if mail.checked > 0 {
+                parts.push(format!(
+                    "mail: checked {}, confirmed {}, not yet seen {}, ambiguous {}, now needing review {}",
+                    mail.checked, mail.confirmed, mail.pending, mail.ambiguous, mail.needs_review
+                ));
+            }
+            if calendar.checked > 0 {
+                parts.push(format!(
+                    "calendar: checked {}, confirmed {}, not yet seen {}, now retry_exhausted {}",
+                    calendar.checked, calendar.confirmed, calendar.pending, calendar.exhausted
+                ));
+            }
+            Ok(Done::new(parts.join("; "), json!({ "mail": mail, "calendar": calendar })))
         }
         JobName::ApprovalExpiry => {
             let expired = s.approvals()?.expire_due(now)?;
@@ -246,6 +246,10 @@ fn pim_sync(runner: &Runner, cancel: &AtomicBool) -> Result<Done, Failure> {
         },
         json!({ "sources": runs }),
     );
+    if changed > 0 && !runner.services.calendar_targets.is_empty() {
+        // A calendar write shows in its source: confirm it soon.
+        done.wake.push(JobName::ConfirmWrites);
+    }
     done.partial_error = first_error;
     Ok(done)
 }

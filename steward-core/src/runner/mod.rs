@@ -486,6 +486,9 @@ pub struct Services {
     pub mail_sources: Vec<ConfiguredSource>,
     /// Synced by `pim-sync`.
     pub pim_sources: Vec<Arc<dyn PimSource>>,
+    /// The calendar sources that take writes: `confirm-writes` reads calendar writes back
+    /// from them.
+    pub calendar_targets: Vec<Arc<dyn crate::calendar::write::CalendarTarget>>,
     /// Submits scheduled and granted mail; `Err` says why there is none (`send-due` and
     /// granted `mail.send` are then unavailable).
     pub transport: Result<Arc<dyn MailTransport>, String>,
@@ -500,6 +503,7 @@ impl Default for Services {
         Self {
             mail_sources: Vec::new(),
             pim_sources: Vec::new(),
+            calendar_targets: Vec::new(),
             transport: Err("no SMTP server is configured ([mail] smtp_host)".to_owned()),
             sender: None,
             delivery: Arc::new(FeedDelivery),

@@ -8,8 +8,16 @@ use serde_json::json;
 
 use super::{ExecError, SourceRef, ToolExecutor, ToolOutput, ToolRun, Typed, fitting};
 use crate::{
-    calendar::{AgendaItem, DEFAULT_SLOT_MINUTES, instant_in, store::EventQuery, store::event_id},
-    policy::catalog::{CalendarAgendaInput, CalendarFreeBusyInput, CalendarSearchInput},
+    calendar::{
+        AgendaItem, DEFAULT_SLOT_MINUTES, instant_in,
+        store::{EventQuery, event_id},
+        write::{CalendarTarget, CalendarWrite, NewEvent},
+    },
+    journal::Operation,
+    policy::catalog::{
+        CalendarAgendaInput, CalendarCreateInput, CalendarDeleteInput, CalendarFreeBusyInput,
+        CalendarSearchInput,
+    },
 };
 
 /// Events `calendar.search` returns when the input does not say.
@@ -192,4 +200,129 @@ fn search(run: &ToolRun<'_>, i: CalendarSearchInput) -> Result<ToolOutput, ExecE
         sources: hits[..keep].iter().map(|h| SourceRef::Event { id: h.id.clone() }).collect(),
         ..ToolOutput::default()
     })
+}
+
+pub(super) fn writers(
+    targets: Vec<Arc<dyn CalendarTarget>>,
+) -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
+    let w = Arc::new(Writer { targets });
+    let (a, b) = (Arc::clone(&w), w);
+    vec![
+        (
+            "calendar.create_event",
+            Arc::new(Typed::new(
+                |i: &CalendarCreateInput| {
+                    format!("Create \"{}\" from {} to {}", i.title, i.start, i.end)
+                },
+                move |run, i: CalendarCreateInput| a.create(run, &i),
+            )),
+        ),
+        (
+            "calendar.delete_event",
+            Arc::new(Typed::new(
+                |i: &CalendarDeleteInput| format!("Delete event {}", i.event_id),
+                move |run, i: CalendarDeleteInput| b.delete(run, &i),
+            )),
+        ),
+    ]
+}
+
+/// Writes events through the journal into the calendar sources that take writes.
+struct Writer {
+    targets: Vec<Arc<dyn CalendarTarget>>,
+}
+
+impl Writer {
+    fn target(&self, account: &str) -> Result<&dyn CalendarTarget, ExecError> {
+        self.targets.iter().find(|t| t.account() == account).map(|t| t.as_ref()).ok_or_else(|| {
+            ExecError::from(crate::calendar::write::CalendarWriteError::NotWritable(
+                account.to_owned(),
+            ))
+        })
+    }
+
+    fn create(&self, run: &ToolRun<'_>, i: &CalendarCreateInput) -> Result<ToolOutput, ExecError> {
+        let calendar = match &i.calendar {
+            Some(c) => c.clone(),
+            None => run
+                .steward
+                .calendar_store()?
+                .calendars()?
+                .into_iter()
+                .map(|c| c.id)
+                .find(|id| {
+                    id.split_once('/')
+                        .is_some_and(|(a, _)| self.targets.iter().any(|t| t.account() == a))
+                })
+                .ok_or_else(|| {
+                    ExecError::from(crate::calendar::write::CalendarWriteError::NotWritable(
+                        "any calendar".to_owned(),
+                    ))
+                })?,
+        };
+        let value = serde_json::to_value(i).map_err(|e| ExecError::invalid(e.to_string()))?;
+        let (key, approval_id) = super::write_key(run, &value);
+        if let Some(out) = journaled(run, &key)? {
+            return Ok(out);
+        }
+        let e = NewEvent {
+            title: i.title.clone(),
+            start: i.start.clone(),
+            end: i.end.clone(),
+            location: i.location.clone(),
+            description: i.description.clone(),
+            attendees: i.attendees.clone(),
+        };
+        let w = run.steward.prepare_event_create(&e, &calendar, &key, run.now)?;
+        let op =
+            run.steward.write_calendar(&w, &key, approval_id, self.target(&w.account)?, run.now)?;
+        Ok(written(&w, &op))
+    }
+
+    fn delete(&self, run: &ToolRun<'_>, i: &CalendarDeleteInput) -> Result<ToolOutput, ExecError> {
+        let value = serde_json::to_value(i).map_err(|e| ExecError::invalid(e.to_string()))?;
+        let (key, approval_id) = super::write_key(run, &value);
+        if let Some(out) = journaled(run, &key)? {
+            return Ok(out);
+        }
+        let w = run.steward.prepare_event_delete(&i.event_id)?;
+        let op =
+            run.steward.write_calendar(&w, &key, approval_id, self.target(&w.account)?, run.now)?;
+        Ok(written(&w, &op))
+    }
+}
+
+/// The write already journaled under `key` (the same approval run again): never a second one,
+/// and never one prepared again (a new DTSTAMP, an event the store no longer has).
+fn journaled(run: &ToolRun<'_>, key: &str) -> Result<Option<ToolOutput>, ExecError> {
+    let Some(op) = run.steward.journal()?.find_by_key(key)? else { return Ok(None) };
+    let w: CalendarWrite =
+        serde_json::from_value(op.input.clone()).map_err(|e| ExecError::invalid(e.to_string()))?;
+    Ok(Some(written(&w, &op)))
+}
+
+fn written(w: &CalendarWrite, op: &Operation) -> ToolOutput {
+    let calendar = format!("{}/{}", w.account, w.collection);
+    ToolOutput {
+        text: format!(
+            "Operation #{} ({}): {} \"{}\" in {calendar}. The journal confirms it by reading the \
+             calendar back; ops.show #{} tells its state.",
+            op.id,
+            op.kind,
+            op.state.as_str(),
+            w.summary,
+            op.id
+        ),
+        data: json!({
+            "operation_id": op.id,
+            "kind": op.kind,
+            "state": op.state,
+            "approval_id": op.approval_id,
+            "calendar": calendar,
+            "uid": w.uid,
+            "event_id": event_id(&calendar, &w.uid, ""),
+        }),
+        sources: vec![SourceRef::Operation { id: op.id }],
+        ..ToolOutput::default()
+    }
 }

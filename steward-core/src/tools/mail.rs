@@ -136,15 +136,7 @@ impl Mailer {
         input: &impl serde::Serialize,
     ) -> Result<ToolOutput, ExecError> {
         let value = serde_json::to_value(input).map_err(|e| ExecError::invalid(e.to_string()))?;
-        // Under an approval the key is the approval's, so running it again never sends twice;
-        // an ungated send (a background grant) gets a key of its own.
-        let (key, approval_id) = match run.approved {
-            Some(a) => (format!("approval:{}", a.approval_id()), Some(a.approval_id())),
-            None => (
-                format!("tool:{}:{}:{}", run.actor, run.now, crate::approval::input_sha256(&value)),
-                None,
-            ),
-        };
+        let (key, approval_id) = super::write_key(run, &value);
         let op = run.steward.send_mail_tool(
             tool,
             value,

@@ -243,6 +243,18 @@ impl ExecError {
     }
 }
 
+/// The idempotency key of a journaled write: under an approval the approval's, so running it
+/// again never writes twice; an ungated write (a background grant) gets a key of its own.
+pub(crate) fn write_key(run: &ToolRun<'_>, input: &serde_json::Value) -> (String, Option<i64>) {
+    match run.approved {
+        Some(a) => (format!("approval:{}", a.approval_id()), Some(a.approval_id())),
+        None => (
+            format!("tool:{}:{}:{}", run.actor, run.now, crate::approval::input_sha256(input)),
+            None,
+        ),
+    }
+}
+
 impl<E: StewardError> From<E> for ExecError {
     fn from(e: E) -> Self {
         Self { code: e.code(), kind: e.kind(), message: e.to_string() }
@@ -500,6 +512,19 @@ impl Toolbox {
     /// `sender` through `transport`.
     pub fn with_mail_sender(mut self, transport: Arc<dyn MailTransport>, sender: Sender) -> Self {
         for (name, executor) in mail::writers(transport, sender) {
+            self.insert(name, executor);
+        }
+        self
+    }
+
+    /// Adds `calendar.create_event` and `calendar.delete_event`, writing through `targets`
+    /// (the writable calendar sources) and the journal.
+    #[must_use]
+    pub fn with_calendar_targets(
+        mut self,
+        targets: Vec<Arc<dyn crate::calendar::write::CalendarTarget>>,
+    ) -> Self {
+        for (name, executor) in calendar::writers(targets) {
             self.insert(name, executor);
         }
         self

@@ -231,7 +231,7 @@ impl CapabilityRegistry {
             ),
             Capability::new(
                 "calendar.create_event",
-                &["title", "start", "end", "attendees", "description", "location"],
+                &["title", "start", "end", "attendees", "description", "location", "calendar"],
                 &["title", "start", "end"],
                 1,
             ),
