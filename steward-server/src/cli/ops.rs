@@ -77,11 +77,21 @@ pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
     let steward = open(home)?;
     match cmd {
         OpsCmd::Confirm { json } => {
-            let r = steward.confirm_pass(now_secs())?;
-            json_or(&r, json, |r| {
+            let now = now_secs();
+            let r = steward.confirm_pass(now)?;
+            let targets = steward_connectors::home::calendar_targets(steward.home())?;
+            let c = steward.confirm_calendar_writes(&targets, now)?;
+            // The mail pass's fields, and the calendar pass beside them.
+            let mut out = serde_json::to_value(&r).unwrap_or_default();
+            if let Some(m) = out.as_object_mut() {
+                m.insert("calendar".into(), serde_json::to_value(&c).unwrap_or_default());
+            }
+            json_or(&out, json, |_| {
                 format!(
-                    "checked {}: confirmed {}, not yet seen {}, ambiguous {}, now needing review {}",
-                    r.checked, r.confirmed, r.pending, r.ambiguous, r.needs_review
+                    "mail: checked {}: confirmed {}, not yet seen {}, ambiguous {}, now needing review {}\n\
+                     calendar: checked {}: confirmed {}, not yet seen {}, now retry_exhausted {}",
+                    r.checked, r.confirmed, r.pending, r.ambiguous, r.needs_review,
+                    c.checked, c.confirmed, c.pending, c.exhausted
                 )
             });
         }
