@@ -246,6 +246,10 @@ pub struct Listing {
     pub complete: bool,
     /// The token to ask from next time, when the collection gives one.
     pub token: Option<String>,
+    /// Whether some items could not be listed (more than [`MAX_DAV_ITEMS`], or resources
+    /// without a name in the collection or an ETag): the listing is then never taken as the
+    /// whole collection, and its token is not kept.
+    pub partial: bool,
 }
 
 /// One item downloaded.
@@ -303,6 +307,11 @@ impl DavClient {
         let host = uri.host().ok_or_else(bad)?;
         if !matches!(scheme, "http" | "https") || !uri.query().is_none_or(str::is_empty) {
             return Err(bad());
+        }
+        // Credentials go in `username` and a secret file, never in the URL (where they would
+        // travel unchecked and show in every report).
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(DavError::BadUrl("a URL with user:password@ in it".to_owned()));
         }
         if scheme == "http" && auth != DavAuth::None && !is_loopback(host) {
             return Err(DavError::Insecure(url.to_owned()));
@@ -415,7 +424,7 @@ impl DavClient {
     pub fn discover(&self, kind: DavKind) -> Result<Vec<DavCollection>, DavError> {
         let principal = match self.property_href(&self.start, &names::CURRENT_USER_PRINCIPAL) {
             Ok(Some(p)) => p,
-            Ok(None) | Err(DavError::Status { .. }) => self.start.clone(),
+            Ok(None) | Err(DavError::Status { status: 404 | 405, .. }) => self.start.clone(),
             Err(e) => return Err(e),
         };
         let home_set = match kind {
@@ -428,7 +437,7 @@ impl DavClient {
         };
         let home = match home_set {
             Ok(h) => h.first().map_or_else(|| self.start.clone(), |u| u.path().to_owned()),
-            Err(DavError::Status { .. }) => self.start.clone(),
+            Err(DavError::Status { status: 404 | 405, .. }) => self.start.clone(),
             Err(e) => return Err(e),
         };
         let found: Vec<FoundCollection> = match kind {
@@ -478,8 +487,14 @@ impl DavClient {
             }
             let answer = match self.send(&req)? {
                 Ok(a) => Some(a),
-                // The token expired: list the whole collection again.
+                // The token expired: list the whole collection again. (Servers say so with
+                // DAV:valid-sync-token, or only with a 4xx status.)
                 Err(SyncCollectionParseError::PreconditionFailed(_)) if token.is_some() => None,
+                Err(SyncCollectionParseError::Parse(ParseResponseError::BadStatusCode(st)))
+                    if token.is_some() && st.is_client_error() && st.as_u16() != 401 =>
+                {
+                    None
+                }
                 Err(SyncCollectionParseError::PreconditionFailed(p)) => {
                     return Err(DavError::BadResponse {
                         url: c.href.clone(),
@@ -504,29 +519,18 @@ impl DavClient {
                     }
                 },
             };
-            let mut items: Vec<(String, String)> = answer
-                .changed
-                .into_iter()
-                .filter(|r| !r.resource_type.is_collection)
-                .filter_map(|r| Some((name(&r.href)?, r.etag?)))
-                .collect();
-            items.truncate(MAX_DAV_ITEMS);
+            let (items, partial) = named(answer.changed, &name);
             return Ok(Listing {
                 items,
                 deleted: answer.deleted.iter().filter_map(|h| name(h)).collect(),
-                complete,
-                token: Some(answer.new_sync_token).filter(|t| !t.is_empty()),
+                complete: complete && !partial,
+                token: Some(answer.new_sync_token).filter(|t| !t.is_empty() && !partial),
+                partial,
             });
         }
         let answer = self.request(&ListResources::new(&c.href), &c.href)?;
-        let mut items: Vec<(String, String)> = answer
-            .resources
-            .into_iter()
-            .filter(|r| !r.resource_type.is_collection)
-            .filter_map(|r| Some((name(&r.href)?, r.etag?)))
-            .collect();
-        items.truncate(MAX_DAV_ITEMS);
-        Ok(Listing { items, deleted: Vec::new(), complete: true, token: None })
+        let (items, partial) = named(answer.resources, &name);
+        Ok(Listing { items, deleted: Vec::new(), complete: !partial, token: None, partial })
     }
 
     /// Downloads the items `names` of `c` in batches of [`MULTIGET_BATCH`]: each item's text,
@@ -539,32 +543,56 @@ impl DavClient {
     ) -> Result<Vec<ItemResult>, DavError> {
         let mut out = Vec::with_capacity(names.len());
         for batch in names.chunks(MULTIGET_BATCH) {
-            let hrefs: Vec<String> = batch.iter().map(|n| format!("{}{n}", c.href)).collect();
-            let got: Vec<FetchedResource> = match kind {
-                DavKind::Calendars => {
-                    self.request(&GetCalendarResources::new(&c.href).with_hrefs(&hrefs), &c.href)?
-                        .resources
-                }
-                DavKind::AddressBooks => {
-                    self.request(
-                        &GetAddressBookResources::new(&c.href).with_hrefs(&hrefs),
-                        &c.href,
-                    )?
-                    .resources
-                }
-            };
-            for r in got {
-                let Some(name) = item_name(&c.href, &r.href) else { continue };
-                out.push(match r.content {
-                    Ok(content) => Ok(Fetched { name, etag: content.etag, data: content.data }),
-                    Err(status) => {
-                        let url = r.href.clone();
-                        Err((name, DavError::Status { url, status: status.as_u16() }))
-                    }
-                });
-            }
+            self.fetch_batch(kind, c, batch, &mut out)?;
         }
         Ok(out)
+    }
+
+    /// One multiget; an answer over [`MAX_DAV_RESPONSE_BYTES`] is asked for again item by
+    /// item, and an item that alone is too large is that item's error.
+    fn fetch_batch(
+        &self,
+        kind: DavKind,
+        c: &DavCollection,
+        batch: &[String],
+        out: &mut Vec<ItemResult>,
+    ) -> Result<(), DavError> {
+        let hrefs: Vec<String> = batch.iter().map(|n| format!("{}{n}", c.href)).collect();
+        let answer = match kind {
+            DavKind::Calendars => self
+                .request(&GetCalendarResources::new(&c.href).with_hrefs(&hrefs), &c.href)
+                .map(|r| r.resources),
+            DavKind::AddressBooks => self
+                .request(&GetAddressBookResources::new(&c.href).with_hrefs(&hrefs), &c.href)
+                .map(|r| r.resources),
+        };
+        let got: Vec<FetchedResource> = match answer {
+            Ok(g) => g,
+            Err(DavError::TooLarge(_)) if batch.len() > 1 => {
+                for one in batch {
+                    self.fetch_batch(kind, c, std::slice::from_ref(one), out)?;
+                }
+                return Ok(());
+            }
+            Err(e @ DavError::TooLarge(_)) => {
+                if let Some(name) = batch.first() {
+                    out.push(Err((name.clone(), e)));
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        for r in got {
+            let Some(name) = item_name(&c.href, &r.href) else { continue };
+            out.push(match r.content {
+                Ok(content) => Ok(Fetched { name, etag: content.etag, data: content.data }),
+                Err(status) => {
+                    let url = r.href.clone();
+                    Err((name, DavError::Status { url, status: status.as_u16() }))
+                }
+            });
+        }
+        Ok(())
     }
 
     /// Creates the item `href` with `text`, never over an existing one (`If-None-Match: *`);
@@ -596,10 +624,33 @@ impl DavClient {
     }
 }
 
+/// The listed items' names and ETags (collections left out), at most [`MAX_DAV_ITEMS`], and
+/// whether any item was left out for another reason (too many, no name here, no ETag).
+fn named(
+    listed: Vec<libdav::dav::ListedResource>,
+    name: &impl Fn(&str) -> Option<String>,
+) -> (Vec<(String, String)>, bool) {
+    let mut partial = false;
+    let mut items = Vec::new();
+    for r in listed.into_iter().filter(|r| !r.resource_type.is_collection) {
+        match (name(&r.href), r.etag) {
+            (Some(n), Some(e)) if items.len() < MAX_DAV_ITEMS => items.push((n, e)),
+            _ => partial = true,
+        }
+    }
+    (items, partial)
+}
+
 /// The name of the item `href` inside the collection `collection` (`/u/cal/` + `x.ics` →
 /// `x.ics`), `None` for the collection itself or an item of another one.
 fn item_name(collection: &str, href: &str) -> Option<String> {
-    let rest = href.strip_prefix(collection)?;
+    // An absolute href (RFC 4918 allows one): its path.
+    let path = if href.starts_with("http://") || href.starts_with("https://") {
+        href.parse::<http::Uri>().ok().map(|u| u.path().to_owned())?
+    } else {
+        href.to_owned()
+    };
+    let rest = path.strip_prefix(collection)?;
     (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_owned())
 }
 
@@ -618,7 +669,9 @@ mod tests {
         assert!(DavClient::with_auth("http://[::1]:5232/u/", basic()).is_ok());
         assert!(DavClient::with_auth("https://dav.example.org/", basic()).is_ok());
         assert!(DavClient::with_auth("http://dav.example.org/", DavAuth::None).is_ok());
-        for bad in ["dav.example.org", "ftp://x/", "https://x/?q=1", ""] {
+        for bad in
+            ["dav.example.org", "ftp://x/", "https://x/?q=1", "", "http://a:pw@dav.example.org/"]
+        {
             assert!(
                 matches!(DavClient::with_auth(bad, DavAuth::None), Err(DavError::BadUrl(_))),
                 "{bad}"
@@ -633,5 +686,9 @@ mod tests {
         assert_eq!(item_name("/u/cal/", "/u/cal/"), None);
         assert_eq!(item_name("/u/cal/", "/u/other/a.ics"), None);
         assert_eq!(item_name("/u/cal/", "/u/cal/sub/a.ics"), None);
+        assert_eq!(
+            item_name("/u/cal/", "https://dav.example.org/u/cal/a.ics").as_deref(),
+            Some("a.ics")
+        );
     }
 }

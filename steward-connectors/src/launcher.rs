@@ -78,9 +78,10 @@ pub trait LauncherFeed {
     fn items(&self, kind: FedKind, collection: &str, ids: &[String]) -> Vec<FedItem>;
 }
 
-/// A collection id usable in Steward's ids (`account/collection`): no `/`.
+/// A collection id usable in Steward's ids (`account/collection`): `%` and `/` escaped, so two
+/// ids never become one.
 fn clean_id(id: &str) -> String {
-    id.replace('/', "_")
+    id.replace('%', "%25").replace('/', "%2F")
 }
 
 fn place(kind: FedKind, collection: &str, id: &str) -> std::path::PathBuf {

@@ -591,12 +591,12 @@ def test_the_launchers_calendars_and_contacts_are_mirrored_through_the_callback(
     r = s.index_launcher_calendars("mac", app)
     assert (r.calendars, r.added, r.events) == (1, 1, 1)
     assert [(p.code, p.place) for p in r.problems] == [
-        ("ICS_INVALID", "launcher:calendars/ek_home/broken")]
+        ("ICS_INVALID", "launcher:calendars/ek%2Fhome/broken")]
     agenda = s.agenda("2025-03-24", "2025-04-14")
     # Across the change to summer time the meeting stays at 09:00 on the wall clock.
     assert [o.start for o in agenda] == ["2025-03-24T09:00:00+01:00", "2025-03-31T09:00:00+02:00",
                                          "2025-04-07T09:00:00+02:00"]
-    assert agenda[0].calendar == "mac/ek_home" and agenda[0].summary == "Riunione"
+    assert agenda[0].calendar == "mac/ek%2Fhome" and agenda[0].summary == "Riunione"
     # Unchanged tags: nothing is asked for again but the broken item, whose tag never reached
     # the store.
     app.asked.clear()

@@ -12,7 +12,11 @@ use steward_core::journal::OpState;
 
 /// Rounds (one approved event each).
 fn rounds() -> usize {
-    std::env::var("STEWARD_CALENDAR_CRASHES").ok().and_then(|v| v.parse().ok()).unwrap_or(90).min(100)
+    std::env::var("STEWARD_CALENDAR_CRASHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(90)
+        .min(100)
 }
 
 fn run(home: &Path, args: &[&str], failpoint: Option<&str>) -> Output {
@@ -50,7 +54,11 @@ fn no_crash_writes_an_event_twice_and_every_write_ends_confirmed_or_retry_exhaus
         ),
     )
     .unwrap();
-    ok(&run(&home, &["index", "calendar", "--vdir", vdir.to_str().unwrap(), "--account", "me"], None));
+    ok(&run(
+        &home,
+        &["index", "calendar", "--vdir", vdir.to_str().unwrap(), "--account", "me"],
+        None,
+    ));
     let points = ["calendar::after_journal", "calendar::after_write", "calendar::after_record"];
     let mut crashes = 0;
     for i in 0..rounds() {
@@ -59,9 +67,10 @@ fn no_crash_writes_an_event_twice_and_every_write_ends_confirmed_or_retry_exhaus
             i % 28 + 1,
             i % 28 + 1
         );
-        let call = ok(&run(&home, &["tools", "call", "calendar.create_event", &input, "--json"], None))
-            .stdout
-            .clone();
+        let call =
+            ok(&run(&home, &["tools", "call", "calendar.create_event", &input, "--json"], None))
+                .stdout
+                .clone();
         let outcome: serde_json::Value = serde_json::from_slice(&call).unwrap();
         let id = outcome["approval"]["id"].as_i64().unwrap_or_else(|| panic!("{outcome}"));
         ok(&run(&home, &["approvals", "approve", &id.to_string()], None));

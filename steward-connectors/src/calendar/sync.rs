@@ -221,7 +221,16 @@ pub fn sync_caldav(
             .filter(|(n, etag)| known.get(n) != Some(etag))
             .map(|(n, _)| n.clone())
             .collect();
-        let mut whole = true;
+        // A listing that left items out keeps the old token: they come again.
+        let mut whole = !listing.partial;
+        if listing.partial {
+            errors.push(SourceError {
+                path: client.url_of(&cal.href).into(),
+                uid: None,
+                code: "DAV_PARTIAL_LISTING",
+                message: "some items could not be listed; the rest were read".to_owned(),
+            });
+        }
         let mut items = Vec::new();
         match client.fetch(DavKind::Calendars, &cal, &wanted) {
             Err(e) => {

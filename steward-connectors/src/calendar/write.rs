@@ -34,7 +34,12 @@ impl VdirTarget {
         if !plain(&w.collection) || !plain(&w.href) {
             return Err(failed(format!("{}/{}: not a name in the vdir", w.collection, w.href)));
         }
-        Ok(self.root.join(&w.collection).join(&w.href))
+        // A root that itself holds the items is one collection named after it (the sync's
+        // rule): its items are directly under it.
+        let inside = self.root.join(&w.collection);
+        let root_is_it = self.root.file_name().is_some_and(|n| n.to_string_lossy() == w.collection)
+            && !inside.is_dir();
+        Ok(if root_is_it { self.root.join(&w.href) } else { inside.join(&w.href) })
     }
 }
 
@@ -122,7 +127,8 @@ impl DavTarget {
 
     /// The item's path on the server (the collection found by discovery).
     fn href(&self, w: &CalendarWrite) -> Result<String, WriteError> {
-        let cals = self.client.discover(DavKind::Calendars).map_err(|e| as_write_error(&e))?;
+        // Nothing is sent before this: a failure here certainly wrote nothing.
+        let cals = self.client.discover(DavKind::Calendars).map_err(|e| failed(e.to_string()))?;
         let cal = cals
             .iter()
             .find(|c| c.id == w.collection)
@@ -137,6 +143,8 @@ fn as_write_error(e: &DavError) -> WriteError {
     let maybe_applied = match e {
         DavError::Unreachable { reason, .. } => reason != "cannot connect",
         DavError::Status { status, .. } => *status >= 500,
+        // An answer came that could not be read: the server may have done it.
+        DavError::BadResponse { .. } | DavError::TooLarge(_) => true,
         _ => false,
     };
     WriteError { maybe_applied, message: e.to_string() }
@@ -166,15 +174,18 @@ impl CalendarTarget for DavTarget {
     fn observe(&self, w: &CalendarWrite) -> Result<Observed, WriteError> {
         let cals = self.client.discover(DavKind::Calendars).map_err(|e| as_write_error(&e))?;
         let Some(cal) = cals.iter().find(|c| c.id == w.collection) else {
-            return Ok(Observed::Absent);
+            return Err(failed(format!("no calendar {:?} on the server now", w.collection)));
         };
         let got = self
             .client
             .fetch(DavKind::Calendars, cal, std::slice::from_ref(&w.href))
             .map_err(|e| as_write_error(&e))?;
-        Ok(match got.into_iter().find_map(Result::ok) {
-            Some(f) => Observed::Present { etag: f.etag, text: f.data },
-            None => Observed::Absent,
-        })
+        // Gone only when the server says so (404, or nothing for that name in the answer);
+        // any other refusal is no evidence.
+        match got.into_iter().next() {
+            Some(Ok(f)) => Ok(Observed::Present { etag: f.etag, text: f.data }),
+            Some(Err((_, DavError::Status { status: 404, .. }))) | None => Ok(Observed::Absent),
+            Some(Err((_, e))) => Err(as_write_error(&e)),
+        }
     }
 }

@@ -264,9 +264,32 @@ pub fn read_carddav(
             return out;
         }
     };
-    out.listed = Some(books.iter().map(|b| b.id.clone()).collect());
+    // A server that shows no address book, or more than are read, is not taken as the whole
+    // account: no stored book is dropped for it.
+    if books.is_empty() {
+        out.errors.push(BookError {
+            path: client.url_of("/").into(),
+            uid: None,
+            code: "DAV_NO_COLLECTIONS",
+            message: "the server listed no address book".to_owned(),
+        });
+        return out;
+    }
+    if books.len() < crate::dav::MAX_DAV_COLLECTIONS {
+        out.listed = Some(books.iter().map(|b| b.id.clone()).collect());
+    }
     for book in books {
         let listing = match client.list(&book, None) {
+            Ok(l) if l.partial => {
+                out.errors.push(BookError {
+                    path: client.url_of(&book.href).into(),
+                    uid: None,
+                    code: "DAV_PARTIAL_LISTING",
+                    message: "some cards could not be listed: the book is left as stored"
+                        .to_owned(),
+                });
+                continue;
+            }
             Ok(l) => l,
             Err(e) => {
                 out.errors.push(fail(&book.href, &e));

@@ -377,6 +377,8 @@ fn occurrences_kept_expanded_in_memory_answer_exactly_like_expanding_each_window
         assert_eq!(fb, fb_direct, "free/busy from {from} for {days} days");
     }
     assert!(compared > 100, "the windows hold occurrences: {compared}");
+    // The kept lists answered (the agenda's and the busy ones, each built once).
+    assert_eq!(store.expansions(), 2, "answered from the occurrences kept in memory");
     // A window outside the span kept is expanded on its own, the same way.
     let far = midnight + Duration::days(500);
     let stored = store.agenda(rome, far, far + Duration::days(7), 1000).unwrap();

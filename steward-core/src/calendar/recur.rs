@@ -647,6 +647,28 @@ mod tests {
             "FREQ=DAILY;BYMONTH=2,3",
             "FREQ=WEEKLY;COUNT=40",
         ];
+        // Also from the 31st of a month and from 29 February (the day skipped in shorter
+        // months and in common years).
+        for other in ["2024-01-31 09:30", "2020-02-29 09:30"] {
+            let start = wall(other);
+            for rule in ["FREQ=MONTHLY", "FREQ=YEARLY", "FREQ=MONTHLY;INTERVAL=2", "FREQ=DAILY"] {
+                for nb in ["2024-03-02 00:00", "2025-01-15 00:00", "2028-03-01 00:00"] {
+                    let nb = wall(nb);
+                    let horizon = nb + Duration::days(800);
+                    let all = walls(start, false, rule, Tz::UTC, None, |w| w < horizon).unwrap();
+                    let skipped =
+                        walls(start, false, rule, Tz::UTC, Some(nb), |w| w < horizon).unwrap();
+                    let from = |v: Vec<NaiveDateTime>| -> Vec<NaiveDateTime> {
+                        v.into_iter().filter(|w| *w >= nb && *w < horizon).collect()
+                    };
+                    let moved = skipped[0] > start;
+                    assert_eq!(from(skipped), from(all), "{rule} from {other}, {nb}");
+                    if rule == "FREQ=MONTHLY" && nb > wall("2025-01-01 00:00") {
+                        assert!(moved, "{rule} from {other}, {nb}: started later");
+                    }
+                }
+            }
+        }
         for rule in rules {
             for nb in
                 ["2024-01-02 00:00", "2024-02-29 12:00", "2024-06-09 23:00", "2025-03-30 01:00"]

@@ -16,7 +16,7 @@ use chrono_tz::Tz;
 use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 
-use super::{AgendaItem, Busy, Event, FreeBusy, RecurError, WorkingHours, agenda, free_busy};
+use super::{AgendaItem, Busy, Event, FreeBusy, RecurError, WorkingHours, agenda};
 use crate::{
     Limits,
     error::{ErrorKind, StewardError},
@@ -188,6 +188,8 @@ pub struct EventItem {
     pub summary: String,
     /// The item's tag as last read.
     pub etag: String,
+    /// How many events (UIDs) the item holds.
+    pub uids: usize,
 }
 
 /// An occurrence with its calendar.
@@ -308,6 +310,8 @@ pub struct CalendarStore {
     /// Questions asked of this handle. The first is answered from SQLite alone: a process that
     /// asks once (a command) would only pay for parsing and expanding what it never asks again.
     questions: std::sync::atomic::AtomicUsize,
+    /// Expansions built whole and kept (what the tests check was used).
+    expansions: std::sync::atomic::AtomicUsize,
 }
 
 /// Days before now whose occurrences are kept expanded in memory.
@@ -441,6 +445,7 @@ impl CalendarStore {
             events: Snapshot::default(),
             expanded: std::sync::Mutex::new([None, None]),
             questions: std::sync::atomic::AtomicUsize::new(0),
+            expansions: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -681,6 +686,12 @@ impl CalendarStore {
         Ok(Window::Read(groups(rows)?))
     }
 
+    /// How many times the occurrences around now were expanded whole and kept.
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn expansions(&self) -> usize {
+        self.expansions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether this handle has been asked before (see `questions`).
     fn warm(&self) -> bool {
         self.questions.load(std::sync::atomic::Ordering::Relaxed) > 1
@@ -747,6 +758,9 @@ impl CalendarStore {
             Ok(all)
         })()
         .ok();
+        if list.is_some() {
+            self.expansions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let longest = list.as_ref().map_or(0, |all| {
             all.iter().map(|o| (o.item.end - o.item.start).num_seconds()).max().unwrap_or(0)
         });
@@ -831,9 +845,20 @@ impl CalendarStore {
             let free = super::free::free_slots(&busy, person, from, to, min_minutes, hours)?;
             return Ok(FreeBusy { busy, free });
         }
-        let events: Vec<Event> =
-            self.window(from, to)?.groups().flat_map(|g| g.events.iter().cloned()).collect();
-        Ok(free_busy(&events, person, from, to, min_minutes, hours, me)?)
+        // Each UID of each calendar on its own, as the agenda reads them (the same UID in two
+        // calendars is two events).
+        let mut items = Vec::new();
+        for g in self.window(from, to)?.groups() {
+            let kept = super::free::busy_events(&g.events, me);
+            items.extend(agenda(&kept, person, from, to, super::MAX_INSTANCES)?);
+            if items.len() > super::MAX_INSTANCES {
+                return Err(RecurError::TooMany { max: super::MAX_INSTANCES }.into());
+            }
+        }
+        items.sort_by(|a, b| a.start.cmp(&b.start).then_with(|| a.uid.cmp(&b.uid)));
+        let busy = super::free::busy_of(items);
+        let free = super::free::free_slots(&busy, person, from, to, min_minutes, hours)?;
+        Ok(FreeBusy { busy, free })
     }
 
     /// Events matching `q` (see [`EventQuery`]): with words, by BM25 rank then start; without,
@@ -953,7 +978,10 @@ impl CalendarStore {
     pub fn event_item(&self, id: &str) -> Result<Option<EventItem>, CalendarStoreError> {
         Ok(self.db.read(|c| {
             c.query_row(
-                "SELECT e.calendar_id, e.href, e.uid, e.summary, i.etag FROM events e
+                "SELECT e.calendar_id, e.href, e.uid, e.summary, i.etag,
+                   (SELECT count(DISTINCT o.uid) FROM events o WHERE o.calendar_id = e.calendar_id
+                      AND o.href = e.href AND o.deleted_at IS NULL)
+                 FROM events e
                  JOIN items i ON i.calendar_id = e.calendar_id AND i.href = e.href
                  WHERE e.id = ?1 AND e.deleted_at IS NULL AND i.deleted_at IS NULL",
                 [id],
@@ -964,6 +992,7 @@ impl CalendarStore {
                         uid: r.get(2)?,
                         summary: r.get(3)?,
                         etag: r.get(4)?,
+                        uids: usize::try_from(r.get::<_, i64>(5)?).unwrap_or(usize::MAX),
                     })
                 },
             )

@@ -347,6 +347,13 @@ impl Steward {
             .calendar_store()?
             .event_item(event_id)?
             .ok_or_else(|| CalendarWriteError::NoEvent(event_id.to_owned()))?;
+        if item.uids > 1 {
+            return Err(invalid(format!(
+                "{} also holds {} other event(s): Steward deletes only a file of one event",
+                item.href,
+                item.uids - 1
+            )));
+        }
         let (account, collection) = item
             .calendar
             .split_once('/')

@@ -90,8 +90,15 @@ pub(super) fn ops(home: Option<PathBuf>, cmd: OpsCmd) -> Result<(), Failure> {
                 format!(
                     "mail: checked {}: confirmed {}, not yet seen {}, ambiguous {}, now needing review {}\n\
                      calendar: checked {}: confirmed {}, not yet seen {}, now retry_exhausted {}",
-                    r.checked, r.confirmed, r.pending, r.ambiguous, r.needs_review,
-                    c.checked, c.confirmed, c.pending, c.exhausted
+                    r.checked,
+                    r.confirmed,
+                    r.pending,
+                    r.ambiguous,
+                    r.needs_review,
+                    c.checked,
+                    c.confirmed,
+                    c.pending,
+                    c.exhausted
                 )
             });
         }
