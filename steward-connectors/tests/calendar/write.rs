@@ -113,6 +113,27 @@ fn an_approved_event_is_written_once_into_the_vdir_confirmed_and_deleted_the_sam
             ..Default::default()
         })
         .unwrap();
+    // The card says what goes.
+    let ToolOutcome::AwaitingApproval { approval } =
+        call(&tb, "calendar.delete_event", json!({ "event_id": hits[0].id }))
+    else {
+        panic!()
+    };
+    assert_eq!(
+        approval.summary,
+        "Delete \"Dentista, controllo\" from me/work (every occurrence, if it repeats)"
+    );
+    // An event that is not there is refused before anyone is asked.
+    let nothing = tb.call(
+        &ToolCall {
+            actor: "agent:test",
+            chat: None,
+            tool: "calendar.delete_event",
+            input: &json!({ "event_id": "evt-0000" }),
+        },
+        &DecisionContext::default(),
+    );
+    assert!(nothing.is_err(), "{nothing:?}");
     let del = approved(&s, &tb, "calendar.delete_event", json!({ "event_id": hits[0].id }));
     assert!(!vdir.join("work").join(&files[0]).exists());
     assert_eq!(confirm(&s, del), OpState::Confirmed);

@@ -688,6 +688,7 @@ impl CalendarStore {
 
     /// How many times the occurrences around now were expanded whole and kept.
     #[cfg_attr(feature = "testing", visibility::make(pub))]
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn expansions(&self) -> usize {
         self.expansions.load(std::sync::atomic::Ordering::Relaxed)
     }

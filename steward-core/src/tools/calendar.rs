@@ -204,6 +204,7 @@ fn search(run: &ToolRun<'_>, i: CalendarSearchInput) -> Result<ToolOutput, ExecE
 
 pub(super) fn writers(
     targets: Vec<Arc<dyn CalendarTarget>>,
+    steward: Arc<crate::Steward>,
 ) -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
     let w = Arc::new(Writer { targets });
     let (a, b) = (Arc::clone(&w), w);
@@ -219,12 +220,54 @@ pub(super) fn writers(
         ),
         (
             "calendar.delete_event",
-            Arc::new(Typed::new(
-                |i: &CalendarDeleteInput| format!("Delete event {}", i.event_id),
-                move |run, i: CalendarDeleteInput| b.delete(run, &i),
-            )),
+            Arc::new(DeleteEvent {
+                steward,
+                inner: Typed::new(
+                    |i: &CalendarDeleteInput| format!("Delete event {}", i.event_id),
+                    move |run, i: CalendarDeleteInput| b.delete(run, &i),
+                )
+                // An event that is not there, or shares its file, is refused before anyone is
+                // asked to approve its deletion.
+                .check(|steward, i: CalendarDeleteInput| {
+                    steward.prepare_event_delete(&i.event_id).map_err(|e| e.to_string())?;
+                    Ok(i)
+                }),
+            }),
         ),
     ]
+}
+
+/// `calendar.delete_event`, whose approval card says what goes: the event's title, its
+/// calendar, and every occurrence of a recurring one.
+struct DeleteEvent {
+    steward: Arc<crate::Steward>,
+    inner: Typed<CalendarDeleteInput>,
+}
+
+impl ToolExecutor for DeleteEvent {
+    fn preflight(
+        &self,
+        steward: &crate::Steward,
+        input: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        self.inner.preflight(steward, input)
+    }
+
+    fn summary(&self, input: &serde_json::Value) -> String {
+        let id = input["event_id"].as_str().unwrap_or_default();
+        let item = self.steward.calendar_store().ok().and_then(|s| s.event_item(id).ok().flatten());
+        match item {
+            Some(i) => format!(
+                "Delete \"{}\" from {} (every occurrence, if it repeats)",
+                i.summary, i.calendar
+            ),
+            None => self.inner.summary(input),
+        }
+    }
+
+    fn run(&self, run: &ToolRun<'_>, input: &serde_json::Value) -> Result<ToolOutput, ExecError> {
+        self.inner.run(run, input)
+    }
 }
 
 /// Writes events through the journal into the calendar sources that take writes.

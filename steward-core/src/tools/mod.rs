@@ -524,7 +524,7 @@ impl Toolbox {
         mut self,
         targets: Vec<Arc<dyn crate::calendar::write::CalendarTarget>>,
     ) -> Self {
-        for (name, executor) in calendar::writers(targets) {
+        for (name, executor) in calendar::writers(targets, Arc::clone(&self.steward)) {
             self.insert(name, executor);
         }
         self
