@@ -625,6 +625,20 @@ mod tests {
         }
     }
 
+    /// Walks `rule` from `start` whole and started later (just before `nb`), checks both give
+    /// the same occurrences in `[nb, nb + days)`, and says whether the walk started later.
+    fn same_from(start: NaiveDateTime, rule: &str, nb: NaiveDateTime, days: i64) -> bool {
+        let horizon = nb + Duration::days(days);
+        let all = walls(start, false, rule, Tz::UTC, None, |w| w < horizon).unwrap();
+        let skipped = walls(start, false, rule, Tz::UTC, Some(nb), |w| w < horizon).unwrap();
+        let moved = skipped[0] > start;
+        let from = |v: Vec<NaiveDateTime>| -> Vec<NaiveDateTime> {
+            v.into_iter().filter(|w| *w >= nb && *w < horizon).collect()
+        };
+        assert_eq!(from(skipped), from(all), "{rule} from {start}, {nb}");
+        moved
+    }
+
     #[test]
     fn starting_a_rule_whole_periods_later_changes_no_occurrence_from_there() {
         let start = wall("2024-01-01 09:30"); // a Monday
@@ -654,15 +668,7 @@ mod tests {
             for rule in ["FREQ=MONTHLY", "FREQ=YEARLY", "FREQ=MONTHLY;INTERVAL=2", "FREQ=DAILY"] {
                 for nb in ["2024-03-02 00:00", "2025-01-15 00:00", "2028-03-01 00:00"] {
                     let nb = wall(nb);
-                    let horizon = nb + Duration::days(800);
-                    let all = walls(start, false, rule, Tz::UTC, None, |w| w < horizon).unwrap();
-                    let skipped =
-                        walls(start, false, rule, Tz::UTC, Some(nb), |w| w < horizon).unwrap();
-                    let from = |v: Vec<NaiveDateTime>| -> Vec<NaiveDateTime> {
-                        v.into_iter().filter(|w| *w >= nb && *w < horizon).collect()
-                    };
-                    let moved = skipped[0] > start;
-                    assert_eq!(from(skipped), from(all), "{rule} from {other}, {nb}");
+                    let moved = same_from(start, rule, nb, 800);
                     if rule == "FREQ=MONTHLY" && nb > wall("2025-01-01 00:00") {
                         assert!(moved, "{rule} from {other}, {nb}: started later");
                     }
@@ -674,15 +680,7 @@ mod tests {
                 ["2024-01-02 00:00", "2024-02-29 12:00", "2024-06-09 23:00", "2025-03-30 01:00"]
             {
                 let nb = wall(nb);
-                let horizon = nb + Duration::days(40);
-                let all = walls(start, false, rule, Tz::UTC, None, |w| w < horizon).unwrap();
-                let skipped =
-                    walls(start, false, rule, Tz::UTC, Some(nb), |w| w < horizon).unwrap();
-                let from = |v: Vec<NaiveDateTime>| -> Vec<NaiveDateTime> {
-                    v.into_iter().filter(|w| *w >= nb && *w < horizon).collect()
-                };
-                let moved = skipped[0] > start;
-                assert_eq!(from(skipped), from(all), "{rule} from {nb}");
+                let moved = same_from(start, rule, nb, 40);
                 // The walk is shortened where it may be, and only there.
                 let may = ["COUNT", "BYDAY=WE", "UNTIL", "BYMONTH", "MONTHLY", "YEARLY"]
                     .iter()
