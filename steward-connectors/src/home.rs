@@ -38,6 +38,7 @@ use crate::mail::{
     EmlxSource, MaildirSource, MboxFlavor, MboxSource,
     smtp::{ConfigError, SmtpConfig, SmtpSender},
 };
+use crate::pim::PimPlace;
 
 /// The most mail sources one home may configure.
 /// Fixed (not a setting).
@@ -190,25 +191,25 @@ struct PimSection {
     name: Option<String>,
 }
 
-/// Where a `[[… .sources]]` entry is: its expanded path, or its DAV account.
-enum PimWhere {
-    Path(PathBuf),
-    Dav(crate::dav::DavAccount),
-}
-
 impl PimSection {
-    /// Where it is, checked against its kind (`dav`: whether the kind is a DAV one).
-    fn place(&self, section: &str, dav: bool) -> Result<PimWhere, String> {
+    /// Where it is, checked against its kind: one of `kinds` (a vdir root, one file, a DAV
+    /// account).
+    fn read(&self, section: &str, kinds: [&str; 3]) -> Result<PimPlace, String> {
         use crate::dav::{DavAccount, SecretSource};
         let k = &self.kind;
-        if !dav {
+        let Some(i) = kinds.iter().position(|x| x == k) else {
+            let [a, b, c] = kinds;
+            return Err(format!("[[{section}]] kind {k:?}: use {a}, {b} or {c}"));
+        };
+        if i < 2 {
             let stray = self.url.is_some()
                 || self.username.is_some()
                 || self.password_file.is_some()
                 || self.token_file.is_some()
                 || self.keyring.is_some();
             return match (&self.path, stray) {
-                (Some(p), false) => Ok(PimWhere::Path(expand(p))),
+                (Some(p), false) if i == 0 => Ok(PimPlace::Vdir(expand(p))),
+                (Some(p), false) => Ok(PimPlace::File(expand(p))),
                 (None, _) => Err(format!("[[{section}]] kind {k:?} needs a path")),
                 (Some(_), true) => Err(format!(
                     "[[{section}]] kind {k:?} reads a path: url and credentials are for DAV kinds"
@@ -233,7 +234,7 @@ impl PimSection {
                 ));
             }
         };
-        Ok(PimWhere::Dav(DavAccount { url, username: self.username.clone(), secret }))
+        Ok(PimPlace::Dav(DavAccount { url, username: self.username.clone(), secret }))
     }
 
     /// How status calls it when it has no name.
@@ -461,20 +462,17 @@ pub fn pim_sources(home: &Path) -> Result<Vec<Arc<dyn PimSource>>, ConfigError> 
 pub fn calendar_targets(
     home: &Path,
 ) -> Result<Vec<Arc<dyn steward_core::calendar::write::CalendarTarget>>, ConfigError> {
-    use crate::{
-        calendar::write::{DavTarget, VdirTarget},
-        pim::CalendarKind,
-    };
+    use crate::calendar::write::{DavTarget, VdirTarget};
     let (calendars, _) = pim_config(home)?;
     let mut out: Vec<Arc<dyn steward_core::calendar::write::CalendarTarget>> = Vec::new();
     for c in calendars {
         match c.kind {
-            CalendarKind::Vdir(root) => out.push(Arc::new(VdirTarget::new(c.account, root))),
-            CalendarKind::CalDav(dav) => match crate::dav::DavClient::new(&dav) {
+            PimPlace::Vdir(root) => out.push(Arc::new(VdirTarget::new(c.account, root))),
+            PimPlace::Dav(dav) => match crate::dav::DavClient::new(&dav) {
                 Ok(client) => out.push(Arc::new(DavTarget::new(c.account, client))),
                 Err(e) => tracing::warn!(source = %c.name, error = %e, "calendar not writable"),
             },
-            CalendarKind::Ics(_) => {}
+            PimPlace::File(_) => {}
         }
     }
     Ok(out)
@@ -499,62 +497,37 @@ fn pim_config(
             "at most {MAX_MAIL_SOURCES} calendar and {MAX_MAIL_SOURCES} contacts sources"
         )));
     }
-    let region = match region {
-        Some(r) => Some(crate::contacts::phone::region(&r).ok_or_else(|| {
-            bad(format!("[contacts] region {r:?} is not a region code (IT, US…)"))
-        })?),
-        None => None,
-    };
+    let region = crate::contacts::phone::parse_region(region.as_deref())
+        .map_err(|e| bad(format!("[contacts] region: {e}")))?;
     let account = |a: Option<String>| a.unwrap_or_else(|| "local".to_owned());
     for s in calendars {
-        if !["vdir", "ics", "caldav"].contains(&s.kind.as_str()) {
-            return Err(bad(format!(
-                "[[calendar.sources]] kind {:?}: use vdir, ics or caldav",
-                s.kind
-            )));
-        }
-        let place = s.place("calendar.sources", s.kind == "caldav").map_err(&bad)?;
-        let kind = match (s.kind.as_str(), place) {
-            ("vdir", PimWhere::Path(p)) => crate::pim::CalendarKind::Vdir(p),
-            ("ics", PimWhere::Path(p)) => crate::pim::CalendarKind::Ics(p),
-            ("caldav", PimWhere::Dav(d)) => crate::pim::CalendarKind::CalDav(d),
-            (other, _) => {
-                return Err(bad(format!(
-                    "[[calendar.sources]] kind {other:?}: use vdir, ics or caldav"
-                )));
-            }
-        };
         cal_out.push(crate::pim::CalendarSourceConfig {
             name: s.name.clone().unwrap_or_else(|| s.default_name()),
+            kind: s.read("calendar.sources", ["vdir", "ics", "caldav"]).map_err(&bad)?,
             account: account(s.account),
-            kind,
         });
     }
     for s in books {
-        if !["vdir", "vcf", "carddav"].contains(&s.kind.as_str()) {
-            return Err(bad(format!(
-                "[[contacts.sources]] kind {:?}: use vdir, vcf or carddav",
-                s.kind
-            )));
-        }
-        let place = s.place("contacts.sources", s.kind == "carddav").map_err(&bad)?;
-        let kind = match (s.kind.as_str(), place) {
-            ("vdir", PimWhere::Path(p)) => crate::pim::BookKind::Vdir(p),
-            ("vcf", PimWhere::Path(p)) => crate::pim::BookKind::Vcf(p),
-            ("carddav", PimWhere::Dav(d)) => crate::pim::BookKind::CardDav(d),
-            (other, _) => {
-                return Err(bad(format!(
-                    "[[contacts.sources]] kind {other:?}: use vdir, vcf or carddav"
-                )));
-            }
-        };
         book_out.push(crate::pim::BookSourceConfig {
             name: s.name.clone().unwrap_or_else(|| s.default_name()),
+            kind: s.read("contacts.sources", ["vdir", "vcf", "carddav"]).map_err(&bad)?,
             account: account(s.account),
-            kind,
             region,
         });
     }
+    // A source retires what its account holds that it no longer lists: two sources in one
+    // account would take turns removing each other's calendars or books.
+    let twice = |accounts: Vec<&String>, section: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        match accounts.into_iter().find(|a| !seen.insert(*a)) {
+            Some(a) => Err(bad(format!(
+                "two [[{section}]] share account {a:?}: give each its own account = \"…\""
+            ))),
+            None => Ok(()),
+        }
+    };
+    twice(cal_out.iter().map(|c| &c.account).collect(), "calendar.sources")?;
+    twice(book_out.iter().map(|b| &b.account).collect(), "contacts.sources")?;
     Ok((cal_out, book_out))
 }
 

@@ -8,7 +8,7 @@
 //! A feed that lists no collection at all is taken as unreadable (the person withdrew the
 //! app's access): nothing stored changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use steward_core::calendar::store::{CalendarReport, CalendarStore, CalendarStoreError};
 
@@ -69,7 +69,7 @@ pub struct FedItem {
 }
 
 /// What the launcher implements (the bindings adapt their callback interface to it).
-pub trait LauncherFeed {
+pub trait LauncherFeed: Sync {
     /// The collections of `kind` it can read now.
     fn collections(&self, kind: FedKind) -> Vec<FedCollection>;
     /// Every item of `collection` with its tag.
@@ -98,9 +98,26 @@ fn collections(feed: &dyn LauncherFeed, kind: FedKind) -> Vec<FedCollection> {
     c
 }
 
-/// The texts of `ids` in batches of [`FEED_BATCH`].
+/// The texts of `ids` in batches of [`FEED_BATCH`]: only items asked for, each once (an app
+/// that answers with other items, or twice, is not believed for them).
 fn texts(feed: &dyn LauncherFeed, kind: FedKind, collection: &str, ids: &[String]) -> Vec<FedItem> {
-    ids.chunks(FEED_BATCH).flat_map(|batch| feed.items(kind, collection, batch)).collect()
+    let mut out = Vec::new();
+    for batch in ids.chunks(FEED_BATCH) {
+        let mut asked: BTreeSet<&str> = batch.iter().map(String::as_str).collect();
+        out.extend(
+            feed.items(kind, collection, batch).into_iter().filter(|i| asked.remove(i.id.as_str())),
+        );
+    }
+    out
+}
+
+/// The tags of a collection, at most [`MAX_FED_ITEMS`], each id once (the first).
+fn tags_of(feed: &dyn LauncherFeed, kind: FedKind, collection: &str) -> Vec<FedTag> {
+    let mut seen = BTreeSet::new();
+    let mut tags = feed.tags(kind, collection);
+    tags.retain(|t| seen.insert(t.id.clone()));
+    tags.truncate(MAX_FED_ITEMS);
+    tags
 }
 
 /// Reconciles the launcher's calendars into `store` under `account`: per calendar, the items
@@ -123,11 +140,13 @@ pub fn sync_launcher_calendars(
         });
         return Ok((report, errors));
     }
+    // Every calendar the app listed, unless the bound held some back: the others are retired.
+    let listed: Option<Vec<String>> =
+        (cals.len() < MAX_FED_COLLECTIONS).then(|| cals.iter().map(|c| clean_id(&c.id)).collect());
     for cal in cals {
         let id = clean_id(&cal.id);
         let known = store.known_items(account, &id)?;
-        let mut tags = feed.tags(FedKind::Calendars, &cal.id);
-        tags.truncate(MAX_FED_ITEMS);
+        let tags = tags_of(feed, FedKind::Calendars, &cal.id);
         let wanted: Vec<String> = tags
             .iter()
             .filter(|t| known.get(&t.id) != Some(&t.tag))
@@ -152,6 +171,9 @@ pub fn sync_launcher_calendars(
             sync_token: None,
         };
         sync_items(store, account, collection, person, (&mut report, &mut errors))?;
+    }
+    if let Some(listed) = listed {
+        store.retire_unlisted(account, &listed, chrono::Utc::now().timestamp(), &mut report)?;
     }
     Ok((report, errors))
 }
@@ -183,8 +205,7 @@ pub fn read_launcher_books(
     out.listed = Some(books.iter().map(|b| clean_id(&b.id)).collect());
     for book in books {
         let id = clean_id(&book.id);
-        let mut tags = feed.tags(FedKind::Contacts, &book.id);
-        tags.truncate(MAX_FED_ITEMS);
+        let tags = tags_of(feed, FedKind::Contacts, &book.id);
         let v = version(&tags);
         if versions.get(&id) == Some(&v) {
             out.unchanged.push(id);
@@ -192,6 +213,7 @@ pub fn read_launcher_books(
         }
         let ids: Vec<String> = tags.iter().map(|t| t.id.clone()).collect();
         let got = texts(feed, FedKind::Contacts, &book.id, &ids);
+        // Every asked card came back (each once, nothing else: see `texts`).
         let mut whole = got.len() == ids.len();
         let mut cards = Vec::new();
         for item in got {
@@ -212,4 +234,53 @@ pub fn read_launcher_books(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One address book of cards `a` and `b`, whose `items` answers with what `answer` says.
+    struct Book {
+        answer: Vec<&'static str>,
+    }
+
+    fn card(id: &str) -> FedItem {
+        FedItem {
+            id: id.to_owned(),
+            tag: "1".to_owned(),
+            text: format!(
+                "BEGIN:VCARD\r\nVERSION:4.0\r\nUID:{id}\r\nFN:{id}\r\nEMAIL:{id}@example.org\r\nEND:VCARD\r\n"
+            ),
+        }
+    }
+
+    impl LauncherFeed for Book {
+        fn collections(&self, _: FedKind) -> Vec<FedCollection> {
+            vec![FedCollection { id: "book".into(), name: None, color: None }]
+        }
+
+        fn tags(&self, _: FedKind, _: &str) -> Vec<FedTag> {
+            ["a", "b", "a"].iter().map(|id| FedTag { id: (*id).into(), tag: "1".into() }).collect()
+        }
+
+        fn items(&self, _: FedKind, _: &str, _: &[String]) -> Vec<FedItem> {
+            self.answer.iter().map(|id| card(id)).collect()
+        }
+    }
+
+    #[test]
+    fn a_book_is_whole_only_when_every_asked_card_came_back() {
+        let read = |answer| read_launcher_books(&Book { answer }, None, &BTreeMap::new());
+        // Both cards (the tag listed twice is asked once).
+        let whole = read(vec!["b", "a"]);
+        assert_eq!(whole.books, ["book"]);
+        assert_eq!(whole.cards.len(), 2);
+        // As many items as asked, but one twice and one never: not the book.
+        let twice = read(vec!["a", "a"]);
+        assert!(twice.books.is_empty() && twice.cards.is_empty(), "{twice:?}");
+        // A card nobody asked for is not taken for one that was.
+        let other = read(vec!["a", "z"]);
+        assert!(other.books.is_empty() && other.cards.is_empty(), "{other:?}");
+    }
 }

@@ -576,7 +576,7 @@ impl ToolExecutor for McpTool {
         check_external_input(&self.schema, input)
     }
 
-    fn summary(&self, input: &Value) -> String {
+    fn summary(&self, _: &Steward, input: &Value) -> String {
         let mut args = serde_json::to_string(input).unwrap_or_default();
         if let Some((at, _)) = args.char_indices().nth(SUMMARY_INPUT_CHARS) {
             args.truncate(at);

@@ -23,13 +23,20 @@
 //! account = "personal"       # optional: "local"
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::dav::{DavAccount, DavClient};
+use crate::{
+    SourceError,
+    contacts::{BooksRead, NothingRead, phone::Region},
+    dav::{DavAccount, DavClient},
+    launcher::LauncherFeed,
+};
 use steward_core::{
-    Steward, StewardError,
+    ErrorKind, Steward, StewardError,
+    calendar::store::{CalendarReport, CalendarStoreError},
+    contacts::{ContactStoreError, ContactsReport},
     runner::{PimSource, PimSummary},
 };
 
@@ -37,15 +44,125 @@ use steward_core::{
 /// Fixed (not a setting).
 const MAX_LISTED_ERRORS: usize = 20;
 
-/// What a calendar source is, and where.
+/// Where a configured calendar or address book source is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CalendarKind {
-    /// A vdir root.
+pub enum PimPlace {
+    /// A vdir root (a folder of collections).
     Vdir(PathBuf),
-    /// One `.ics` file.
-    Ics(PathBuf),
-    /// A CalDAV account.
-    CalDav(DavAccount),
+    /// One file (`.ics` of events, `.vcf` of cards).
+    File(PathBuf),
+    /// A CalDAV or CardDAV account.
+    Dav(DavAccount),
+}
+
+/// Where a calendar or address book source is read from now: the one entry the runner, the
+/// command line, the bindings and the demo index through.
+#[derive(Clone, Copy)]
+pub enum PimFrom<'a> {
+    /// A vdir root.
+    Vdir(&'a Path),
+    /// One `.ics` or `.vcf` file.
+    File(&'a Path),
+    /// A CalDAV or CardDAV account.
+    Dav(&'a DavClient),
+    /// The launcher app's own stores (EventKit, Contacts).
+    Launcher(&'a dyn LauncherFeed),
+}
+
+/// Reconciles the calendars of `from` into `calendar.db` under `account`, read in the
+/// person's zone; what could not be read is returned with the report and never stops the run.
+pub fn index_calendars(
+    steward: &Steward,
+    account: &str,
+    from: PimFrom<'_>,
+) -> Result<(CalendarReport, Vec<SourceError>), CalendarStoreError> {
+    use crate::calendar::sync::{sync_caldav, sync_ics_file, sync_vdir};
+    let store = steward.calendar_store()?;
+    let zone = steward.calendar_settings().zone;
+    match from {
+        PimFrom::Vdir(root) => sync_vdir(store, account, root, zone),
+        PimFrom::File(file) => sync_ics_file(store, account, file, zone),
+        PimFrom::Dav(client) => sync_caldav(store, account, client, zone),
+        PimFrom::Launcher(feed) => {
+            crate::launcher::sync_launcher_calendars(store, account, feed, zone)
+        }
+    }
+}
+
+/// What indexing an address book source did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BooksIndexed {
+    /// What changed in `contacts.db`.
+    pub report: ContactsReport,
+    /// Books left unread because their version has not changed.
+    pub unchanged: Vec<String>,
+    /// What could not be read (each book with one keeps its stored cards).
+    pub errors: Vec<SourceError>,
+}
+
+/// Why an address book source changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexBooksError {
+    /// The vdir root could not be listed.
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        /// The root.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No book could be read whole.
+    #[error(transparent)]
+    NothingRead(#[from] NothingRead),
+    /// The contacts store refused.
+    #[error(transparent)]
+    Store(#[from] ContactStoreError),
+}
+
+impl StewardError for IndexBooksError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Unreadable { .. } => "CONTACTS_SOURCE_UNREADABLE",
+            Self::NothingRead(e) => e.code(),
+            Self::Store(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Unreadable { .. } => ErrorKind::NotFound,
+            Self::NothingRead(e) => e.kind(),
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
+/// Indexes the address books of `from` into `contacts.db` under `account` (phones without a
+/// country code read in `region`). Books whose version is unchanged are not read again; a
+/// source none of whose books could be read changes nothing and says why.
+pub fn index_books(
+    steward: &Steward,
+    account: &str,
+    from: PimFrom<'_>,
+    region: Option<Region>,
+) -> Result<BooksIndexed, IndexBooksError> {
+    let read: BooksRead = match from {
+        PimFrom::Vdir(root) => crate::contacts::read_vdir(root, region)
+            .map_err(|source| IndexBooksError::Unreadable { path: root.to_owned(), source })?,
+        PimFrom::File(file) => crate::contacts::read_vcf_file(file, region),
+        PimFrom::Dav(client) => {
+            let versions = steward.contact_book_versions(account)?;
+            crate::contacts::read_carddav(client, region, &versions)
+        }
+        PimFrom::Launcher(feed) => {
+            let versions = steward.contact_book_versions(account)?;
+            crate::launcher::read_launcher_books(feed, region, &versions)
+        }
+    };
+    let unchanged = read.unchanged.clone();
+    let (account_read, errors) = read.into_account_read()?;
+    let report = steward.index_contacts(account, account_read)?;
+    Ok(BooksIndexed { report, unchanged, errors })
 }
 
 /// A configured calendar source.
@@ -55,12 +172,24 @@ pub struct CalendarSourceConfig {
     pub name: String,
     /// Its account in `calendar.db`.
     pub account: String,
-    /// What and where it is.
-    pub kind: CalendarKind,
+    /// What and where it is (a file is one `.ics`).
+    pub kind: PimPlace,
 }
 
 fn fail(e: &impl StewardError) -> (String, String) {
     (e.code().to_owned(), e.to_string())
+}
+
+/// Runs `f` with where `place` is read from now (a DAV account signs in first).
+fn with_place<T>(
+    place: &PimPlace,
+    f: impl FnOnce(PimFrom<'_>) -> Result<T, (String, String)>,
+) -> Result<T, (String, String)> {
+    match place {
+        PimPlace::Vdir(p) => f(PimFrom::Vdir(p)),
+        PimPlace::File(p) => f(PimFrom::File(p)),
+        PimPlace::Dav(account) => f(PimFrom::Dav(&DavClient::new(account).map_err(|e| fail(&e))?)),
+    }
 }
 
 impl PimSource for CalendarSourceConfig {
@@ -69,21 +198,9 @@ impl PimSource for CalendarSourceConfig {
     }
 
     fn sync(&self, steward: &Steward) -> Result<PimSummary, (String, String)> {
-        let store = steward.calendar_store().map_err(|e| fail(&e))?;
-        let zone = steward.calendar_settings().zone;
-        let (report, errors) = match &self.kind {
-            CalendarKind::Vdir(path) => {
-                crate::calendar::sync::sync_vdir(store, &self.account, path, zone)
-            }
-            CalendarKind::Ics(path) => {
-                crate::calendar::sync::sync_ics_file(store, &self.account, path, zone)
-            }
-            CalendarKind::CalDav(dav) => {
-                let client = DavClient::new(dav).map_err(|e| fail(&e))?;
-                crate::calendar::sync::sync_caldav(store, &self.account, &client, zone)
-            }
-        }
-        .map_err(|e| fail(&e))?;
+        let (report, errors) = with_place(&self.kind, |from| {
+            index_calendars(steward, &self.account, from).map_err(|e| fail(&e))
+        })?;
         Ok(PimSummary {
             changed: report.added + report.changed + report.removed,
             errors: errors.len(),
@@ -95,17 +212,6 @@ impl PimSource for CalendarSourceConfig {
     }
 }
 
-/// What an address book source is, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BookKind {
-    /// A vdir root.
-    Vdir(PathBuf),
-    /// One `.vcf` file.
-    Vcf(PathBuf),
-    /// A CardDAV account.
-    CardDav(DavAccount),
-}
-
 /// A configured address book source.
 #[derive(Debug, Clone)]
 pub struct BookSourceConfig {
@@ -113,10 +219,10 @@ pub struct BookSourceConfig {
     pub name: String,
     /// Its account in `contacts.db`.
     pub account: String,
-    /// What and where it is.
-    pub kind: BookKind,
+    /// What and where it is (a file is one `.vcf` of many cards).
+    pub kind: PimPlace,
     /// The region for phones without a country code.
-    pub region: Option<crate::contacts::phone::Region>,
+    pub region: Option<Region>,
 }
 
 impl PimSource for BookSourceConfig {
@@ -125,29 +231,18 @@ impl PimSource for BookSourceConfig {
     }
 
     fn sync(&self, steward: &Steward) -> Result<PimSummary, (String, String)> {
-        let read = match &self.kind {
-            BookKind::Vdir(path) => crate::contacts::read_vdir(path, self.region).map_err(|e| {
-                ("CONTACTS_SOURCE_UNREADABLE".to_owned(), format!("{}: {e}", path.display()))
-            })?,
-            BookKind::Vcf(path) => crate::contacts::read_vcf_file(path, self.region),
-            BookKind::CardDav(dav) => {
-                let client = DavClient::new(dav).map_err(|e| fail(&e))?;
-                let versions =
-                    steward.contact_book_versions(&self.account).map_err(|e| fail(&e))?;
-                crate::contacts::read_carddav(&client, self.region, &versions)
-            }
-        };
         // Nothing read whole: stored cards stay; the run says why.
-        let unchanged = read.unchanged.clone();
-        let (account_read, errors) = read.into_account_read().map_err(|e| fail(&e))?;
-        let report = steward.index_contacts(&self.account, account_read).map_err(|e| fail(&e))?;
+        let done = with_place(&self.kind, |from| {
+            index_books(steward, &self.account, from, self.region).map_err(|e| fail(&e))
+        })?;
+        let r = &done.report;
         Ok(PimSummary {
-            changed: report.added + report.changed + report.removed,
-            errors: errors.len(),
+            changed: r.added + r.changed + r.removed,
+            errors: done.errors.len(),
             detail: json!({
-                "report": report,
-                "unchanged": unchanged,
-                "errors": errors.iter().take(MAX_LISTED_ERRORS).collect::<Vec<_>>(),
+                "report": r,
+                "unchanged": done.unchanged,
+                "errors": done.errors.iter().take(MAX_LISTED_ERRORS).collect::<Vec<_>>(),
             }),
         })
     }

@@ -3,9 +3,10 @@
 //! recipient resolution. Times cross as text: `YYYY-MM-DD` (midnight in the person's zone) or
 //! RFC 3339 in, RFC 3339 with offset out.
 
-use steward_connectors::launcher::{
-    FedCollection, FedItem, FedKind, FedTag, LauncherFeed, read_launcher_books,
-    sync_launcher_calendars,
+use steward_connectors::{
+    contacts::phone::parse_region,
+    launcher::{FedCollection, FedItem, FedKind, FedTag, LauncherFeed},
+    pim::{PimFrom, index_books, index_calendars},
 };
 use steward_core::calendar::{instant_in, store::EventQuery};
 
@@ -307,15 +308,9 @@ impl Steward {
         account: String,
         source: Box<dyn LauncherPim>,
     ) -> Result<CalendarIndexReport, FfiError> {
-        let s = self.inner();
-        let store = s.calendar_store().map_err(|e| FfiError::from_core(&e))?;
-        let (r, errors) = sync_launcher_calendars(
-            store,
-            &account,
-            &Feed(source.as_ref()),
-            s.calendar_settings().zone,
-        )
-        .map_err(|e| FfiError::from_core(&e))?;
+        let feed = Feed(source.as_ref());
+        let (r, errors) = index_calendars(self.inner(), &account, PimFrom::Launcher(&feed))
+            .map_err(|e| FfiError::from_core(&e))?;
         Ok(CalendarIndexReport {
             calendars: count(r.calendars),
             added: count(r.added),
@@ -337,23 +332,11 @@ impl Steward {
         region: Option<String>,
         source: Box<dyn LauncherPim>,
     ) -> Result<ContactsIndexReport, FfiError> {
-        let s = self.inner();
-        let region = match region {
-            Some(r) => Some(steward_connectors::contacts::phone::region(&r).ok_or_else(|| {
-                FfiError::Steward {
-                    kind: "invalid_input".into(),
-                    code: "CONTACTS_BAD_REGION".into(),
-                    message: format!("{r:?} is not a region code (IT, US…)"),
-                }
-            })?),
-            None => None,
-        };
-        let versions = s.contact_book_versions(&account).map_err(|e| FfiError::from_core(&e))?;
-        let read = read_launcher_books(&Feed(source.as_ref()), region, &versions);
-        let unchanged_books = read.unchanged.clone();
-        let (account_read, errors) =
-            read.into_account_read().map_err(|e| FfiError::from_core(&e))?;
-        let r = s.index_contacts(&account, account_read).map_err(|e| FfiError::from_core(&e))?;
+        let region = parse_region(region.as_deref()).map_err(|e| FfiError::from_core(&e))?;
+        let feed = Feed(source.as_ref());
+        let done = index_books(self.inner(), &account, PimFrom::Launcher(&feed), region)
+            .map_err(|e| FfiError::from_core(&e))?;
+        let (r, unchanged_books, errors) = (done.report, done.unchanged, done.errors);
         Ok(ContactsIndexReport {
             cards: count(r.cards),
             added: count(r.added),

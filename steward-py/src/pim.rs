@@ -2,6 +2,7 @@
 //! event search, contact search and recipient resolution, each a dict or a list of dicts.
 
 use super::*;
+use steward_connectors::pim::PimFrom;
 
 fn instant(text: &str, zone: chrono_tz::Tz) -> PyResult<chrono::DateTime<chrono::Utc>> {
     steward_core::calendar::instant_in(text, zone).map_err(|e| to_py(&e))
@@ -20,25 +21,14 @@ impl PySteward {
         ics: Option<PathBuf>,
         account: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let s = &self.inner;
-        let zone = s.calendar_settings().zone;
-        let run = py.detach(|| {
-            let store = s.calendar_store()?;
-            match (&vdir, &ics) {
-                (Some(root), None) => {
-                    steward_connectors::calendar::sync::sync_vdir(store, account, root, zone)
-                        .map(Some)
-                }
-                (None, Some(file)) => {
-                    steward_connectors::calendar::sync::sync_ics_file(store, account, file, zone)
-                        .map(Some)
-                }
-                _ => Ok(None),
-            }
-        });
-        let Some((report, errors)) = run.map_err(|e| to_py(&e))? else {
-            return Err(pyo3::exceptions::PyValueError::new_err("give one of vdir or ics"));
+        let from = match (&vdir, &ics) {
+            (Some(root), None) => PimFrom::Vdir(root),
+            (None, Some(file)) => PimFrom::File(file),
+            _ => return Err(pyo3::exceptions::PyValueError::new_err("give one of vdir or ics")),
         };
+        let (report, errors) = py
+            .detach(|| steward_connectors::pim::index_calendars(&self.inner, account, from))
+            .map_err(|e| to_py(&e))?;
         to_python(py, &serde_json::json!({ "report": report, "errors": errors }))
     }
 
@@ -109,25 +99,17 @@ impl PySteward {
         account: &str,
         region: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let region = match region {
-            Some(r) => Some(steward_connectors::contacts::phone::region(r).ok_or_else(|| {
-                pyo3::exceptions::PyValueError::new_err(format!("{r:?} is not a region code"))
-            })?),
-            None => None,
-        };
-        let read = match (&vdir, &vcf) {
-            (Some(root), None) => {
-                steward_connectors::contacts::read_vdir(root, region).map_err(|e| {
-                    pyo3::exceptions::PyOSError::new_err(format!("{}: {e}", root.display()))
-                })?
-            }
-            (None, Some(file)) => steward_connectors::contacts::read_vcf_file(file, region),
+        let region =
+            steward_connectors::contacts::phone::parse_region(region).map_err(|e| to_py(&e))?;
+        let from = match (&vdir, &vcf) {
+            (Some(root), None) => PimFrom::Vdir(root),
+            (None, Some(file)) => PimFrom::File(file),
             _ => return Err(pyo3::exceptions::PyValueError::new_err("give one of vdir or vcf")),
         };
-        let (account_read, errors) = read.into_account_read().map_err(|e| to_py(&e))?;
-        let report = py
-            .detach(|| self.inner.index_contacts(account, account_read))
+        let done = py
+            .detach(|| steward_connectors::pim::index_books(&self.inner, account, from, region))
             .map_err(|e| to_py(&e))?;
+        let (report, errors) = (done.report, done.errors);
         to_python(py, &serde_json::json!({ "report": report, "errors": errors }))
     }
 

@@ -134,12 +134,16 @@ pub fn sync_vdir(
             return Ok((report, errors));
         }
     };
+    let mut listed = Vec::new();
     for dir in dirs {
         let id = dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        listed.push(id.clone());
         // A collection that cannot be listed is left as it was (never read as emptied).
         let Some(items) = super::items(&dir, &mut errors) else { continue };
         collection(store, account, &id, &items, Some(&dir), person, (&mut report, &mut errors))?;
     }
+    // A calendar folder that is gone takes its events with it.
+    store.retire_unlisted(account, &listed, chrono::Utc::now().timestamp(), &mut report)?;
     Ok((report, errors))
 }
 
@@ -199,6 +203,10 @@ pub fn sync_caldav(
             return Ok((report, errors));
         }
     };
+    // Every calendar listed (none held back by the bound, and not an empty answer, which may be
+    // a server's bad moment): one no longer there is retired.
+    let whole_listing = !calendars.is_empty() && calendars.len() < crate::dav::MAX_DAV_COLLECTIONS;
+    let listed: Vec<String> = calendars.iter().map(|c| c.id.clone()).collect();
     for cal in calendars {
         let known = store.known_items(account, &cal.id)?;
         let token = store.sync_token(account, &cal.id)?;
@@ -269,6 +277,9 @@ pub fn sync_caldav(
             sync_token: if whole { listing.token } else { token },
         };
         sync_items(store, account, collection, person, (&mut report, &mut errors))?;
+    }
+    if whole_listing {
+        store.retire_unlisted(account, &listed, chrono::Utc::now().timestamp(), &mut report)?;
     }
     Ok((report, errors))
 }

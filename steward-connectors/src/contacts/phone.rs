@@ -30,6 +30,26 @@ pub fn region(code: &str) -> Option<Region> {
     code.trim().to_ascii_uppercase().parse().ok()
 }
 
+/// A text that is not an ISO 3166 region code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a region code (IT, US…)")]
+pub struct BadRegion(pub String);
+
+impl steward_core::StewardError for BadRegion {
+    fn code(&self) -> &'static str {
+        "CONTACTS_BAD_REGION"
+    }
+
+    fn kind(&self) -> steward_core::ErrorKind {
+        steward_core::ErrorKind::InvalidInput
+    }
+}
+
+/// [`region`] of an optional code, a typed error when the code is not one.
+pub fn parse_region(code: Option<&str>) -> Result<Option<Region>, BadRegion> {
+    code.map(|c| region(c).ok_or_else(|| BadRegion(c.to_owned()))).transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

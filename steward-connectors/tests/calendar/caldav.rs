@@ -151,6 +151,16 @@ fn caldav_mirrors_a_radicale_account_and_downloads_only_what_changed() {
         store.sync_token("work", "lavoro").unwrap().as_deref(),
         Some("http://radicale.org/ns/sync/0000")
     );
+
+    // A calendar deleted on the server leaves the mirror: its events and its listing go.
+    let personal = summaries(&store).iter().filter(|x| x.starts_with("work/personale ")).count();
+    assert!(personal > 0);
+    assert!(matches!(server.delete("personale", ""), 200 | 204));
+    let (report, errors) = sync_caldav(&store, "work", &dav, rome).unwrap();
+    assert!(report.removed > 0, "{report:?} {errors:?}");
+    assert!(!summaries(&store).iter().any(|x| x.starts_with("work/personale ")));
+    let ids: Vec<String> = store.calendars().unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, ["work/lavoro"]);
     let kept = summaries(&store);
 
     // Wrong credentials, then no server: reported with typed codes, nothing removed.
@@ -229,6 +239,10 @@ fn caldav_and_carddav_sources_in_config_toml_are_kept_current_by_the_runner() {
             "token_file alone",
         ),
         ("kind = \"webcal\"\nurl = \"http://127.0.0.1/\"\n", "use vdir, ics or caldav"),
+        (
+            "kind = \"vdir\"\npath = \"/a\"\n\n[[calendar.sources]]\nkind = \"ics\"\npath = \"/b.ics\"\n",
+            "share account \"local\"",
+        ),
     ] {
         std::fs::write(home.join("config.toml"), format!("[[calendar.sources]]\n{entry}")).unwrap();
         let e = steward_connectors::home::pim_sources(&home).err().expect(entry);

@@ -103,6 +103,22 @@ fn a_vdir_is_reconciled_item_by_item_and_answers_like_its_files() {
     let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
     assert_eq!((r.added, r.events), (1, 4), "{r:?}");
     assert_eq!(store.search(rome, &q("firenze")).unwrap()[0].id, before);
+    // A calendar folder removed takes its events; put back, it is read whole again.
+    let names = |s: &steward_core::calendar::store::CalendarStore| -> Vec<String> {
+        s.calendars().unwrap().into_iter().map(|c| c.id).collect()
+    };
+    assert_eq!(names(&store), ["me/home", "me/work"]);
+    let aside = dir.path().join("home-aside");
+    std::fs::rename(root.join("home"), &aside).unwrap();
+    let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.removed, r.events), (1, 2), "{r:?}");
+    assert_eq!(names(&store), ["me/work"]);
+    assert!(store.search(rome, &q("firenze")).unwrap().is_empty());
+    std::fs::rename(&aside, root.join("home")).unwrap();
+    let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
+    assert_eq!((r.added, r.events), (1, 4), "{r:?}");
+    assert_eq!(names(&store), ["me/home", "me/work"]);
+    assert_eq!(store.search(rome, &q("firenze")).unwrap()[0].id, before);
     // Bad questions are typed errors.
     let e = store.search(rome, &q("   ")).unwrap();
     assert_eq!(e.len(), 3, "blank text is a browse");

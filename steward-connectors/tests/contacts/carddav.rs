@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use steward_connectors::{
     dav::{DavAccount, SecretSource},
-    pim::{BookKind, BookSourceConfig},
+    pim::{BookSourceConfig, PimPlace},
     testing::radicale::{Collection, Radicale},
 };
 use steward_core::{Steward, runner::PimSource as _};
@@ -49,7 +49,7 @@ fn carddav_books_are_mirrored_and_an_unchanged_book_is_not_downloaded_again() {
     let source = Arc::new(BookSourceConfig {
         name: "radicale".into(),
         account: "dav".into(),
-        kind: BookKind::CardDav(account),
+        kind: PimPlace::Dav(account),
         region: steward_connectors::contacts::phone::region("IT"),
     });
     let s = Steward::builder().home(dir.path().join("home")).open().unwrap();

@@ -39,6 +39,11 @@ const SCHEMA: Schema = Schema {
             name: "sync_tokens",
             sql: include_str!("../../migrations/calendar/002_sync_tokens.sql"),
         },
+        Migration {
+            version: 3,
+            name: "retired_calendars",
+            sql: include_str!("../../migrations/calendar/003_retired_calendars.sql"),
+        },
     ],
 };
 
@@ -516,7 +521,8 @@ impl CalendarStore {
                 "INSERT INTO calendars (id, account, name, color, updated_at, sync_token)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name, color = excluded.color,
-                   updated_at = excluded.updated_at, sync_token = excluded.sync_token",
+                   updated_at = excluded.updated_at, sync_token = excluded.sync_token,
+                   retired_at = NULL",
                 params![cal, account, sync.name, sync.color, now, sync.sync_token],
             )
             .map_err(q("upsert calendar"))?;
@@ -600,6 +606,57 @@ impl CalendarStore {
         report.unchanged += sync.present.len().saturating_sub(added + changed);
         report.events = self.count(account)?;
         Ok(())
+    }
+
+    /// Retires every calendar of `account` whose collection is not in `listed` (the source
+    /// listed all of its collections, and these are they): its items and events are
+    /// soft-deleted and its sync token dropped, so a calendar removed at the source leaves the
+    /// agenda, and one listed again is read whole. Returns how many items went.
+    pub fn retire_unlisted(
+        &self,
+        account: &str,
+        listed: &[String],
+        now: i64,
+        report: &mut CalendarReport,
+    ) -> Result<usize, CalendarStoreError> {
+        let keep: std::collections::BTreeSet<String> =
+            listed.iter().map(|c| format!("{account}/{c}")).collect();
+        let q = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        let removed = self.db.write(|tx| {
+            let live: Vec<String> = {
+                let mut stmt = tx
+                    .prepare("SELECT id FROM calendars WHERE account = ?1 AND retired_at IS NULL")
+                    .map_err(q("prepare calendars of account"))?;
+                let rows = stmt.query_map([account], |r| r.get(0)).map_err(q("calendars"))?;
+                rows.collect::<Result<_, _>>().map_err(q("calendar row"))?
+            };
+            let mut removed = 0;
+            for cal in live.iter().filter(|c| !keep.contains(*c)) {
+                removed += tx
+                    .execute(
+                        "UPDATE items SET deleted_at = ?2 WHERE calendar_id = ?1 AND deleted_at IS NULL",
+                        params![cal, now],
+                    )
+                    .map_err(q("retire calendar items"))?;
+                tx.execute(
+                    "UPDATE events SET deleted_at = ?2 WHERE calendar_id = ?1 AND deleted_at IS NULL",
+                    params![cal, now],
+                )
+                .map_err(q("retire calendar events"))?;
+                tx.execute(
+                    "UPDATE calendars SET retired_at = ?2, sync_token = NULL WHERE id = ?1",
+                    params![cal, now],
+                )
+                .map_err(q("retire calendar"))?;
+            }
+            if removed > 0 || live.iter().any(|c| !keep.contains(c)) {
+                snapshot::bump(tx)?;
+            }
+            Ok::<_, StoreError>(removed)
+        })?;
+        report.removed += removed;
+        report.events = self.count(account)?;
+        Ok(removed)
     }
 
     fn count(&self, account: &str) -> Result<usize, CalendarStoreError> {
@@ -1006,7 +1063,9 @@ impl CalendarStore {
     pub fn calendars(&self) -> Result<Vec<CalendarInfo>, CalendarStoreError> {
         Ok(self.db.read(|c| {
             let mut stmt = c
-                .prepare("SELECT id, name, color FROM calendars ORDER BY id")
+                .prepare(
+                    "SELECT id, name, color FROM calendars WHERE retired_at IS NULL ORDER BY id",
+                )
                 .map_err(|e| StoreError::query("prepare calendars", e))?;
             let rows = stmt
                 .query_map([], |r| {

@@ -204,7 +204,6 @@ fn search(run: &ToolRun<'_>, i: CalendarSearchInput) -> Result<ToolOutput, ExecE
 
 pub(super) fn writers(
     targets: Vec<Arc<dyn CalendarTarget>>,
-    steward: Arc<crate::Steward>,
 ) -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
     let w = Arc::new(Writer { targets });
     let (a, b) = (Arc::clone(&w), w);
@@ -221,7 +220,6 @@ pub(super) fn writers(
         (
             "calendar.delete_event",
             Arc::new(DeleteEvent {
-                steward,
                 inner: Typed::new(
                     |i: &CalendarDeleteInput| format!("Delete event {}", i.event_id),
                     move |run, i: CalendarDeleteInput| b.delete(run, &i),
@@ -240,7 +238,6 @@ pub(super) fn writers(
 /// `calendar.delete_event`, whose approval card says what goes: the event's title, its
 /// calendar, and every occurrence of a recurring one.
 struct DeleteEvent {
-    steward: Arc<crate::Steward>,
     inner: Typed<CalendarDeleteInput>,
 }
 
@@ -253,15 +250,15 @@ impl ToolExecutor for DeleteEvent {
         self.inner.preflight(steward, input)
     }
 
-    fn summary(&self, input: &serde_json::Value) -> String {
+    fn summary(&self, steward: &crate::Steward, input: &serde_json::Value) -> String {
         let id = input["event_id"].as_str().unwrap_or_default();
-        let item = self.steward.calendar_store().ok().and_then(|s| s.event_item(id).ok().flatten());
+        let item = steward.calendar_store().ok().and_then(|s| s.event_item(id).ok().flatten());
         match item {
             Some(i) => format!(
                 "Delete \"{}\" from {} (every occurrence, if it repeats)",
                 i.summary, i.calendar
             ),
-            None => self.inner.summary(input),
+            None => self.inner.summary(steward, input),
         }
     }
 

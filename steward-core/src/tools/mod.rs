@@ -350,8 +350,9 @@ pub trait ToolExecutor: Send + Sync {
     /// decides over, what an approval card shows, what runs). Called again on a person's edit.
     fn preflight(&self, steward: &Steward, input: &Value) -> Result<Value, String>;
 
-    /// One line for an approval card: what the call does, in words.
-    fn summary(&self, input: &Value) -> String;
+    /// One line for an approval card: what the call does, in words (`steward` to name what
+    /// the call touches).
+    fn summary(&self, steward: &Steward, input: &Value) -> String;
 
     /// Runs the normalized (or approved) `input`.
     fn run(&self, run: &ToolRun<'_>, input: &Value) -> Result<ToolOutput, ExecError>;
@@ -398,7 +399,7 @@ impl<I: DeserializeOwned + Serialize + Send + Sync> ToolExecutor for Typed<I> {
         serde_json::to_value(typed).map_err(|e| e.to_string())
     }
 
-    fn summary(&self, input: &Value) -> String {
+    fn summary(&self, _: &Steward, input: &Value) -> String {
         parse::<I>(input)
             .map_or_else(|e| format!("(unreadable input: {e})"), |i| (self.summary)(&i))
     }
@@ -524,7 +525,7 @@ impl Toolbox {
         mut self,
         targets: Vec<Arc<dyn crate::calendar::write::CalendarTarget>>,
     ) -> Self {
-        for (name, executor) in calendar::writers(targets, Arc::clone(&self.steward)) {
+        for (name, executor) in calendar::writers(targets) {
             self.insert(name, executor);
         }
         self
@@ -826,7 +827,7 @@ impl Toolbox {
                         requested_by: call.actor.to_owned(),
                         tool: call.tool.to_owned(),
                         input: input.clone(),
-                        summary: entry.executor.summary(&input),
+                        summary: entry.executor.summary(&self.steward, &input),
                         level,
                         timeout_secs: None,
                         taint: taint.cloned(),

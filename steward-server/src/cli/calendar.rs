@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use steward_connectors::calendar::{
-    CalendarRead, agenda_of, free_busy_of, read_ics_file, read_vdir,
-    sync::{sync_caldav, sync_ics_file, sync_vdir},
+use steward_connectors::{
+    calendar::{CalendarRead, agenda_of, free_busy_of, read_ics_file, read_vdir},
+    pim::{PimFrom, index_calendars},
 };
 use steward_core::calendar::{CalendarSettings, MAX_INSTANCES, WorkingHours, store::EventQuery};
 
@@ -189,18 +189,15 @@ fn print_occurrence(calendar: &str, o: &steward_core::calendar::AgendaItem, json
 }
 
 pub(super) fn index_calendar(home: Option<PathBuf>, a: IndexArgs) -> Result<(), Failure> {
-    let settings = settings(home.as_ref())?;
     let steward = super::open(home)?;
-    let store = steward.calendar_store().map_err(Failure::from)?;
-    let (report, errors) = match (&a.vdir, &a.ics, &a.caldav) {
-        (Some(root), None, None) => sync_vdir(store, &a.account, root, settings.zone),
-        (None, Some(file), None) => sync_ics_file(store, &a.account, file, settings.zone),
-        (None, None, Some(url)) => {
-            sync_caldav(store, &a.account, &a.login.client(url)?, settings.zone)
-        }
+    let client = a.caldav.as_deref().map(|url| a.login.client(url)).transpose()?;
+    let from = match (&a.vdir, &a.ics, &client) {
+        (Some(root), None, None) => PimFrom::Vdir(root),
+        (None, Some(file), None) => PimFrom::File(file),
+        (None, None, Some(client)) => PimFrom::Dav(client),
         _ => return Err(usage("one of --vdir, --ics or --caldav is required".to_owned())),
-    }
-    .map_err(Failure::from)?;
+    };
+    let (report, errors) = index_calendars(&steward, &a.account, from).map_err(Failure::from)?;
     if a.json {
         json_line(&report);
         for e in &errors {

@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use steward_connectors::contacts::{BooksRead, phone, read_carddav, read_vcf_file, read_vdir};
+use steward_connectors::{
+    contacts::phone,
+    pim::{PimFrom, index_books},
+};
 use steward_core::contacts::{MAX_CANDIDATES, Status};
 
 use super::{Failure, json_line, open, usage};
@@ -59,34 +62,21 @@ pub(super) enum ContactsCmd {
 }
 
 pub(super) fn index_contacts(home: Option<PathBuf>, a: ContactsArgs) -> Result<(), Failure> {
-    let region = match &a.region {
-        Some(r) => Some(
-            phone::region(r)
-                .ok_or_else(|| usage(format!("{r:?} is not a region code (IT, US…)")))?,
-        ),
-        None => None,
-    };
+    let region = phone::parse_region(a.region.as_deref()).map_err(Failure::from)?;
     let steward = open(home)?;
-    let read: BooksRead = match (&a.vdir, &a.vcf, &a.carddav) {
-        (Some(root), None, None) => read_vdir(root, region).map_err(|e| Failure {
-            code: "CONTACTS_SOURCE_UNREADABLE".into(),
-            kind: steward_core::ErrorKind::NotFound,
-            message: format!("{}: {e}", root.display()),
-        })?,
-        (None, Some(file), None) => read_vcf_file(file, region),
-        (None, None, Some(url)) => {
-            let versions = steward.contact_book_versions(&a.account).map_err(Failure::from)?;
-            read_carddav(&a.login.client(url)?, region, &versions)
-        }
+    let client = a.carddav.as_deref().map(|url| a.login.client(url)).transpose()?;
+    let from = match (&a.vdir, &a.vcf, &client) {
+        (Some(root), None, None) => PimFrom::Vdir(root),
+        (None, Some(file), None) => PimFrom::File(file),
+        (None, None, Some(client)) => PimFrom::Dav(client),
         _ => return Err(usage("one of --vdir, --vcf or --carddav is required".to_owned())),
     };
     // A source none of which could be read changes nothing and says why.
-    let (account_read, errors) = read.into_account_read().map_err(Failure::from)?;
-    let report = steward.index_contacts(&a.account, account_read).map_err(Failure::from)?;
-    let read = BooksRead { errors, ..BooksRead::default() };
+    let done = index_books(&steward, &a.account, from, region).map_err(Failure::from)?;
+    let report = &done.report;
     if a.json {
-        json_line(&report);
-        for e in &read.errors {
+        json_line(report);
+        for e in &done.errors {
             json_line(&serde_json::json!({ "error": e }));
         }
     } else {
@@ -99,7 +89,7 @@ pub(super) fn index_contacts(home: Option<PathBuf>, a: ContactsArgs) -> Result<(
             report.removed,
             report.contacts
         );
-        for e in &read.errors {
+        for e in &done.errors {
             eprintln!("{}: {} {}", e.path.display(), e.code, e.message);
         }
     }

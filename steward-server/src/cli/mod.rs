@@ -11,6 +11,7 @@ use steward_connectors::mail::{
     demo::{DemoError, DemoOptions, MAX_DEMO_MESSAGES, generate_maildir},
     watch::{WatchOptions, watch_and_sync},
 };
+use steward_connectors::pim::PimFrom;
 use steward_core::{
     ErrorKind, Steward, StewardError,
     mirror::{BodyWindow, MailSource, Progress, ProgressPhase, SyncOptions, SyncSummary},
@@ -612,22 +613,17 @@ fn demo(
         chrono::Utc::now().timestamp(),
     )
     .map_err(|source| DemoError::Write { root: calendars.clone(), source })?;
-    let store = steward.calendar_store().map_err(Failure::from)?;
-    let (cal, _) = steward_connectors::calendar::sync::sync_vdir(
-        store,
+    let (cal, _) =
+        steward_connectors::pim::index_calendars(&steward, "demo", PimFrom::Vdir(&calendars))
+            .map_err(Failure::from)?;
+    let people = steward_connectors::pim::index_books(
+        &steward,
         "demo",
-        &calendars,
-        steward.calendar_settings().zone,
-    )
-    .map_err(Failure::from)?;
-    let books = steward_connectors::contacts::read_vdir(
-        &contacts,
+        PimFrom::Vdir(&contacts),
         steward_connectors::contacts::phone::region("IT"),
     )
-    .map_err(|source| DemoError::Write { root: contacts.clone(), source })?;
-    let people = steward
-        .index_contacts("demo", books.into_account_read().map_err(Failure::from)?.0)
-        .map_err(Failure::from)?;
+    .map_err(Failure::from)?
+    .report;
     if !json {
         let home = steward.home().display();
         out!();
