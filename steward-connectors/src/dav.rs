@@ -613,6 +613,25 @@ impl DavClient {
         }
     }
 
+    /// Replaces the item `href` while its ETag is still `etag` (`If-Match`); returns its new
+    /// ETag when the server gives one.
+    pub fn put_if(
+        &self,
+        href: &str,
+        text: &str,
+        content_type: &str,
+        etag: &str,
+    ) -> Result<Option<String>, DavError> {
+        let req = libdav::dav::PutResource::new(href).update(text, content_type, etag);
+        match self.send(&req)? {
+            Ok(r) => Ok(r.etag),
+            Err(libdav::dav::PutResourceParseError::BadStatusCode(s)) => {
+                Err(DavError::Status { url: self.url_of(href), status: s.as_u16() })
+            }
+            Err(e) => Err(DavError::BadResponse { url: self.url_of(href), reason: e.to_string() }),
+        }
+    }
+
     /// Deletes the item `href` while its ETag is still `etag` (`If-Match`).
     pub fn delete_if(&self, href: &str, etag: &str) -> Result<(), DavError> {
         self.request(&libdav::dav::Delete::new(href).with_etag(etag), href).map(|_| ())

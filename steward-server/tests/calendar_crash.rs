@@ -128,3 +128,83 @@ fn no_crash_writes_an_event_twice_and_every_write_ends_confirmed_or_retry_exhaus
     // The crash after journaling never wrote; the two after the write did.
     assert_eq!(written, rounds() - rounds().div_ceil(points.len()), "{files:?}");
 }
+
+#[test]
+fn no_crash_applies_an_event_change_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let vdir = dir.path().join("cal");
+    std::fs::create_dir_all(vdir.join("work")).unwrap();
+    let item = vdir.join("work/review.ics");
+    std::fs::write(
+        &item,
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Other//App//EN\r\nBEGIN:VEVENT\r\n\
+         UID:review@other\r\nDTSTAMP:20260101T000000Z\r\nDTSTART:20260410T080000Z\r\n\
+         DTEND:20260410T090000Z\r\nSUMMARY:Review\r\nX-OTHER:kept\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "[calendar]\ntime_zone = \"Europe/Rome\"\n\n[[calendar.sources]]\nkind = \"vdir\"\n\
+             path = {vdir:?}\naccount = \"me\"\n"
+        ),
+    )
+    .unwrap();
+    let index = ["index", "calendar", "--vdir", vdir.to_str().unwrap(), "--account", "me"];
+    ok(&run(&home, &index, None));
+    let id = steward_core::calendar::store::event_id("me/work", "review@other", "");
+    let points = ["calendar::after_journal", "calendar::after_write", "calendar::after_record"];
+    let rounds = 9;
+    for i in 0..rounds {
+        let input = format!(r#"{{"event_id":"{id}","title":"Review {i}"}}"#);
+        let call =
+            ok(&run(&home, &["tools", "call", "calendar.update_event", &input, "--json"], None))
+                .stdout
+                .clone();
+        let outcome: serde_json::Value = serde_json::from_slice(&call).unwrap();
+        let approval = outcome["approval"]["id"].as_i64().unwrap_or_else(|| panic!("{outcome}"));
+        ok(&run(&home, &["approvals", "approve", &approval.to_string()], None));
+        let point = points[i % points.len()];
+        let out = run(&home, &["tools", "run-approved", &approval.to_string()], Some(point));
+        assert!(aborted(&out), "{point}: {}", String::from_utf8_lossy(&out.stderr));
+        // Run again after the crash: the journaled change, never a second one.
+        ok(&run(&home, &["tools", "run-approved", &approval.to_string()], None));
+        // The next change starts from the file as it is now.
+        ok(&run(&home, &index, None));
+    }
+    let s = std::sync::Arc::new(steward_connectors::home::open(Some(home.clone())).unwrap());
+    let targets = steward_connectors::home::calendar_targets(&home).unwrap();
+    let now = steward_core::time::now_secs();
+    for k in 0..=steward_core::journal::CONFIRMATION_LIMIT {
+        s.confirm_calendar_writes(&targets, now + 120 + k * 60).unwrap();
+    }
+    let text = std::fs::read_to_string(&item).unwrap();
+    let ops = s.list_write_operations(None, 0, 100).unwrap();
+    assert_eq!(ops.len(), rounds, "one operation per approved change");
+    let mut applied = 0;
+    let mut last = None;
+    for op in &ops {
+        let full = s.read_write_operation(op.id).unwrap();
+        assert!(full.attempts <= 1, "attempted twice: {full:?}");
+        match full.state {
+            OpState::Confirmed => {
+                applied += 1;
+                last = last.max(Some(full.id));
+            }
+            OpState::RetryExhausted => {}
+            other => panic!("op {} ended {other:?}", full.id),
+        }
+    }
+    // The crash after journaling never wrote; the two after the write did, once each: every
+    // applied change raised SEQUENCE by one.
+    assert_eq!(applied, rounds - rounds.div_ceil(points.len()));
+    assert!(text.contains(&format!("SEQUENCE:{applied}\r\n")), "{text}");
+    assert!(text.contains("X-OTHER:kept\r\n"), "{text}");
+    assert!(text.contains("SUMMARY:Review 8\r\n"), "the last round wrote after its crash: {text}");
+    assert!(last.is_some());
+    let names: Vec<_> =
+        std::fs::read_dir(vdir.join("work")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["review.ics"], "no half-written file");
+}

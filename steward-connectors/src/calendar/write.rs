@@ -1,8 +1,9 @@
 //! The calendar sources that take writes (see `steward_core::calendar::write`): a vdir, where
 //! a new item is written beside its name and linked into place (never over an existing item,
-//! and never half-written where khal or vdirsyncer would read it) and a deleted one is removed
-//! only while it is the file the store last read; and a CalDAV account, through conditional
-//! requests (`If-None-Match: *` to create, `If-Match` to delete).
+//! and never half-written where khal or vdirsyncer would read it), an edited one is written
+//! beside it and renamed over it, and either is replaced or removed only while it is the file
+//! the store last read; and a CalDAV account, through conditional requests
+//! (`If-None-Match: *` to create, `If-Match` to update or delete).
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,24 @@ impl VdirTarget {
     }
 }
 
+/// Refuses when the item is not the file the store last read (another app changed it).
+fn unchanged(path: &Path, w: &CalendarWrite) -> Result<(), WriteError> {
+    let meta = std::fs::metadata(path).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    if w.etag.as_deref() != Some(super::sync::etag(&meta).as_str()) {
+        return Err(failed(format!(
+            "{} changed since it was read: index the calendar again",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// An item read back, with its events as the sync would read them.
+fn present(etag: String, text: String) -> Observed {
+    let events = super::ics::read_ics(&text).map(|r| r.events).unwrap_or_default();
+    Observed::Present { etag, text, events }
+}
+
 fn sync_dir(dir: &Path) {
     // Best effort: the link is what makes the item appear; a directory fsync keeps it across a
     // power cut where the file system allows it.
@@ -81,15 +100,29 @@ impl CalendarTarget for VdirTarget {
                 sync_dir(&dir);
                 Ok(std::fs::metadata(&path).ok().map(|m| super::sync::etag(&m)))
             }
-            WriteAction::Delete => {
-                let meta = std::fs::metadata(&path)
-                    .map_err(|e| failed(format!("{}: {e}", path.display())))?;
-                if w.etag.as_deref() != Some(super::sync::etag(&meta).as_str()) {
-                    return Err(failed(format!(
-                        "{} changed since it was read: index the calendar again",
-                        path.display()
-                    )));
+            WriteAction::Update => {
+                let text = w.text.as_deref().ok_or_else(|| failed("an update without its text"))?;
+                unchanged(&path, w)?;
+                // Written beside its name, then renamed over it: a reader sees the old item or
+                // the new one, never half of either; the name is kept (vdirsyncer's rule).
+                let tmp = dir.join(format!("{}.tmp", w.href));
+                let write = || -> std::io::Result<()> {
+                    use std::io::Write as _;
+                    let mut f = std::fs::File::create(&tmp)?;
+                    f.write_all(text.as_bytes())?;
+                    f.sync_all()?;
+                    std::fs::rename(&tmp, &path)
+                };
+                let renamed = write();
+                if renamed.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
                 }
+                renamed.map_err(|e| failed(format!("{}: {e}", path.display())))?;
+                sync_dir(&dir);
+                Ok(std::fs::metadata(&path).ok().map(|m| super::sync::etag(&m)))
+            }
+            WriteAction::Delete => {
+                unchanged(&path, w)?;
                 std::fs::remove_file(&path)
                     .map_err(|e| failed(format!("{}: {e}", path.display())))?;
                 sync_dir(&dir);
@@ -104,7 +137,7 @@ impl CalendarTarget for VdirTarget {
             Ok(bytes) => {
                 let etag =
                     std::fs::metadata(&path).map(|m| super::sync::etag(&m)).unwrap_or_default();
-                Ok(Observed::Present { etag, text: String::from_utf8_lossy(&bytes).into_owned() })
+                Ok(present(etag, String::from_utf8_lossy(&bytes).into_owned()))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Observed::Absent),
             Err(e) => Err(failed(format!("{}: {e}", path.display()))),
@@ -164,6 +197,13 @@ impl CalendarTarget for DavTarget {
                     .put_new(&href, text, "text/calendar; charset=utf-8")
                     .map_err(|e| as_write_error(&e))
             }
+            WriteAction::Update => {
+                let text = w.text.as_deref().ok_or_else(|| failed("an update without its text"))?;
+                let etag = w.etag.as_deref().ok_or_else(|| failed("an update without its ETag"))?;
+                self.client
+                    .put_if(&href, text, "text/calendar; charset=utf-8", etag)
+                    .map_err(|e| as_write_error(&e))
+            }
             WriteAction::Delete => {
                 let etag = w.etag.as_deref().ok_or_else(|| failed("a delete without its ETag"))?;
                 self.client.delete_if(&href, etag).map(|()| None).map_err(|e| as_write_error(&e))
@@ -183,7 +223,7 @@ impl CalendarTarget for DavTarget {
         // Gone only when the server says so (404, or nothing for that name in the answer);
         // any other refusal is no evidence.
         match got.into_iter().next() {
-            Some(Ok(f)) => Ok(Observed::Present { etag: f.etag, text: f.data }),
+            Some(Ok(f)) => Ok(present(f.etag, f.data)),
             Some(Err((_, DavError::Status { status: 404, .. }))) | None => Ok(Observed::Absent),
             Some(Err((_, e))) => Err(as_write_error(&e)),
         }

@@ -215,8 +215,147 @@ fn an_approved_event_is_created_and_deleted_on_a_caldav_server_with_conditional_
     let agenda = s.agenda(from, from + chrono::Duration::days(1)).unwrap();
     assert_eq!(agenda.iter().map(|o| o.item.summary.as_str()).collect::<Vec<_>>(), ["Review"]);
     let id = steward_core::calendar::store::event_id("dav/lavoro", &agenda[0].item.uid, "");
+    // Changed on the server with If-Match: moved an hour later (keeping its hour), renamed.
+    let change =
+        json!({ "event_id": id, "title": "Review (moved)", "start": "2026-03-12T11:00:00+01:00" });
+    let upd = approved(&s, &tb, "calendar.update_event", change);
+    assert_eq!(s.read_write_operation(upd).unwrap().state, OpState::BackendReturned);
+    assert_eq!(confirm(&s, upd), OpState::Confirmed);
+    let evidence = s.read_write_operation(upd).unwrap().evidence.unwrap();
+    assert_eq!(evidence["matched_on"], "uid+fields", "{evidence}");
+    sync(&s);
+    let agenda = s.agenda(from, from + chrono::Duration::days(1)).unwrap();
+    let seen: Vec<_> =
+        agenda.iter().map(|o| (o.item.summary.as_str(), o.item.end.to_rfc3339())).collect();
+    assert_eq!(seen, [("Review (moved)", "2026-03-12T12:00:00+01:00".to_owned())]);
     let del = approved(&s, &tb, "calendar.delete_event", json!({ "event_id": id }));
     assert_eq!(confirm(&s, del), OpState::Confirmed);
     sync(&s);
     assert!(s.agenda(from, from + chrono::Duration::days(1)).unwrap().is_empty());
+}
+
+/// An item another app wrote: its own zone definition, a property Steward does not know, an
+/// alarm, and a weekly stand-up.
+const FOREIGN: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Other//App//EN\r\n\
+BEGIN:VTIMEZONE\r\nTZID:Europe/Rome\r\nBEGIN:STANDARD\r\nDTSTART:19701025T030000\r\n\
+RRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU\r\nTZOFFSETFROM:+0200\r\nTZOFFSETTO:+0100\r\nEND:STANDARD\r\n\
+BEGIN:DAYLIGHT\r\nDTSTART:19700329T020000\r\nRRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU\r\n\
+TZOFFSETFROM:+0100\r\nTZOFFSETTO:+0200\r\nEND:DAYLIGHT\r\nEND:VTIMEZONE\r\n\
+BEGIN:VEVENT\r\nUID:standup@other\r\nDTSTAMP:20260101T000000Z\r\n\
+DTSTART;TZID=Europe/Rome:20260302T090000\r\nDTEND;TZID=Europe/Rome:20260302T091500\r\n\
+RRULE:FREQ=WEEKLY;COUNT=6\r\nSUMMARY:Stand-up\r\nX-OTHER-COLOR:teal\r\n\
+BEGIN:VALARM\r\nACTION:DISPLAY\r\nDESCRIPTION:Stand-up\r\nTRIGGER:-PT5M\r\nEND:VALARM\r\n\
+END:VEVENT\r\nEND:VCALENDAR\r\n";
+
+fn occurrences(s: &Steward, day: &str, days: i64) -> Vec<(String, String)> {
+    let from = chrono::DateTime::parse_from_rfc3339(&format!("{day}T00:00:00+01:00")).unwrap();
+    s.agenda(from.to_utc(), from.to_utc() + chrono::Duration::days(days))
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.item.start.to_rfc3339(), o.item.summary))
+        .collect()
+}
+
+#[test]
+fn an_approved_change_edits_the_item_in_place_and_keeps_what_steward_does_not_know() {
+    let dir = tempfile::tempdir().unwrap();
+    let vdir = dir.path().join("cal");
+    std::fs::create_dir_all(vdir.join("work")).unwrap();
+    let item = vdir.join("work/standup.ics");
+    std::fs::write(&item, FOREIGN).unwrap();
+    let (s, tb) =
+        home_with(dir.path(), &format!("kind = \"vdir\"\npath = {vdir:?}\naccount = \"me\"\n"));
+    sync(&s);
+    let id = steward_core::calendar::store::event_id("me/work", "standup@other", "");
+
+    // A repeating event's times change one occurrence at a time: refused before anyone is
+    // asked, and so is an occurrence the rule does not have.
+    for bad in [
+        json!({ "event_id": id, "start": "2026-03-09T10:00:00+01:00" }),
+        json!({ "event_id": id, "occurrence": "2026-03-10T09:00:00", "title": "x" }),
+        json!({ "event_id": id }),
+    ] {
+        let r = tb.call(
+            &ToolCall {
+                actor: "agent:test",
+                chat: None,
+                tool: "calendar.update_event",
+                input: &bad,
+            },
+            &DecisionContext::default(),
+        );
+        assert!(r.is_err(), "{bad}: {r:?}");
+    }
+    assert_eq!(std::fs::read_to_string(&item).unwrap(), FOREIGN, "nothing written");
+
+    // The series renamed: the card says what changes; the file keeps its name and every
+    // line Steward did not change.
+    let ToolOutcome::AwaitingApproval { approval } =
+        call(&tb, "calendar.update_event", json!({ "event_id": id, "title": "Daily stand-up" }))
+    else {
+        panic!()
+    };
+    assert_eq!(approval.summary, "Change \"Stand-up\" in me/work: title \"Daily stand-up\"");
+    let op = approved(
+        &s,
+        &tb,
+        "calendar.update_event",
+        json!({ "event_id": id, "title": "Daily stand-up" }),
+    );
+    let text = std::fs::read_to_string(&item).unwrap();
+    for kept in
+        ["X-OTHER-COLOR:teal", "TRIGGER:-PT5M", "RRULE:FREQ=WEEKLY;COUNT=6", "TZOFFSETTO:+0200"]
+    {
+        assert!(text.contains(kept), "{kept} kept: {text}");
+    }
+    assert!(
+        text.contains("SUMMARY:Daily stand-up\r\n") && text.contains("SEQUENCE:1\r\n"),
+        "{text}"
+    );
+    let names: Vec<_> =
+        std::fs::read_dir(vdir.join("work")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["standup.ics"], "same name, no .tmp left");
+    assert_eq!(confirm(&s, op), OpState::Confirmed);
+    sync(&s);
+
+    // One occurrence moved (start alone: it keeps its 15 minutes) becomes an override.
+    let one = json!({ "event_id": id, "occurrence": "2026-03-09T09:00:00", "start": "2026-03-10T11:00:00+01:00" });
+    let ToolOutcome::AwaitingApproval { approval } =
+        call(&tb, "calendar.update_event", one.clone())
+    else {
+        panic!()
+    };
+    assert_eq!(
+        approval.summary,
+        "Change \"Daily stand-up\" (the occurrence of 2026-03-09 09:00) in me/work: from \
+         2026-03-09 09:00–09:15 to 2026-03-10 11:00–11:15"
+    );
+    let op = approved(&s, &tb, "calendar.update_event", one);
+    assert_eq!(confirm(&s, op), OpState::Confirmed);
+    sync(&s);
+    assert_eq!(
+        occurrences(&s, "2026-03-02", 14),
+        [
+            ("2026-03-02T09:00:00+01:00".to_owned(), "Daily stand-up".to_owned()),
+            ("2026-03-10T11:00:00+01:00".to_owned(), "Daily stand-up".to_owned()),
+        ]
+    );
+    let text = std::fs::read_to_string(&item).unwrap();
+    assert!(text.contains("RECURRENCE-ID;TZID=Europe/Rome:20260309T090000\r\n"), "{text}");
+    assert_eq!(text.matches("BEGIN:VEVENT").count(), 2);
+
+    // A file changed by another app since it was read is not edited: nothing journaled.
+    let journaled = s.list_write_operations(None, 0, 50).unwrap().len();
+    std::fs::write(&item, text.replace("X-OTHER-COLOR:teal", "X-OTHER-COLOR:red")).unwrap();
+    let ToolOutcome::AwaitingApproval { approval } =
+        call(&tb, "calendar.update_event", json!({ "event_id": id, "location": "Sala 2" }))
+    else {
+        panic!()
+    };
+    let me = s.human("Ada").unwrap();
+    s.decide_approval(approval.id, DecisionKind::Approve, &DecisionInput::default(), &me).unwrap();
+    let e = tb.run_approved(approval.id, "agent:test").unwrap_err();
+    assert_eq!(e.code(), "CALENDAR_ITEM_CHANGED", "{e}");
+    assert_eq!(s.list_write_operations(None, 0, 50).unwrap().len(), journaled);
+    assert!(std::fs::read_to_string(&item).unwrap().contains("X-OTHER-COLOR:red"));
 }

@@ -2,6 +2,7 @@
 //! wall-clock time, UTC or floating — a length, a recurrence), expanded into occurrences in a
 //! bounded window ([`recur`]).
 
+mod edit;
 pub mod free;
 pub mod recur;
 pub mod store;

@@ -146,6 +146,16 @@ impl EventTime {
         matches!(self, Self::Date(_))
     }
 
+    /// The same kind of time (its zone, or a day) at the wall-clock time `wall`.
+    pub fn with_wall(&self, wall: NaiveDateTime) -> Self {
+        match *self {
+            Self::Date(_) => Self::Date(wall.date()),
+            Self::Zoned(_, tz) => Self::Zoned(wall, tz),
+            Self::Utc(_) => Self::Utc(wall),
+            Self::Floating(_) => Self::Floating(wall),
+        }
+    }
+
     /// Its instant (see [`place`]).
     pub fn instant(&self, person: Tz) -> DateTime<FixedOffset> {
         place(self.zone(person), self.wall())

@@ -1059,6 +1059,23 @@ impl CalendarStore {
         })?)
     }
 
+    /// The live event `id` as the store parsed it; `None` when there is none.
+    pub fn event(&self, id: &str) -> Result<Option<Event>, CalendarStoreError> {
+        let json: Option<String> = self.db.read(|c| {
+            c.query_row(
+                "SELECT event FROM events WHERE id = ?1 AND deleted_at IS NULL",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| StoreError::query("event", e))
+        })?;
+        json.map(|j| {
+            serde_json::from_str(&j).map_err(|e| CalendarStoreError::Corrupt(e.to_string()))
+        })
+        .transpose()
+    }
+
     /// The calendars, by id.
     pub fn calendars(&self) -> Result<Vec<CalendarInfo>, CalendarStoreError> {
         Ok(self.db.read(|c| {

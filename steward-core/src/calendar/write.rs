@@ -43,6 +43,12 @@ pub enum CalendarWriteError {
     /// The event is not in the store.
     #[error("no event {0:?}")]
     NoEvent(String),
+    /// The item changed (or went) at its source since the store read it.
+    #[error("{0}")]
+    Changed(String),
+    /// The source could not be read.
+    #[error("{0}")]
+    SourceUnavailable(String),
     /// The journal.
     #[error(transparent)]
     Journal(#[from] JournalError),
@@ -57,6 +63,8 @@ impl StewardError for CalendarWriteError {
             Self::Invalid(_) => "CALENDAR_WRITE_INVALID",
             Self::NotWritable(_) => "CALENDAR_NOT_WRITABLE",
             Self::NoEvent(_) => "CALENDAR_EVENT_NOT_FOUND",
+            Self::Changed(_) => "CALENDAR_ITEM_CHANGED",
+            Self::SourceUnavailable(_) => "CALENDAR_SOURCE_UNAVAILABLE",
             Self::Journal(e) => e.code(),
             Self::Store(e) => e.code(),
         }
@@ -66,6 +74,8 @@ impl StewardError for CalendarWriteError {
         match self {
             Self::Invalid(_) => ErrorKind::InvalidInput,
             Self::NotWritable(_) | Self::NoEvent(_) => ErrorKind::NotFound,
+            Self::Changed(_) => ErrorKind::Conflict,
+            Self::SourceUnavailable(_) => ErrorKind::Unavailable,
             Self::Journal(e) => e.kind(),
             Self::Store(e) => e.kind(),
         }
@@ -78,6 +88,9 @@ impl StewardError for CalendarWriteError {
 pub enum WriteAction {
     /// A new item (never overwrites one).
     Create,
+    /// The item replaced by its edited text (only while it still has the tag it had when the
+    /// edit was prepared; its name is kept).
+    Update,
     /// The item removed (only while it still has the tag it had when the write was prepared).
     Delete,
 }
@@ -99,8 +112,40 @@ pub struct CalendarWrite {
     pub summary: String,
     /// Create: the exact iCalendar text written.
     pub text: Option<String>,
-    /// Delete: the item's tag when the write was prepared (a changed item is not deleted).
+    /// Delete and update: the item's tag when the write was prepared (a changed item is not
+    /// touched).
     pub etag: Option<String>,
+    /// Create and update: the event as the source must show it afterwards (what confirmation
+    /// reads back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<ExpectedEvent>,
+}
+
+/// An event as a confirmed create or update leaves it in its source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectedEvent {
+    /// The occurrence it replaces (`2025-04-07T09:00:00`, wall clock), for an override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurrence_id: Option<String>,
+    /// Its title.
+    pub summary: String,
+    /// Its start, Unix seconds (an all-day event: midnight in the person's zone).
+    pub start: i64,
+    /// Its end, Unix seconds.
+    pub end: i64,
+}
+
+impl ExpectedEvent {
+    /// Whether `e` (read back from the source) is this event.
+    fn seen_in(&self, uid: &str, e: &super::Event, person: chrono_tz::Tz) -> bool {
+        let rid = e.recurrence_id.map(|r| r.wall().format("%Y-%m-%dT%H:%M:%S").to_string());
+        let start = e.start.instant(person).timestamp();
+        e.uid == uid
+            && rid == self.recurrence_id
+            && e.summary == self.summary
+            && start == self.start
+            && start + e.duration_secs == self.end
+    }
 }
 
 impl CalendarWrite {
@@ -109,6 +154,7 @@ impl CalendarWrite {
         match self.action {
             WriteAction::Create => "calendar.create_event",
             WriteAction::Delete => "calendar.delete_event",
+            WriteAction::Update => "calendar.update_event",
         }
     }
 
@@ -143,6 +189,8 @@ pub enum Observed {
         etag: String,
         /// Its text.
         text: String,
+        /// Its events as the source's reader reads them (empty when they cannot be read).
+        events: Vec<super::Event>,
     },
     /// It is not there.
     Absent,
@@ -152,8 +200,8 @@ pub enum Observed {
 pub trait CalendarTarget: Send + Sync {
     /// The account it writes (the store's account of its events).
     fn account(&self) -> &str;
-    /// Applies `w` once: a create never overwrites an item, a delete removes only an item
-    /// whose tag is still `w.etag`. Returns the item's new tag when the source gives one.
+    /// Applies `w` once: a create never overwrites an item, an update replaces and a delete
+    /// removes only an item whose tag is still `w.etag`. Returns the item's new tag when the source gives one.
     fn apply(&self, w: &CalendarWrite) -> Result<Option<String>, WriteError>;
     /// Reads the item of `w` back.
     fn observe(&self, w: &CalendarWrite) -> Result<Observed, WriteError>;
@@ -183,7 +231,7 @@ pub struct NewEvent {
 }
 
 /// iCalendar TEXT escaping (RFC 5545 §3.3.11).
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -199,8 +247,25 @@ fn escape(text: &str) -> String {
     out
 }
 
+/// [`escape`] undone.
+pub(crate) fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == '\\') {
+            (_, true) => match chars.next() {
+                Some('n' | 'N') => out.push('\n'),
+                Some(x) => out.push(x),
+                None => out.push('\\'),
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
 /// One content line, folded at 75 octets (RFC 5545 §3.1), with its CRLF.
-fn line(out: &mut String, text: &str) {
+pub(crate) fn line(out: &mut String, text: &str) {
     let mut width = 0;
     for c in text.chars() {
         if width + c.len_utf8() > 75 {
@@ -334,6 +399,12 @@ impl Steward {
                 stamp,
             )),
             etag: None,
+            expect: Some(ExpectedEvent {
+                recurrence_id: None,
+                summary: title.to_owned(),
+                start: start.timestamp(),
+                end: end.timestamp(),
+            }),
         })
     }
 
@@ -367,6 +438,270 @@ impl Steward {
             summary: item.summary,
             text: None,
             etag: Some(item.etag),
+            expect: None,
+        })
+    }
+
+    /// Checks the change `u` against the store (the event, the occurrence, times against the
+    /// boundary left unchanged) and says what it does: what an approval card shows, before
+    /// the source is read.
+    pub fn plan_event_update(&self, u: &EventUpdate) -> Result<UpdatePlan, CalendarWriteError> {
+        let person = self.calendar_settings().zone;
+        let store = self.calendar_store()?;
+        let no_event = || CalendarWriteError::NoEvent(u.event_id.clone());
+        let item = store.event_item(&u.event_id)?.ok_or_else(no_event)?;
+        let master_id = super::store::event_id(&item.calendar, &item.uid, "");
+        let master = store.event(&master_id)?.ok_or_else(no_event)?;
+        if u.title.is_none()
+            && u.start.is_none()
+            && u.end.is_none()
+            && u.location.is_none()
+            && u.description.is_none()
+        {
+            return Err(invalid("nothing to change: give a title, times, location or description"));
+        }
+        if let Some(t) = &u.title
+            && (t.trim().is_empty() || t.trim().chars().count() > super::MAX_SUMMARY_CHARS)
+        {
+            return Err(invalid(format!(
+                "a title of 1 to {} characters",
+                super::MAX_SUMMARY_CHARS
+            )));
+        }
+        if u.location.as_ref().is_some_and(|l| l.chars().count() > super::MAX_LOCATION_CHARS)
+            || u.description
+                .as_ref()
+                .is_some_and(|d| d.chars().count() > super::MAX_DESCRIPTION_CHARS)
+        {
+            return Err(invalid("the location or description is too long"));
+        }
+        let repeats = master.recurrence.rule.is_some() || !master.recurrence.rdates.is_empty();
+        // The event the change applies to: the master, or one occurrence of a repeating one
+        // (its override when it has one).
+        let (rid, current) = match &u.occurrence {
+            None => (None, master.clone()),
+            Some(_) if !repeats => {
+                return Err(invalid("the event does not repeat: leave occurrence out"));
+            }
+            Some(o) => {
+                let wall = chrono::NaiveDateTime::parse_from_str(o.trim(), "%Y-%m-%dT%H:%M:%S")
+                    .map_err(|_| {
+                        invalid(format!(
+                            "occurrence {o:?}: its recurrence_id as the agenda shows it \
+                             (2025-04-07T09:00:00)"
+                        ))
+                    })?;
+                let rid = wall.format("%Y-%m-%dT%H:%M:%S").to_string();
+                let over = store.event(&super::store::event_id(&item.calendar, &item.uid, &rid))?;
+                let at = master.start.with_wall(wall);
+                let around = at.instant(person).with_timezone(&chrono::Utc);
+                let day = chrono::Duration::days(1);
+                let real = super::recur::occurrences(
+                    &master.start,
+                    master.duration(),
+                    &master.recurrence,
+                    person,
+                    around - day,
+                    around + day,
+                    super::MAX_INSTANCES,
+                )
+                .map_err(|e| invalid(e.to_string()))?
+                .iter()
+                .any(|x| x.recurrence_id == wall);
+                match over {
+                    Some(e) => (Some(wall), e),
+                    None if real => (Some(wall), super::Event { start: at, ..master.clone() }),
+                    None => {
+                        return Err(invalid(format!(
+                            "{} has no occurrence at {rid}",
+                            item.summary
+                        )));
+                    }
+                }
+            }
+        };
+        if repeats && rid.is_none() && (u.start.is_some() || u.end.is_some()) {
+            return Err(invalid(
+                "the event repeats: give occurrence to change one occurrence's times",
+            ));
+        }
+        let before = Span::of(&current, person);
+        let after = before.changed(u.start.as_deref(), u.end.as_deref(), person)?;
+        let mut what = Vec::new();
+        if let Some(t) = &u.title {
+            what.push(format!("title \"{}\"", t.trim()));
+        }
+        if after != before {
+            what.push(format!("from {} to {}", before.show(person), after.show(person)));
+        }
+        if let Some(l) = &u.location {
+            what.push(if l.trim().is_empty() {
+                "no location".into()
+            } else {
+                format!("location {l:?}")
+            });
+        }
+        if u.description.is_some() {
+            what.push("a new description".into());
+        }
+        let of = rid.map_or_else(String::new, |r| {
+            format!(" (the occurrence of {})", r.format("%Y-%m-%d %H:%M"))
+        });
+        let summary =
+            u.title.as_deref().map_or_else(|| current.summary.clone(), |t| t.trim().to_owned());
+        Ok(UpdatePlan {
+            describe: format!(
+                "Change \"{}\"{of} in {}: {}",
+                current.summary,
+                item.calendar,
+                what.join(", ")
+            ),
+            item,
+            master,
+            rid,
+            times: (after != before || u.occurrence.is_some()).then_some(after),
+            summary,
+            update: u.clone(),
+        })
+    }
+
+    /// Reads the item `probe` names from its source and confirms the writes to it still
+    /// waiting whose effect shows there: before another write replaces what they wrote, so a
+    /// change made soon after another never leaves the first to end `retry_exhausted`.
+    pub fn settle_calendar_item(
+        &self,
+        target: &dyn CalendarTarget,
+        probe: &CalendarWrite,
+        now: i64,
+    ) -> Result<Observed, WriteError> {
+        let seen = target.observe(probe)?;
+        let person = self.calendar_settings().zone;
+        let same = |w: &CalendarWrite| {
+            (&w.account, &w.collection, &w.href) == (&probe.account, &probe.collection, &probe.href)
+        };
+        let settle = || -> Result<(), CalendarWriteError> {
+            let journal = self.journal()?;
+            for op in journal.confirmable("calendar.", now, CONFIRM_BATCH)? {
+                let Ok(w) = serde_json::from_value::<CalendarWrite>(op.input.clone()) else {
+                    continue;
+                };
+                if let Some(evidence) =
+                    same(&w).then(|| evidence_of(&w, Ok(&seen), person)).flatten()
+                {
+                    journal.confirm(op.id, Confirmation::observed(evidence), now)?;
+                }
+            }
+            Ok(())
+        };
+        // Settling is a courtesy: the confirmation pass does it too.
+        if let Err(e) = settle() {
+            tracing::warn!(error = %e, "calendar writes not settled");
+        }
+        Ok(seen)
+    }
+
+    /// Reads the item of `plan` from its source (`target`) and prepares the write over it
+    /// (see [`Steward::prepare_event_update`]).
+    pub fn read_and_prepare_update(
+        &self,
+        plan: &UpdatePlan,
+        target: &dyn CalendarTarget,
+        now: i64,
+    ) -> Result<CalendarWrite, CalendarWriteError> {
+        let (account, collection) = plan
+            .item
+            .calendar
+            .split_once('/')
+            .ok_or_else(|| CalendarWriteError::NoEvent(plan.update.event_id.clone()))?;
+        let probe = CalendarWrite {
+            action: WriteAction::Update,
+            account: account.to_owned(),
+            collection: collection.to_owned(),
+            href: plan.item.href.clone(),
+            uid: plan.item.uid.clone(),
+            summary: plan.summary.clone(),
+            text: None,
+            etag: None,
+            expect: None,
+        };
+        match self.settle_calendar_item(target, &probe, now) {
+            Ok(Observed::Present { etag, text, .. }) => {
+                self.prepare_event_update(plan, &text, &etag, now)
+            }
+            Ok(Observed::Absent) => Err(CalendarWriteError::Changed(format!(
+                "{} is no longer in its calendar: index the calendar again",
+                plan.item.href
+            ))),
+            Err(e) => Err(CalendarWriteError::SourceUnavailable(e.message)),
+        }
+    }
+
+    /// The write of `plan` over the item's current `text` (read from its source with tag
+    /// `etag`): refused when the item changed since the store read it.
+    pub fn prepare_event_update(
+        &self,
+        plan: &UpdatePlan,
+        text: &str,
+        etag: &str,
+        now: i64,
+    ) -> Result<CalendarWrite, CalendarWriteError> {
+        if etag != plan.item.etag {
+            return Err(CalendarWriteError::Changed(format!(
+                "{} changed since it was read: index the calendar again",
+                plan.item.href
+            )));
+        }
+        let person = self.calendar_settings().zone;
+        let uid = &plan.item.uid;
+        let edit_error = |e: super::edit::EditError| invalid(e.0);
+        let form = super::edit::master_form(text, uid).map_err(edit_error)?;
+        let zone = plan.master.start.zone(person);
+        let times = plan.times.map(|t| t.lines(&form, zone));
+        let occurrence = plan.rid.map(|wall| {
+            let written = match form {
+                super::edit::Form::Date => wall.format("%Y%m%d").to_string(),
+                _ => wall.format("%Y%m%dT%H%M%S").to_string(),
+            };
+            (written, form.line("RECURRENCE-ID", wall))
+        });
+        let stamp = chrono::DateTime::from_timestamp(now, 0).unwrap_or_default();
+        let changes = super::edit::Changes {
+            summary: plan.update.title.as_ref().map(|t| t.trim().to_owned()),
+            location: plan.update.location.clone(),
+            description: plan.update.description.clone(),
+            times,
+            stamp: utc(stamp),
+        };
+        let new = super::edit::edit(
+            text,
+            uid,
+            occurrence.as_ref().map(|(r, l)| (r.as_str(), l.clone())),
+            &changes,
+        )
+        .map_err(edit_error)?;
+        let (account, collection) = plan
+            .item
+            .calendar
+            .split_once('/')
+            .ok_or_else(|| CalendarWriteError::NoEvent(plan.update.event_id.clone()))?;
+        let span = plan.times.unwrap_or_else(|| Span::of(&plan.master, person));
+        let (start, end) = span.instants(person);
+        Ok(CalendarWrite {
+            action: WriteAction::Update,
+            account: account.to_owned(),
+            collection: collection.to_owned(),
+            href: plan.item.href.clone(),
+            uid: uid.clone(),
+            summary: plan.summary.clone(),
+            text: Some(new),
+            etag: Some(plan.item.etag.clone()),
+            // Confirmation reads the changed event back: its title and times as written.
+            expect: Some(ExpectedEvent {
+                recurrence_id: plan.rid.map(|r| r.format("%Y-%m-%dT%H:%M:%S").to_string()),
+                summary: plan.summary.clone(),
+                start: start.timestamp(),
+                end: end.timestamp(),
+            }),
         })
     }
 
@@ -439,17 +774,7 @@ impl Steward {
             report.checked += 1;
             fail::fail_point!("calendar::during_confirm", |_| std::process::abort());
             let seen = target.observe(&w);
-            let done = match (&seen, w.action) {
-                (Ok(Observed::Present { etag, text }), WriteAction::Create)
-                    if text.contains(&format!("UID:{}", w.uid)) =>
-                {
-                    Some(json!({ "href": w.href, "etag": etag, "matched_on": "uid" }))
-                }
-                (Ok(Observed::Absent), WriteAction::Delete) => {
-                    Some(json!({ "href": w.href, "matched_on": "absent" }))
-                }
-                _ => None,
-            };
+            let done = evidence_of(&w, seen.as_ref(), self.calendar_settings().zone);
             match done {
                 Some(evidence) => {
                     journal.confirm(op.id, Confirmation::observed(evidence), now)?;
@@ -473,6 +798,207 @@ impl Steward {
             }
         }
         Ok(report)
+    }
+}
+
+/// A change to an event, as asked for (see `calendar.update_event`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventUpdate {
+    /// The event's id.
+    pub event_id: String,
+    /// One occurrence of a repeating event: its recurrence id as the agenda shows it.
+    pub occurrence: Option<String>,
+    /// A new title.
+    pub title: Option<String>,
+    /// A new start: RFC 3339 with an offset, or `YYYY-MM-DD` (all day). Alone, the event keeps
+    /// its length.
+    pub start: Option<String>,
+    /// A new end (exclusive for days).
+    pub end: Option<String>,
+    /// A new location (empty: none).
+    pub location: Option<String>,
+    /// A new description (empty: none).
+    pub description: Option<String>,
+}
+
+/// A checked change: what it does, and what the write needs.
+#[derive(Debug, Clone)]
+pub struct UpdatePlan {
+    /// One line for the approval card.
+    pub describe: String,
+    /// The item holding the event, as the store knows it.
+    pub item: super::store::EventItem,
+    master: super::Event,
+    rid: Option<chrono::NaiveDateTime>,
+    times: Option<Span>,
+    summary: String,
+    update: EventUpdate,
+}
+
+/// When an event takes place: whole days, or a span of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    Days(chrono::NaiveDate, chrono::NaiveDate),
+    Timed(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+}
+
+/// A time as asked for: a day, or an instant.
+enum When {
+    Day(chrono::NaiveDate),
+    At(chrono::DateTime<chrono::Utc>),
+}
+
+fn when(t: &str, what: &str) -> Result<When, CalendarWriteError> {
+    let t = t.trim();
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        return Ok(When::Day(d));
+    }
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|x| When::At(x.with_timezone(&chrono::Utc)))
+        .map_err(|_| {
+            invalid(format!("{what} {t:?}: expected RFC 3339 with an offset, or YYYY-MM-DD"))
+        })
+}
+
+impl Span {
+    fn of(e: &super::Event, person: chrono_tz::Tz) -> Self {
+        match e.start {
+            super::EventTime::Date(d) => {
+                Self::Days(d, d + chrono::Duration::days((e.duration_secs / 86_400).max(1)))
+            }
+            _ => {
+                let s = e.start.instant(person).with_timezone(&chrono::Utc);
+                Self::Timed(s, s + e.duration())
+            }
+        }
+    }
+
+    fn length(self) -> chrono::Duration {
+        match self {
+            Self::Days(a, b) => b - a,
+            Self::Timed(a, b) => b - a,
+        }
+    }
+
+    /// This span with a new start (keeping the length when the end is not given) or end.
+    fn changed(
+        self,
+        start: Option<&str>,
+        end: Option<&str>,
+        _person: chrono_tz::Tz,
+    ) -> Result<Self, CalendarWriteError> {
+        let (start, end) = (
+            start.map(|s| when(s, "start")).transpose()?,
+            end.map(|e| when(e, "end")).transpose()?,
+        );
+        let out = match (start, end, self) {
+            (None, None, s) => s,
+            (Some(When::Day(a)), Some(When::Day(b)), _) => Self::Days(a, b),
+            (Some(When::At(a)), Some(When::At(b)), _) => Self::Timed(a, b),
+            (Some(When::Day(a)), None, s) => {
+                Self::Days(a, a + chrono::Duration::days(s.length().num_days().max(1)))
+            }
+            (Some(When::At(a)), None, s) => Self::Timed(a, a + s.length()),
+            (None, Some(When::Day(b)), Self::Days(a, _)) => Self::Days(a, b),
+            (None, Some(When::At(b)), Self::Timed(a, _)) => Self::Timed(a, b),
+            _ => {
+                return Err(invalid(
+                    "start and end must both be days (YYYY-MM-DD) or both times: give both",
+                ));
+            }
+        };
+        let ok = match out {
+            Self::Days(a, b) => b > a && b - a <= chrono::Duration::days(MAX_EVENT_DAYS),
+            Self::Timed(a, b) => b > a && b - a <= chrono::Duration::days(MAX_EVENT_DAYS),
+        };
+        if !ok {
+            return Err(invalid(format!(
+                "the end must come after the start, at most {MAX_EVENT_DAYS} days later"
+            )));
+        }
+        Ok(out)
+    }
+
+    fn instants(
+        self,
+        person: chrono_tz::Tz,
+    ) -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) {
+        match self {
+            Self::Days(a, b) => {
+                let at = |d| super::EventTime::Date(d).instant(person).with_timezone(&chrono::Utc);
+                (at(a), at(b))
+            }
+            Self::Timed(a, b) => (a, b),
+        }
+    }
+
+    fn show(self, person: chrono_tz::Tz) -> String {
+        match self {
+            Self::Days(a, b) => {
+                let last = b - chrono::Duration::days(1);
+                if last > a { format!("{a} to {last} (all day)") } else { format!("{a} (all day)") }
+            }
+            Self::Timed(a, b) => {
+                let (a, b) = (a.with_timezone(&person), b.with_timezone(&person));
+                if a.date_naive() == b.date_naive() {
+                    format!("{}–{}", a.format("%Y-%m-%d %H:%M"), b.format("%H:%M"))
+                } else {
+                    format!("{}–{}", a.format("%Y-%m-%d %H:%M"), b.format("%Y-%m-%d %H:%M"))
+                }
+            }
+        }
+    }
+
+    /// Its DTSTART and DTEND lines in the item's `form` (wall clock in `zone`); days in an
+    /// item of times, or times in an item of days, are written as dates or in UTC.
+    fn lines(self, form: &super::edit::Form, zone: chrono_tz::Tz) -> (String, String) {
+        use super::edit::Form;
+        match (self, form) {
+            (Self::Days(a, b), _) => (
+                Form::Date.line("DTSTART", a.and_time(chrono::NaiveTime::MIN)),
+                Form::Date.line("DTEND", b.and_time(chrono::NaiveTime::MIN)),
+            ),
+            (Self::Timed(a, b), Form::Date | Form::Utc) => {
+                (Form::Utc.line("DTSTART", a.naive_utc()), Form::Utc.line("DTEND", b.naive_utc()))
+            }
+            (Self::Timed(a, b), f) => (
+                f.line("DTSTART", a.with_timezone(&zone).naive_local()),
+                f.line("DTEND", b.with_timezone(&zone).naive_local()),
+            ),
+        }
+    }
+}
+
+/// The evidence that `w` took effect, from its item as `seen` now: the created or changed
+/// event read back with its UID, title and times as written, or the deleted item gone.
+fn evidence_of(
+    w: &CalendarWrite,
+    seen: Result<&Observed, &WriteError>,
+    person: chrono_tz::Tz,
+) -> Option<serde_json::Value> {
+    match (seen, w.action, &w.expect) {
+        (
+            Ok(Observed::Present { etag, events, .. }),
+            WriteAction::Create | WriteAction::Update,
+            Some(x),
+        ) if events.iter().any(|e| x.seen_in(&w.uid, e, person)) => Some(json!({
+            "href": w.href,
+            "etag": etag,
+            "matched_on": "uid+fields",
+            "summary": x.summary,
+            "start": x.start,
+            "end": x.end,
+        })),
+        // Journaled before expectations were recorded: the UID alone.
+        (Ok(Observed::Present { etag, text, .. }), WriteAction::Create, None)
+            if text.contains(&format!("UID:{}", w.uid)) =>
+        {
+            Some(json!({ "href": w.href, "etag": etag, "matched_on": "uid" }))
+        }
+        (Ok(Observed::Absent), WriteAction::Delete, _) => {
+            Some(json!({ "href": w.href, "matched_on": "absent" }))
+        }
+        _ => None,
     }
 }
 

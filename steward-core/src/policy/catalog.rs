@@ -317,6 +317,35 @@ pub struct CalendarDeleteInput {
     pub event_id: String,
 }
 
+/// Change a calendar event: its title, times, location or description. Times of a repeating
+/// event change one occurrence at a time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarUpdateInput {
+    /// The event's id.
+    pub event_id: String,
+    /// One occurrence of a repeating event: its `recurrence_id` as the agenda shows it
+    /// (`2025-04-07T09:00:00`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub occurrence: Option<String>,
+    /// A new title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// A new start: RFC 3339 with an offset, or `YYYY-MM-DD` for a whole day. Given alone, the
+    /// event keeps its length (a move).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// A new end (a day: exclusive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<String>,
+    /// A new location (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// A new description (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
 /// Read a document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -466,6 +495,14 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
         ToolSpec::new::<CalendarCreateInput>(
             "calendar.create_event",
             "Create an event; attendees receive invitations.",
+            dest,
+            Level::Confirm,
+        )?
+        .scopes(&["calendar:write"]),
+        ToolSpec::new::<CalendarUpdateInput>(
+            "calendar.update_event",
+            "Change an event's title, times, location or description (one occurrence of a \
+             repeating event at a time for times).",
             dest,
             Level::Confirm,
         )?

@@ -11,12 +11,12 @@ use crate::{
     calendar::{
         AgendaItem, DEFAULT_SLOT_MINUTES, instant_in,
         store::{EventQuery, event_id},
-        write::{CalendarTarget, CalendarWrite, NewEvent},
+        write::{CalendarTarget, CalendarWrite, EventUpdate, NewEvent},
     },
     journal::Operation,
     policy::catalog::{
         CalendarAgendaInput, CalendarCreateInput, CalendarDeleteInput, CalendarFreeBusyInput,
-        CalendarSearchInput,
+        CalendarSearchInput, CalendarUpdateInput,
     },
 };
 
@@ -206,7 +206,7 @@ pub(super) fn writers(
     targets: Vec<Arc<dyn CalendarTarget>>,
 ) -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
     let w = Arc::new(Writer { targets });
-    let (a, b) = (Arc::clone(&w), w);
+    let (a, b, c) = (Arc::clone(&w), Arc::clone(&w), w);
     vec![
         (
             "calendar.create_event",
@@ -218,53 +218,47 @@ pub(super) fn writers(
             )),
         ),
         (
+            "calendar.update_event",
+            Arc::new(
+                Typed::new(
+                    |i: &CalendarUpdateInput| format!("Change event {}", i.event_id),
+                    move |run, i: CalendarUpdateInput| c.update(run, &i),
+                )
+                // The card says what changes: the event, the occurrence, from when to when.
+                .describe(|steward, i| {
+                    Some(steward.plan_event_update(&update_of(i)).ok()?.describe)
+                })
+                // A change that cannot be made is refused before anyone is asked.
+                .check(|steward, i: CalendarUpdateInput| {
+                    steward.plan_event_update(&update_of(&i)).map_err(|e| e.to_string())?;
+                    Ok(i)
+                }),
+            ),
+        ),
+        (
             "calendar.delete_event",
-            Arc::new(DeleteEvent {
-                inner: Typed::new(
+            Arc::new(
+                Typed::new(
                     |i: &CalendarDeleteInput| format!("Delete event {}", i.event_id),
                     move |run, i: CalendarDeleteInput| b.delete(run, &i),
                 )
+                // The card says what goes: the event's title, its calendar, every occurrence.
+                .describe(|steward, i| {
+                    let item = steward.calendar_store().ok()?.event_item(&i.event_id).ok()??;
+                    Some(format!(
+                        "Delete \"{}\" from {} (every occurrence, if it repeats)",
+                        item.summary, item.calendar
+                    ))
+                })
                 // An event that is not there, or shares its file, is refused before anyone is
                 // asked to approve its deletion.
                 .check(|steward, i: CalendarDeleteInput| {
                     steward.prepare_event_delete(&i.event_id).map_err(|e| e.to_string())?;
                     Ok(i)
                 }),
-            }),
+            ),
         ),
     ]
-}
-
-/// `calendar.delete_event`, whose approval card says what goes: the event's title, its
-/// calendar, and every occurrence of a recurring one.
-struct DeleteEvent {
-    inner: Typed<CalendarDeleteInput>,
-}
-
-impl ToolExecutor for DeleteEvent {
-    fn preflight(
-        &self,
-        steward: &crate::Steward,
-        input: &serde_json::Value,
-    ) -> Result<serde_json::Value, String> {
-        self.inner.preflight(steward, input)
-    }
-
-    fn summary(&self, steward: &crate::Steward, input: &serde_json::Value) -> String {
-        let id = input["event_id"].as_str().unwrap_or_default();
-        let item = steward.calendar_store().ok().and_then(|s| s.event_item(id).ok().flatten());
-        match item {
-            Some(i) => format!(
-                "Delete \"{}\" from {} (every occurrence, if it repeats)",
-                i.summary, i.calendar
-            ),
-            None => self.inner.summary(steward, input),
-        }
-    }
-
-    fn run(&self, run: &ToolRun<'_>, input: &serde_json::Value) -> Result<ToolOutput, ExecError> {
-        self.inner.run(run, input)
-    }
 }
 
 /// Writes events through the journal into the calendar sources that take writes.
@@ -326,9 +320,40 @@ impl Writer {
             return Ok(out);
         }
         let w = run.steward.prepare_event_delete(&i.event_id)?;
+        let target = self.target(&w.account)?;
+        // Writes to the item still waiting are confirmed from it before it goes (an unread
+        // source is no reason not to delete: the delete is conditional on its tag anyway).
+        let _ = run.steward.settle_calendar_item(target, &w, run.now);
+        let op = run.steward.write_calendar(&w, &key, approval_id, target, run.now)?;
+        Ok(written(&w, &op))
+    }
+
+    fn update(&self, run: &ToolRun<'_>, i: &CalendarUpdateInput) -> Result<ToolOutput, ExecError> {
+        let value = serde_json::to_value(i).map_err(|e| ExecError::invalid(e.to_string()))?;
+        let (key, approval_id) = super::write_key(run, &value);
+        if let Some(out) = journaled(run, &key)? {
+            return Ok(out);
+        }
+        let plan = run.steward.plan_event_update(&update_of(i))?;
+        let (account, _) = plan.item.calendar.split_once('/').unwrap_or_default();
+        let target = self.target(account)?;
+        // The edit is made on the item as its source holds it now, not on the store's copy.
+        let w = run.steward.read_and_prepare_update(&plan, target, run.now)?;
         let op =
             run.steward.write_calendar(&w, &key, approval_id, self.target(&w.account)?, run.now)?;
         Ok(written(&w, &op))
+    }
+}
+
+fn update_of(i: &CalendarUpdateInput) -> EventUpdate {
+    EventUpdate {
+        event_id: i.event_id.clone(),
+        occurrence: i.occurrence.clone(),
+        title: i.title.clone(),
+        start: i.start.clone(),
+        end: i.end.clone(),
+        location: i.location.clone(),
+        description: i.description.clone(),
     }
 }
 

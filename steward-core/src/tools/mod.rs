@@ -366,6 +366,7 @@ type CheckFn<I> = fn(&Steward, I) -> Result<I, String>;
 /// and an optional check, normalized by serializing it back.
 pub struct Typed<I> {
     summary: fn(&I) -> String,
+    describe: Option<fn(&Steward, &I) -> Option<String>>,
     check: Option<CheckFn<I>>,
     run: Box<RunFn<I>>,
 }
@@ -376,7 +377,14 @@ impl<I> Typed<I> {
         summary: fn(&I) -> String,
         run: impl Fn(&ToolRun<'_>, I) -> Result<ToolOutput, ExecError> + Send + Sync + 'static,
     ) -> Self {
-        Self { summary, check: None, run: Box::new(run) }
+        Self { summary, describe: None, check: None, run: Box::new(run) }
+    }
+
+    /// A summary that names what the call touches, from the handle's stores; `None` (the
+    /// thing is not there) falls back to the plain summary.
+    pub fn describe(mut self, describe: fn(&Steward, &I) -> Option<String>) -> Self {
+        self.describe = Some(describe);
+        self
     }
 
     /// Adds a preflight check that may refuse or normalize the parsed input.
@@ -399,9 +407,11 @@ impl<I: DeserializeOwned + Serialize + Send + Sync> ToolExecutor for Typed<I> {
         serde_json::to_value(typed).map_err(|e| e.to_string())
     }
 
-    fn summary(&self, _: &Steward, input: &Value) -> String {
-        parse::<I>(input)
-            .map_or_else(|e| format!("(unreadable input: {e})"), |i| (self.summary)(&i))
+    fn summary(&self, steward: &Steward, input: &Value) -> String {
+        parse::<I>(input).map_or_else(
+            |e| format!("(unreadable input: {e})"),
+            |i| self.describe.and_then(|d| d(steward, &i)).unwrap_or_else(|| (self.summary)(&i)),
+        )
     }
 
     fn run(&self, run: &ToolRun<'_>, input: &Value) -> Result<ToolOutput, ExecError> {
