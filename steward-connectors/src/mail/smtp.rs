@@ -346,10 +346,31 @@ pub fn build_message(mail: &OutgoingMail) -> Result<Message, SubmitError> {
         b = b.references(refs.join(" "));
     }
     let text = SinglePart::plain(mail.body.clone());
+    // An invitation: the body and its iTIP object as alternatives (RFC 6047 §2.4), so a
+    // calendar app offers to accept or decline it.
+    let body = match &mail.calendar {
+        Some(itip) => {
+            let ct = ContentType::parse("text/calendar; charset=utf-8; method=REQUEST")
+                .map_err(|e| build_err(e.to_string()))?;
+            Some(
+                MultiPart::alternative()
+                    .singlepart(text.clone())
+                    .singlepart(SinglePart::builder().header(ct).body(itip.clone())),
+            )
+        }
+        None => None,
+    };
     let built = if mail.attachments.is_empty() {
-        b.singlepart(text)
+        match body {
+            Some(alt) => b.multipart(alt),
+            None => b.singlepart(text),
+        }
     } else {
-        let mut parts = MultiPart::mixed().singlepart(text);
+        let mixed = MultiPart::mixed();
+        let mut parts = match body {
+            Some(alt) => mixed.multipart(alt),
+            None => mixed.singlepart(text),
+        };
         for a in &mail.attachments {
             let bytes = read_attachment(a)?;
             let ct = ContentType::parse(&a.mime_type)

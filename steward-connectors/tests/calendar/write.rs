@@ -359,3 +359,105 @@ fn an_approved_change_edits_the_item_in_place_and_keeps_what_steward_does_not_kn
     assert_eq!(s.list_write_operations(None, 0, 50).unwrap().len(), journaled);
     assert!(std::fs::read_to_string(&item).unwrap().contains("X-OTHER-COLOR:red"));
 }
+
+#[test]
+fn invitations_are_mails_of_their_own_approval_never_sent_by_creating_the_event() {
+    use steward_connectors::{
+        mail::smtp::{Security, SmtpConfig, SmtpSender},
+        testing::{SinkOptions, SmtpSink},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let vdir = dir.path().join("cal");
+    std::fs::create_dir_all(vdir.join("work")).unwrap();
+    std::fs::write(vdir.join("work/standup.ics"), FOREIGN.replace(
+        "SUMMARY:Stand-up\r\n",
+        "SUMMARY:Stand-up\r\nORGANIZER:mailto:bob@other.org\r\nATTENDEE:mailto:ada@example.org\r\n",
+    ))
+    .unwrap();
+    let (s, _) =
+        home_with(dir.path(), &format!("kind = \"vdir\"\npath = {vdir:?}\naccount = \"me\"\n"));
+    sync(&s);
+    let sent = dir.path().join("Sent");
+    let sink = SmtpSink::start(
+        dir.path(),
+        &SinkOptions { sent_maildir: Some(sent.clone()), ..SinkOptions::default() },
+    );
+    let sender = steward_core::outbox::Sender {
+        account: "a".into(),
+        from: "ada@example.org".into(),
+        from_name: Some("Ada".into()),
+    };
+    let smtp =
+        SmtpSender::new(SmtpConfig::new("127.0.0.1", sink.port, Security::Plain, sender.clone()))
+            .unwrap();
+    let targets = steward_connectors::home::calendar_targets(s.home()).unwrap();
+    let tb = Toolbox::new(Arc::clone(&s))
+        .with_calendar_targets(targets)
+        .with_mail_sender(Arc::new(smtp), sender);
+
+    // Creating an event with attendees lists them, names the person organizer, sends nothing.
+    let create = json!({"title": "Review", "start": "2026-03-12T10:00:00+01:00",
+        "end": "2026-03-12T11:00:00+01:00", "calendar": "me/work", "attendees": ["Anna@Example.it"]});
+    let op = approved(&s, &tb, "calendar.create_event", create);
+    assert_eq!(confirm(&s, op), OpState::Confirmed);
+    sync(&s);
+    assert!(sink.deliveries().is_empty(), "no invitation without its own approval");
+    let uid = s.read_write_operation(op).unwrap().input["uid"].as_str().unwrap().to_owned();
+    let id = steward_core::calendar::store::event_id("me/work", &uid, "");
+
+    // The invitation waits for its own approval; its card says who and what.
+    let ToolOutcome::AwaitingApproval { approval } =
+        call(&tb, "calendar.invite", json!({ "event_id": id }))
+    else {
+        panic!()
+    };
+    assert_eq!(approval.summary, "Invite anna@example.it to \"Review\" (2026-03-12 10:00–11:00)");
+    assert!(sink.deliveries().is_empty());
+    let mail = approved(&s, &tb, "calendar.invite", json!({ "event_id": id }));
+    let delivered = sink.deliveries();
+    assert_eq!(delivered.len(), 1, "one mail, even run twice");
+    assert_eq!(delivered[0]["rcpt_tos"], json!(["anna@example.it"]));
+    assert_eq!(s.read_write_operation(mail).unwrap().kind, "mail.send");
+
+    // What arrived: the body and an iTIP REQUEST any calendar app (and Steward's reader) reads.
+    let raw = std::fs::read_dir(sent.join("cur")).unwrap().next().unwrap().unwrap().path();
+    let raw = std::fs::read(raw).unwrap();
+    use mail_parser::MimeHeaders as _;
+    let msg = mail_parser::MessageParser::default().parse(&raw).unwrap();
+    assert_eq!(msg.subject(), Some("Invitation: Review @ 2026-03-12 10:00–11:00"));
+    let itip = msg
+        .parts
+        .iter()
+        .find(|p| {
+            p.content_type().is_some_and(|c| {
+                c.ctype() == "text"
+                    && c.subtype() == Some("calendar")
+                    && c.attribute("method").is_some_and(|m| m.eq_ignore_ascii_case("REQUEST"))
+            })
+        })
+        .and_then(|p| p.text_contents())
+        .expect("a text/calendar; method=REQUEST part")
+        .to_owned();
+    assert!(itip.contains("METHOD:REQUEST\r\n"), "{itip}");
+    assert!(itip.contains("ORGANIZER:mailto:ada@example.org\r\n"), "{itip}");
+    let read = steward_connectors::calendar::ics::read_ics(&itip).unwrap();
+    assert_eq!(read.events.len(), 1);
+    assert_eq!(read.events[0].uid, uid);
+    assert_eq!(read.events[0].attendees[0].email, "anna@example.it");
+    let start = read.events[0].start.instant(chrono_tz::Europe::Rome);
+    assert_eq!(start.to_rfc3339(), "2026-03-12T10:00:00+01:00");
+
+    // Another's event is not the person's to invite to: refused before anyone is asked.
+    let theirs = steward_core::calendar::store::event_id("me/work", "standup@other", "");
+    let r = tb.call(
+        &ToolCall {
+            actor: "agent:test",
+            chat: None,
+            tool: "calendar.invite",
+            input: &json!({ "event_id": theirs }),
+        },
+        &DecisionContext::default(),
+    );
+    assert!(r.unwrap_err().to_string().contains("bob@other.org"));
+    assert_eq!(sink.deliveries().len(), 1);
+}

@@ -191,6 +191,7 @@ fn outgoing(message_id: &str, to: &[&str]) -> OutgoingMail {
         in_reply_to: None,
         references: Vec::new(),
         attachments: Vec::new(),
+        calendar: None,
         date: 1_790_000_000,
     }
 }

@@ -315,6 +315,96 @@ pub(crate) fn edit(
     Ok(fold(&lines))
 }
 
+/// An iTIP invitation (RFC 5546 `METHOD:REQUEST`) for one event of an item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Invitation {
+    /// The iCalendar object to send.
+    pub text: String,
+    /// Who is invited (the event's attendees but the organizer), lowercase.
+    pub attendees: Vec<String>,
+}
+
+/// The address of an ORGANIZER or ATTENDEE line, lowercase (`mailto:` dropped).
+fn mailto(line: &str) -> String {
+    let v = value(line).trim();
+    let v = if v.len() >= 7 && v[..7].eq_ignore_ascii_case("mailto:") { &v[7..] } else { v };
+    v.trim().to_lowercase()
+}
+
+/// The invitation to the event `uid` of `text` (its master and overrides, with the item's time
+/// zone definitions), sent by `organizer`: refused when the event names another organizer
+/// (only the organizer invites) or has nobody to invite. An event without an organizer gets
+/// `organizer` in the invitation.
+pub(crate) fn itip_request(
+    text: &str,
+    uid: &str,
+    organizer: &str,
+    stamp: &str,
+) -> Result<Invitation, EditError> {
+    let lines = unfold(text);
+    let organizer = organizer.trim().to_lowercase();
+    let master = find(&lines, uid, None)?;
+    let ours: Vec<Block> = blocks(&lines)
+        .into_iter()
+        .filter(|b| {
+            prop(&lines, *b, "UID").is_some_and(|l| super::write::unescape(value(l)) == uid)
+        })
+        .collect();
+    let mut attendees: Vec<String> = Vec::new();
+    for l in own(&lines, master).into_iter().map(|i| &lines[i]) {
+        let a = mailto(l);
+        if name(l) == "ATTENDEE" && !a.is_empty() && a != organizer && !attendees.contains(&a) {
+            attendees.push(a);
+        }
+    }
+    if attendees.is_empty() {
+        return Err(EditError("the event has no attendees to invite: add them first".into()));
+    }
+    let mut out: Vec<String> =
+        ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//Steward//Steward//EN", "METHOD:REQUEST"]
+            .map(str::to_owned)
+            .to_vec();
+    // The item's own zone definitions, so its TZIDs resolve for the invitee.
+    let mut depth = 0usize;
+    let mut in_tz = false;
+    for l in &lines {
+        let n = name(l);
+        let what = value(l).trim().to_ascii_uppercase();
+        if n == "BEGIN" {
+            depth += 1;
+            in_tz |= depth == 2 && what == "VTIMEZONE";
+        }
+        if in_tz {
+            out.push(l.clone());
+        }
+        if n == "END" {
+            if depth == 2 && what == "VTIMEZONE" {
+                in_tz = false;
+            }
+            depth = depth.saturating_sub(1);
+        }
+    }
+    for b in ours {
+        let mut block: Vec<String> = lines[b.begin..=b.end].to_vec();
+        let mut bb = Block { begin: 0, end: block.len() - 1 };
+        match prop(&block, bb, "ORGANIZER").map(mailto) {
+            Some(o) if o != organizer => {
+                return Err(EditError(format!(
+                    "the event's organizer is {o}: only the organizer sends invitations"
+                )));
+            }
+            Some(_) => {}
+            None => {
+                set(&mut block, &mut bb, "ORGANIZER", Some(format!("ORGANIZER:mailto:{organizer}")))
+            }
+        }
+        set(&mut block, &mut bb, "DTSTAMP", Some(format!("DTSTAMP:{stamp}")));
+        out.extend(block);
+    }
+    out.push("END:VCALENDAR".to_owned());
+    Ok(Invitation { text: fold(&out), attendees })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +476,44 @@ mod tests {
 
     fn blocks_of(text: &str) -> usize {
         blocks(&unfold(text)).len()
+    }
+
+    #[test]
+    fn an_invitation_carries_the_event_its_zones_and_the_organizer_and_never_anothers() {
+        let with = ITEM.replace(
+            "SUMMARY:Stand-up\r\n",
+            "SUMMARY:Stand-up\r\nATTENDEE;RSVP=TRUE:mailto:Anna@Example.it\r\n\
+             ATTENDEE:MAILTO:ada@example.org\r\n",
+        );
+        let inv = itip_request(&with, "s@x", "Ada@example.org", "20260101T120000Z").unwrap();
+        assert_eq!(inv.attendees, ["anna@example.it"], "the organizer is not invited");
+        let lines = unfold(&inv.text);
+        for l in [
+            "METHOD:REQUEST",
+            "TZID:W. Europe",
+            "ORGANIZER:mailto:ada@example.org",
+            "DTSTAMP:20260101T120000Z",
+            "RRULE:FREQ=WEEKLY;COUNT=5",
+            "TRIGGER:-PT5M",
+        ] {
+            assert!(lines.contains(&l.to_owned()), "{l}: {}", inv.text);
+        }
+        assert_eq!(blocks(&lines).len(), 1);
+        // Another's event, or one with nobody to invite, is refused.
+        let theirs = with
+            .replace("SUMMARY:Stand-up\r\n", "SUMMARY:Stand-up\r\nORGANIZER:mailto:bob@x.org\r\n");
+        assert!(
+            itip_request(&theirs, "s@x", "ada@example.org", "x")
+                .unwrap_err()
+                .0
+                .contains("bob@x.org")
+        );
+        assert!(
+            itip_request(ITEM, "s@x", "ada@example.org", "x")
+                .unwrap_err()
+                .0
+                .contains("no attendees")
+        );
     }
 
     #[test]

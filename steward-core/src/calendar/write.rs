@@ -228,6 +228,9 @@ pub struct NewEvent {
     pub description: Option<String>,
     /// Attendee addresses (listed in the event; invitations are mails of their own).
     pub attendees: Vec<String>,
+    /// The person's address, written as ORGANIZER when there are attendees (so replies to
+    /// an invitation come back to them).
+    pub organizer: Option<String>,
 }
 
 /// iCalendar TEXT escaping (RFC 5545 §3.3.11).
@@ -315,8 +318,11 @@ pub fn render_event(
     if let Some(d) = &e.description {
         line(&mut out, &format!("DESCRIPTION:{}", escape(d)));
     }
+    if let Some(o) = e.organizer.as_ref().filter(|_| !e.attendees.is_empty()) {
+        line(&mut out, &format!("ORGANIZER:mailto:{o}"));
+    }
     for a in &e.attendees {
-        line(&mut out, &format!("ATTENDEE;PARTSTAT=NEEDS-ACTION:mailto:{a}"));
+        line(&mut out, &format!("ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:{a}"));
     }
     for l in ["END:VEVENT", "END:VCALENDAR"] {
         line(&mut out, l);
@@ -383,7 +389,8 @@ impl Steward {
             .collect();
         let uid = format!("{digest}@steward");
         let stamp = chrono::DateTime::from_timestamp(now, 0).unwrap_or_default();
-        let event = NewEvent { title: title.to_owned(), attendees, ..e.clone() };
+        let organizer = e.organizer.as_deref().and_then(crate::contacts::normalize_email);
+        let event = NewEvent { title: title.to_owned(), attendees, organizer, ..e.clone() };
         Ok(CalendarWrite {
             action: WriteAction::Create,
             account: account.to_owned(),
@@ -801,6 +808,92 @@ impl Steward {
     }
 }
 
+/// Why an invitation cannot be sent (see [`Steward::invitation_draft`]).
+fn not_invitable(e: super::edit::EditError) -> CalendarWriteError {
+    invalid(e.0)
+}
+
+impl Steward {
+    /// Who `calendar.invite` would invite to the event `event_id`, and the line its approval
+    /// card shows: the event's attendees but `organizer`.
+    pub fn invitation_card(
+        &self,
+        event_id: &str,
+        organizer: &str,
+    ) -> Result<(Vec<String>, String), CalendarWriteError> {
+        let person = self.calendar_settings().zone;
+        let store = self.calendar_store()?;
+        let no_event = || CalendarWriteError::NoEvent(event_id.to_owned());
+        let item = store.event_item(event_id)?.ok_or_else(no_event)?;
+        let master = store
+            .event(&super::store::event_id(&item.calendar, &item.uid, ""))?
+            .ok_or_else(no_event)?;
+        let me = organizer.trim().to_lowercase();
+        if let Some(o) = master.organizer.as_ref().filter(|o| o.to_lowercase() != me) {
+            return Err(invalid(format!(
+                "the event's organizer is {o}: only the organizer sends invitations"
+            )));
+        }
+        let who: Vec<String> =
+            master.attendees.iter().map(|a| a.email.to_lowercase()).filter(|a| *a != me).collect();
+        if who.is_empty() {
+            return Err(invalid("the event has no attendees to invite: add them first"));
+        }
+        let repeats = master.recurrence.rule.is_some() || !master.recurrence.rdates.is_empty();
+        let card = format!(
+            "Invite {} to \"{}\" ({}{})",
+            who.join(", "),
+            master.summary,
+            Span::of(&master, person).show(person),
+            if repeats { ", repeating" } else { "" }
+        );
+        Ok((who, card))
+    }
+
+    /// The invitation mail for the event `event_id`: to its attendees, from `sender` (the
+    /// organizer), its body saying what and when, and the iTIP request built from `text` —
+    /// the item as its source holds it now — as the body's `text/calendar` alternative.
+    pub fn invitation_draft(
+        &self,
+        event_id: &str,
+        text: &str,
+        sender: &crate::outbox::Sender,
+        now: i64,
+    ) -> Result<crate::outbox::MailDraft, CalendarWriteError> {
+        let person = self.calendar_settings().zone;
+        // Another's event, or one with nobody to invite, is refused as the card said.
+        self.invitation_card(event_id, &sender.from)?;
+        let store = self.calendar_store()?;
+        let no_event = || CalendarWriteError::NoEvent(event_id.to_owned());
+        let item = store.event_item(event_id)?.ok_or_else(no_event)?;
+        let master = store
+            .event(&super::store::event_id(&item.calendar, &item.uid, ""))?
+            .ok_or_else(no_event)?;
+        let stamp = utc(chrono::DateTime::from_timestamp(now, 0).unwrap_or_default());
+        let inv = super::edit::itip_request(text, &item.uid, &sender.from, &stamp)
+            .map_err(not_invitable)?;
+        let when = Span::of(&master, person).show(person);
+        let mut body = format!("{}\n{when}\n", master.summary);
+        if let Some(l) = &master.location {
+            body.push_str(&format!("{l}\n"));
+        }
+        let from = sender.from_name.clone().unwrap_or_else(|| sender.from.clone());
+        body.push_str(&format!(
+            "\nAn invitation from {from}: your calendar app can accept or decline it.\n"
+        ));
+        Ok(crate::outbox::MailDraft {
+            account: sender.account.clone(),
+            from: sender.from.clone(),
+            from_name: sender.from_name.clone(),
+            to: inv.attendees,
+            subject: format!("Invitation: {} @ {when}", master.summary),
+            body,
+            calendar: Some(inv.text),
+            ..crate::outbox::MailDraft::default()
+        })
+    }
+}
+
 /// A change to an event, as asked for (see `calendar.update_event`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventUpdate {
@@ -1030,6 +1123,7 @@ mod tests {
             location: Some("Trattoria ".repeat(12)),
             description: None,
             attendees: vec!["anna@example.it".into()],
+            organizer: Some("ada@example.org".into()),
         };
         let t = chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap();
         let text = render_event(

@@ -18,6 +18,7 @@ mod prepare;
 mod send;
 
 pub use prepare::read_attachment;
+pub(crate) use send::draft_of;
 
 use std::path::{Path, PathBuf};
 
@@ -98,6 +99,12 @@ pub struct MailDraft {
     /// Files to attach (paths) or mirrored attachments (`attachment:<message id>:<position>`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<String>,
+    /// An iTIP object (`METHOD:REQUEST`), sent beside the body as its `text/calendar`
+    /// alternative: what calendar apps offer to accept or decline. Only Steward's own
+    /// `calendar.invite` sets it, never a model's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub calendar: Option<String>,
 }
 
 /// One attachment, fixed when the mail is prepared: the bytes sent later must hash the same.
@@ -143,6 +150,9 @@ pub struct OutgoingMail {
     pub references: Vec<String>,
     /// Attachments.
     pub attachments: Vec<OutgoingAttachment>,
+    /// The iTIP object sent as the body's `text/calendar` alternative.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<String>,
     /// The Date header (Unix seconds): when the mail was prepared.
     pub date: i64,
 }
@@ -493,6 +503,7 @@ mod tests {
             in_reply_to: Some("parent@example.org".into()),
             references: vec!["root@example.org".into(), "parent@example.org".into()],
             attachments: vec![],
+            calendar: None,
             date: 1_790_000_000,
         }
     }

@@ -85,9 +85,11 @@ impl Steward {
         if let Some(n) = &draft.from_name {
             check_line("from_name", n, MAX_SUBJECT_BYTES)?;
         }
-        if draft.body.len() > MAX_BODY_BYTES {
+        if draft.body.len() > MAX_BODY_BYTES
+            || draft.calendar.as_ref().is_some_and(|c| c.len() > MAX_BODY_BYTES)
+        {
             return Err(OutboxError::Invalid(format!(
-                "the body is longer than {MAX_BODY_BYTES} bytes"
+                "the body (or its calendar part) is longer than {MAX_BODY_BYTES} bytes"
             )));
         }
         if draft.attachments.len() > MAX_ATTACHMENTS {
@@ -137,6 +139,7 @@ impl Steward {
             in_reply_to,
             references,
             attachments,
+            calendar: draft.calendar.clone(),
             date: now,
         })
     }

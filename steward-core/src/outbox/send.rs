@@ -3,7 +3,8 @@
 
 use super::*;
 
-pub(super) fn draft_of(i: MailSendInput, sender: &Sender) -> MailDraft {
+/// The draft of a `mail.send` input, sent as `sender` (the host's account, never the input's).
+pub(crate) fn draft_of(i: MailSendInput, sender: &Sender) -> MailDraft {
     MailDraft {
         account: sender.account.clone(),
         from: sender.from.clone(),
@@ -15,6 +16,7 @@ pub(super) fn draft_of(i: MailSendInput, sender: &Sender) -> MailDraft {
         body: i.body,
         in_reply_to: i.in_reply_to,
         attachments: i.attachments,
+        calendar: None,
     }
 }
 

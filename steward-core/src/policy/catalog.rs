@@ -283,7 +283,7 @@ pub struct MailDeleteInput {
     pub message_ids: Vec<i64>,
 }
 
-/// Create a calendar event (invitations go out to attendees).
+/// Create a calendar event (attendees are listed; calendar.invite sends the invitations).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CalendarCreateInput {
@@ -293,7 +293,7 @@ pub struct CalendarCreateInput {
     pub start: String,
     /// End, RFC 3339 with an offset.
     pub end: String,
-    /// Attendee addresses (each receives an invitation).
+    /// Attendee addresses (listed in the event; calendar.invite mails them the invitation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_ATTENDEES))]
     pub attendees: Vec<String>,
@@ -344,6 +344,14 @@ pub struct CalendarUpdateInput {
     /// A new description (empty: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+/// Send an event's attendees its invitation (iTIP REQUEST) by mail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalendarInviteInput {
+    /// The event's id.
+    pub event_id: String,
 }
 
 /// Read a document.
@@ -494,7 +502,8 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
         .scopes(&["mail:delete"]),
         ToolSpec::new::<CalendarCreateInput>(
             "calendar.create_event",
-            "Create an event; attendees receive invitations.",
+            "Create an event; attendees are listed in it (calendar.invite mails them the \
+             invitation, with its own approval).",
             dest,
             Level::Confirm,
         )?
@@ -507,6 +516,14 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
             Level::Confirm,
         )?
         .scopes(&["calendar:write"]),
+        ToolSpec::new::<CalendarInviteInput>(
+            "calendar.invite",
+            "Mail an event's attendees its invitation (iTIP), which their calendar app can \
+             accept or decline; only for the person's own events.",
+            dest,
+            Level::Confirm,
+        )?
+        .scopes(&["mail:send"]),
         ToolSpec::new::<CalendarDeleteInput>(
             "calendar.delete_event",
             "Delete a calendar event.",

@@ -11,7 +11,7 @@ use super::{JobName, Runner, lock};
 use crate::{
     Steward, StewardError,
     mirror::SyncOptions,
-    outbox::{MailDraft, MailTransport, Sender},
+    outbox::{MailTransport, Sender},
     policy::catalog::MailSendInput,
     time::now_secs,
     watch::{
@@ -336,18 +336,7 @@ impl OutboxExecutor {
     fn send(&self, action_key: &str, arguments: &Value) -> Result<ActionResult, String> {
         let input: MailSendInput = serde_json::from_value(arguments.clone())
             .map_err(|e| format!("the granted arguments are not a mail: {e}"))?;
-        let draft = MailDraft {
-            account: self.sender.account.clone(),
-            from: self.sender.from.clone(),
-            from_name: self.sender.from_name.clone(),
-            to: input.to,
-            cc: input.cc,
-            bcc: input.bcc,
-            subject: input.subject,
-            body: input.body,
-            in_reply_to: input.in_reply_to,
-            attachments: input.attachments,
-        };
+        let draft = crate::outbox::draft_of(input, &self.sender);
         let now = now_secs();
         let mail = self.steward.prepare_mail(&draft, now).map_err(|e| e.to_string())?;
         let key = format!("watch-action:{action_key}");

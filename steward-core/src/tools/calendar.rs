@@ -16,7 +16,7 @@ use crate::{
     journal::Operation,
     policy::catalog::{
         CalendarAgendaInput, CalendarCreateInput, CalendarDeleteInput, CalendarFreeBusyInput,
-        CalendarSearchInput, CalendarUpdateInput,
+        CalendarInviteInput, CalendarSearchInput, CalendarUpdateInput,
     },
 };
 
@@ -202,12 +202,21 @@ fn search(run: &ToolRun<'_>, i: CalendarSearchInput) -> Result<ToolOutput, ExecE
     })
 }
 
+/// The calendar write tools over `targets`; with outgoing mail (`mail`), events with attendees
+/// name the person as organizer, and `calendar.invite` sends invitations.
 pub(super) fn writers(
     targets: Vec<Arc<dyn CalendarTarget>>,
+    mail: Option<(Arc<dyn crate::outbox::MailTransport>, crate::outbox::Sender)>,
 ) -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
-    let w = Arc::new(Writer { targets });
+    let organizer = mail.as_ref().map(|(_, s)| s.from.clone());
+    let w = Arc::new(Writer { targets, organizer });
+    let invite = mail.map(|(transport, sender)| {
+        let executor: Arc<dyn ToolExecutor> =
+            Arc::new(Inviter { writer: Arc::clone(&w), transport, sender });
+        ("calendar.invite", executor)
+    });
     let (a, b, c) = (Arc::clone(&w), Arc::clone(&w), w);
-    vec![
+    let mut tools: Vec<(&'static str, Arc<dyn ToolExecutor>)> = vec![
         (
             "calendar.create_event",
             Arc::new(Typed::new(
@@ -258,12 +267,124 @@ pub(super) fn writers(
                 }),
             ),
         ),
-    ]
+    ];
+    tools.extend(invite);
+    tools
 }
 
 /// Writes events through the journal into the calendar sources that take writes.
 struct Writer {
     targets: Vec<Arc<dyn CalendarTarget>>,
+    /// The person's address, the organizer of events with attendees.
+    organizer: Option<String>,
+}
+
+/// `calendar.invite`: the event's invitation, sent through the outbox as the person.
+struct Inviter {
+    writer: Arc<Writer>,
+    transport: Arc<dyn crate::outbox::MailTransport>,
+    sender: crate::outbox::Sender,
+}
+
+impl ToolExecutor for Inviter {
+    fn preflight(
+        &self,
+        steward: &crate::Steward,
+        input: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let i: CalendarInviteInput =
+            serde_json::from_value(input.clone()).map_err(|e| e.to_string())?;
+        // Another's event, or one with nobody to invite, is refused before anyone is asked.
+        steward.invitation_card(&i.event_id, &self.sender.from).map_err(|e| e.to_string())?;
+        serde_json::to_value(i).map_err(|e| e.to_string())
+    }
+
+    fn summary(&self, steward: &crate::Steward, input: &serde_json::Value) -> String {
+        let id = input["event_id"].as_str().unwrap_or_default();
+        steward
+            .invitation_card(id, &self.sender.from)
+            .map_or_else(|e| format!("Send invitations to event {id} ({e})"), |(_, card)| card)
+    }
+
+    fn run(&self, run: &ToolRun<'_>, input: &serde_json::Value) -> Result<ToolOutput, ExecError> {
+        let i: CalendarInviteInput =
+            serde_json::from_value(input.clone()).map_err(|e| ExecError::invalid(e.to_string()))?;
+        let value = serde_json::to_value(&i).map_err(|e| ExecError::invalid(e.to_string()))?;
+        let (key, approval_id) = super::write_key(run, &value);
+        let journal = run.steward.journal()?;
+        let op = match journal.find_by_key(&key)? {
+            // The same approval run again: the invitation already journaled, never a second.
+            Some(op) => op,
+            None => {
+                let store = run.steward.calendar_store()?;
+                let item = store.event_item(&i.event_id)?.ok_or_else(|| {
+                    ExecError::from(crate::calendar::write::CalendarWriteError::NoEvent(
+                        i.event_id.clone(),
+                    ))
+                })?;
+                let (account, collection) = item.calendar.split_once('/').unwrap_or_default();
+                let target = self.writer.target(account)?;
+                let probe = CalendarWrite {
+                    action: crate::calendar::write::WriteAction::Update,
+                    account: account.to_owned(),
+                    collection: collection.to_owned(),
+                    href: item.href.clone(),
+                    uid: item.uid.clone(),
+                    summary: item.summary.clone(),
+                    text: None,
+                    etag: None,
+                    expect: None,
+                };
+                // The invitation is the event as its calendar holds it now.
+                let text = match run.steward.settle_calendar_item(target, &probe, run.now) {
+                    Ok(crate::calendar::write::Observed::Present { text, .. }) => text,
+                    Ok(crate::calendar::write::Observed::Absent) => {
+                        return Err(crate::calendar::write::CalendarWriteError::Changed(format!(
+                            "{} is no longer in its calendar: index the calendar again",
+                            item.href
+                        ))
+                        .into());
+                    }
+                    Err(e) => {
+                        return Err(crate::calendar::write::CalendarWriteError::SourceUnavailable(
+                            e.message,
+                        )
+                        .into());
+                    }
+                };
+                let draft =
+                    run.steward.invitation_draft(&i.event_id, &text, &self.sender, run.now)?;
+                let mail = run.steward.prepare_mail(&draft, run.now)?;
+                run.steward.send_mail(
+                    &mail,
+                    &key,
+                    approval_id,
+                    None,
+                    self.transport.as_ref(),
+                    run.now,
+                )?
+            }
+        };
+        let to = op.input["to"].as_array().map_or(0, Vec::len);
+        Ok(ToolOutput {
+            text: format!(
+                "Operation #{} ({}): {}, an invitation to {to} attendee(s). The journal \
+                 confirms it from the Sent mailbox; ops.show #{} tells its state.",
+                op.id,
+                op.kind,
+                op.state.as_str(),
+                op.id
+            ),
+            data: json!({
+                "operation_id": op.id,
+                "kind": op.kind,
+                "state": op.state,
+                "approval_id": op.approval_id,
+            }),
+            sources: vec![SourceRef::Operation { id: op.id }],
+            ..ToolOutput::default()
+        })
+    }
 }
 
 impl Writer {
@@ -306,6 +427,7 @@ impl Writer {
             location: i.location.clone(),
             description: i.description.clone(),
             attendees: i.attendees.clone(),
+            organizer: self.organizer.clone(),
         };
         let w = run.steward.prepare_event_create(&e, &calendar, &key, run.now)?;
         let op =

@@ -474,6 +474,10 @@ pub struct Toolbox {
     client_wait: std::time::Duration,
     /// Calls waiting now.
     waiting: std::sync::atomic::AtomicUsize,
+    /// Outgoing mail, when configured (the calendar's invitations use it too).
+    mail: Option<(Arc<dyn MailTransport>, Sender)>,
+    /// The calendar sources that take writes.
+    calendar_targets: Vec<Arc<dyn crate::calendar::write::CalendarTarget>>,
 }
 
 /// An outside provider and what its discovery came to (`Err`: not yet, or why not).
@@ -493,6 +497,10 @@ impl std::fmt::Debug for Toolbox {
 const NO_SENDER: &str = "no outgoing mail is configured ([mail.smtp] and [mail.identity] in \
                          config.toml)";
 
+/// Why `calendar.invite` cannot run.
+const NO_INVITES: &str = "invitations need outgoing mail ([mail.smtp] and [mail.identity] in \
+                          config.toml) and a writable calendar source ([[calendar.sources]])";
+
 impl Toolbox {
     /// The core's tools over `steward`: mail reads, watches, the journal and usage. The mail
     /// write tools need [`Toolbox::with_mail_sender`].
@@ -504,6 +512,8 @@ impl Toolbox {
             providers: BTreeMap::new(),
             client_wait: std::time::Duration::ZERO,
             waiting: std::sync::atomic::AtomicUsize::new(0),
+            mail: None,
+            calendar_targets: Vec::new(),
         };
         for (name, executor) in mail::readers()
             .into_iter()
@@ -516,15 +526,18 @@ impl Toolbox {
         for name in mail::WRITERS {
             toolbox.reasons.insert(name.to_owned(), NO_SENDER.to_owned());
         }
+        toolbox.reasons.insert("calendar.invite".to_owned(), NO_INVITES.to_owned());
         toolbox
     }
 
     /// Adds the mail write tools (`mail.send`, `mail.reply`, `mail.send_later`), sending as
     /// `sender` through `transport`.
     pub fn with_mail_sender(mut self, transport: Arc<dyn MailTransport>, sender: Sender) -> Self {
-        for (name, executor) in mail::writers(transport, sender) {
+        for (name, executor) in mail::writers(Arc::clone(&transport), sender.clone()) {
             self.insert(name, executor);
         }
+        self.mail = Some((transport, sender));
+        self.calendar_writes();
         self
     }
 
@@ -535,10 +548,21 @@ impl Toolbox {
         mut self,
         targets: Vec<Arc<dyn crate::calendar::write::CalendarTarget>>,
     ) -> Self {
-        for (name, executor) in calendar::writers(targets) {
+        self.calendar_targets = targets;
+        self.calendar_writes();
+        self
+    }
+
+    /// The calendar write tools over the writable sources, with outgoing mail when there is
+    /// some (in either order of the two `with_…` calls).
+    fn calendar_writes(&mut self) {
+        if self.calendar_targets.is_empty() {
+            return;
+        }
+        for (name, executor) in calendar::writers(self.calendar_targets.clone(), self.mail.clone())
+        {
             self.insert(name, executor);
         }
-        self
     }
 
     fn insert(&mut self, name: &str, executor: Arc<dyn ToolExecutor>) {
