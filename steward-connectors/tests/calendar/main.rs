@@ -4,6 +4,7 @@
 
 mod caldav;
 mod ics_differential;
+mod interop;
 mod recur;
 mod sources;
 mod store;

@@ -15,7 +15,7 @@ use steward_core::{
     tools::{SourceRef, ToolOutcome, Toolbox},
 };
 
-fn call(tb: &Toolbox, tool: &str, input: Value) -> ToolOutcome {
+pub(super) fn call(tb: &Toolbox, tool: &str, input: Value) -> ToolOutcome {
     tb.call(
         &ToolCall { actor: "agent:test", chat: Some("chat-1"), tool, input: &input },
         &DecisionContext::default(),
@@ -24,7 +24,7 @@ fn call(tb: &Toolbox, tool: &str, input: Value) -> ToolOutcome {
 }
 
 /// Asks for `tool`, has the person approve, runs it: the operation's id.
-fn approved(s: &Steward, tb: &Toolbox, tool: &str, input: Value) -> i64 {
+pub(super) fn approved(s: &Steward, tb: &Toolbox, tool: &str, input: Value) -> i64 {
     let ToolOutcome::AwaitingApproval { approval } = call(tb, tool, input) else {
         panic!("{tool} must wait for a person");
     };
@@ -37,7 +37,7 @@ fn approved(s: &Steward, tb: &Toolbox, tool: &str, input: Value) -> i64 {
     id
 }
 
-fn home_with(dir: &std::path::Path, source: &str) -> (Arc<Steward>, Toolbox) {
+pub(super) fn home_with(dir: &std::path::Path, source: &str) -> (Arc<Steward>, Toolbox) {
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(
@@ -50,13 +50,13 @@ fn home_with(dir: &std::path::Path, source: &str) -> (Arc<Steward>, Toolbox) {
     (s, tb)
 }
 
-fn sync(s: &Arc<Steward>) {
+pub(super) fn sync(s: &Arc<Steward>) {
     let runner = steward_connectors::home::runner(Arc::clone(s)).unwrap();
     let r = runner.run_once(Some(steward_core::runner::JobName::PimSync)).unwrap();
     assert_eq!(r[0].outcome, steward_core::runner::JobOutcome::Ok, "{r:?}");
 }
 
-fn confirm(s: &Arc<Steward>, op: i64) -> OpState {
+pub(super) fn confirm(s: &Arc<Steward>, op: i64) -> OpState {
     let targets = steward_connectors::home::calendar_targets(s.home()).unwrap();
     let later = steward_core::time::now_secs() + 120;
     s.confirm_calendar_writes(&targets, later).unwrap();
@@ -236,7 +236,7 @@ fn an_approved_event_is_created_and_deleted_on_a_caldav_server_with_conditional_
 
 /// An item another app wrote: its own zone definition, a property Steward does not know, an
 /// alarm, and a weekly stand-up.
-const FOREIGN: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Other//App//EN\r\n\
+pub(super) const FOREIGN: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Other//App//EN\r\n\
 BEGIN:VTIMEZONE\r\nTZID:Europe/Rome\r\nBEGIN:STANDARD\r\nDTSTART:19701025T030000\r\n\
 RRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU\r\nTZOFFSETFROM:+0200\r\nTZOFFSETTO:+0100\r\nEND:STANDARD\r\n\
 BEGIN:DAYLIGHT\r\nDTSTART:19700329T020000\r\nRRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU\r\n\
