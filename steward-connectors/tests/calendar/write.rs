@@ -461,3 +461,65 @@ fn invitations_are_mails_of_their_own_approval_never_sent_by_creating_the_event(
     assert!(r.unwrap_err().to_string().contains("bob@other.org"));
     assert_eq!(sink.deliveries().len(), 1);
 }
+
+#[test]
+fn a_uid_the_source_rewrites_becomes_an_alias_that_still_names_the_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let vdir = dir.path().join("cal");
+    std::fs::create_dir_all(vdir.join("work")).unwrap();
+    let (s, tb) =
+        home_with(dir.path(), &format!("kind = \"vdir\"\npath = {vdir:?}\naccount = \"me\"\n"));
+    sync(&s);
+    let create = |title: &str| {
+        let op = approved(
+            &s,
+            &tb,
+            "calendar.create_event",
+            json!({"title": title, "start": "2026-03-13T10:00:00+01:00",
+                   "end": "2026-03-13T11:00:00+01:00", "calendar": "me/work"}),
+        );
+        let w = s.read_write_operation(op).unwrap().input;
+        (
+            op,
+            w["uid"].as_str().unwrap().to_owned(),
+            vdir.join("work").join(w["href"].as_str().unwrap()),
+        )
+    };
+    // The source keeps the event under a UID of its own, as some servers do after a PUT.
+    let (op, uid, path) = create("Retro");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace(&format!("UID:{uid}"), "UID:server-assigned-1")).unwrap();
+    assert_eq!(confirm(&s, op), OpState::Confirmed);
+    let evidence = s.read_write_operation(op).unwrap().evidence.unwrap();
+    assert_eq!(
+        (evidence["matched_on"].as_str(), evidence["uid"].as_str()),
+        (Some("alias"), Some("server-assigned-1"))
+    );
+    sync(&s);
+    // The id Steward handed out for its UID still names the event: a change and a delete
+    // through it reach the item the source keeps.
+    let id = steward_core::calendar::store::event_id("me/work", &uid, "");
+    let upd = approved(
+        &s,
+        &tb,
+        "calendar.update_event",
+        json!({ "event_id": id, "title": "Retro (moved)" }),
+    );
+    assert_eq!(confirm(&s, upd), OpState::Confirmed);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("SUMMARY:Retro (moved)\r\n"));
+    sync(&s);
+    let del = approved(&s, &tb, "calendar.delete_event", json!({ "event_id": id }));
+    assert_eq!(confirm(&s, del), OpState::Confirmed);
+    assert!(!path.exists());
+
+    // Another event in its place (another title) is no evidence: never confirmed as ours.
+    let (op, uid, path) = create("Planning");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace(&format!("UID:{uid}"), "UID:other")
+            .replace("SUMMARY:Planning", "SUMMARY:Other"),
+    )
+    .unwrap();
+    assert_eq!(confirm(&s, op), OpState::BackendReturned);
+}

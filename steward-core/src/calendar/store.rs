@@ -44,6 +44,11 @@ const SCHEMA: Schema = Schema {
             name: "retired_calendars",
             sql: include_str!("../../migrations/calendar/003_retired_calendars.sql"),
         },
+        Migration {
+            version: 4,
+            name: "uid_aliases",
+            sql: include_str!("../../migrations/calendar/004_uid_aliases.sql"),
+        },
     ],
 };
 
@@ -1031,9 +1036,11 @@ impl CalendarStore {
         Ok(hits)
     }
 
-    /// The item holding the event `id` (Steward's id: the master's, or an occurrence's), with
+    /// The item holding the event `id` (Steward's id: the master's, or an occurrence's, or an
+    /// alias of one), with
     /// the tag the store knows for it; `None` when no live event has that id.
     pub fn event_item(&self, id: &str) -> Result<Option<EventItem>, CalendarStoreError> {
+        let id = &self.resolve_id(id)?;
         Ok(self.db.read(|c| {
             c.query_row(
                 "SELECT e.calendar_id, e.href, e.uid, e.summary, i.etag,
@@ -1059,8 +1066,43 @@ impl CalendarStore {
         })?)
     }
 
-    /// The live event `id` as the store parsed it; `None` when there is none.
+    /// Records that the source of `calendar` keeps the event Steward wrote with UID `alias`
+    /// under `uid`: Steward's id for `alias` goes on naming it.
+    pub fn record_alias(
+        &self,
+        calendar: &str,
+        alias: &str,
+        uid: &str,
+        now: i64,
+    ) -> Result<(), CalendarStoreError> {
+        let alias_id = event_id(calendar, alias, "");
+        Ok(self.db.write(|tx| {
+            tx.execute(
+                "INSERT INTO uid_aliases (alias_id, calendar_id, alias, uid, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (alias_id) DO UPDATE SET uid = excluded.uid",
+                params![alias_id, calendar, alias, uid, now],
+            )
+            .map(|_| ())
+            .map_err(|e| StoreError::query("record alias", e))
+        })?)
+    }
+
+    /// `id`, or the id its UID alias stands for now (see [`CalendarStore::record_alias`]).
+    pub fn resolve_id(&self, id: &str) -> Result<String, CalendarStoreError> {
+        let aliased: Option<(String, String)> = self.db.read(|c| {
+            c.query_row("SELECT calendar_id, uid FROM uid_aliases WHERE alias_id = ?1", [id], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+            .map_err(|e| StoreError::query("alias", e))
+        })?;
+        Ok(aliased.map_or_else(|| id.to_owned(), |(cal, uid)| event_id(&cal, &uid, "")))
+    }
+
+    /// The live event `id` (or its alias) as the store parsed it; `None` when there is none.
     pub fn event(&self, id: &str) -> Result<Option<Event>, CalendarStoreError> {
+        let id = &self.resolve_id(id)?;
         let json: Option<String> = self.db.read(|c| {
             c.query_row(
                 "SELECT event FROM events WHERE id = ?1 AND deleted_at IS NULL",

@@ -595,6 +595,7 @@ impl Steward {
                 if let Some(evidence) =
                     same(&w).then(|| evidence_of(&w, Ok(&seen), person)).flatten()
                 {
+                    record_alias(self, &w, &evidence, now)?;
                     journal.confirm(op.id, Confirmation::observed(evidence), now)?;
                 }
             }
@@ -784,6 +785,7 @@ impl Steward {
             let done = evidence_of(&w, seen.as_ref(), self.calendar_settings().zone);
             match done {
                 Some(evidence) => {
+                    record_alias(self, &w, &evidence, now)?;
                     journal.confirm(op.id, Confirmation::observed(evidence), now)?;
                     report.confirmed += 1;
                 }
@@ -1082,6 +1084,22 @@ fn evidence_of(
             "start": x.start,
             "end": x.end,
         })),
+        // The source rewrote the UID Steward wrote (some servers assign their own): the item
+        // Steward named holds one event, and it is ours by its title and times.
+        (Ok(Observed::Present { etag, events, .. }), WriteAction::Create, Some(x))
+            if one_uid(events).is_some_and(|e| x.seen_in(&e.uid, e, person)) =>
+        {
+            let uid = one_uid(events).map(|e| e.uid.clone()).unwrap_or_default();
+            Some(json!({
+                "href": w.href,
+                "etag": etag,
+                "matched_on": "alias",
+                "uid": uid,
+                "summary": x.summary,
+                "start": x.start,
+                "end": x.end,
+            }))
+        }
         // Journaled before expectations were recorded: the UID alone.
         (Ok(Observed::Present { etag, text, .. }), WriteAction::Create, None)
             if text.contains(&format!("UID:{}", w.uid)) =>
@@ -1093,6 +1111,31 @@ fn evidence_of(
         }
         _ => None,
     }
+}
+
+/// The master of the only event (UID) `events` hold.
+fn one_uid(events: &[super::Event]) -> Option<&super::Event> {
+    let first = events.first()?;
+    events
+        .iter()
+        .all(|e| e.uid == first.uid)
+        .then(|| events.iter().find(|e| e.recurrence_id.is_none()))
+        .flatten()
+}
+
+/// Records the UID alias a confirmation found (see [`evidence_of`]).
+fn record_alias(
+    steward: &Steward,
+    w: &CalendarWrite,
+    evidence: &serde_json::Value,
+    now: i64,
+) -> Result<(), CalendarWriteError> {
+    if let (Some("alias"), Some(uid)) = (evidence["matched_on"].as_str(), evidence["uid"].as_str())
+    {
+        let calendar = format!("{}/{}", w.account, w.collection);
+        steward.calendar_store()?.record_alias(&calendar, &w.uid, uid, now)?;
+    }
+    Ok(())
 }
 
 /// What a confirmation pass over calendar writes found.
