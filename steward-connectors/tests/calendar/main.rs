@@ -8,4 +8,5 @@ mod interop;
 mod recur;
 mod sources;
 mod store;
+mod vectors;
 mod write;

@@ -6,6 +6,7 @@ mod edit;
 pub mod free;
 pub mod recur;
 pub mod store;
+pub mod vectors;
 pub mod write;
 
 pub use free::{

@@ -309,6 +309,32 @@ fn fts_query(text: &str) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
+/// BM25 matches (best first) and vector neighbours (nearest first) fused by reciprocal rank:
+/// each event's rank becomes minus its fused score, so lower is still better.
+fn fuse(
+    lexical: &[(String, String, Option<f64>)],
+    near: &[(String, String)],
+) -> Vec<(String, String, Option<f64>)> {
+    let k = crate::search::engine::RRF_K;
+    let mut score: std::collections::HashMap<(String, String), f64> =
+        std::collections::HashMap::new();
+    let position = |i: usize| 1.0 / (k + f64::from(u32::try_from(i + 1).unwrap_or(u32::MAX)));
+    for (i, (c, u, _)) in lexical.iter().enumerate() {
+        *score.entry((c.clone(), u.clone())).or_default() += position(i);
+    }
+    for (i, key) in near.iter().enumerate() {
+        *score.entry(key.clone()).or_default() += position(i);
+    }
+    let mut out: Vec<(String, String, Option<f64>)> =
+        score.into_iter().map(|((c, u), s)| (c, u, Some(-s))).collect();
+    out.sort_by(|a, b| {
+        a.2.unwrap_or(0.0)
+            .total_cmp(&b.2.unwrap_or(0.0))
+            .then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1)))
+    });
+    out
+}
+
 /// The store.
 pub struct CalendarStore {
     db: Database,
@@ -928,6 +954,18 @@ impl CalendarStore {
     /// the window's events by start. Each hit is an event with its first occurrence in the
     /// window; an event with none there is not a hit.
     pub fn search(&self, person: Tz, q: &EventQuery) -> Result<Vec<EventHit>, CalendarStoreError> {
+        self.search_near(person, q, &[])
+    }
+
+    /// [`CalendarStore::search`], fused (reciprocal rank fusion) with the events of the rows
+    /// `near` (the nearest to the text by their vectors, nearest first) that pass the same
+    /// window and filters.
+    pub fn search_near(
+        &self,
+        person: Tz,
+        q: &EventQuery,
+        near: &[i64],
+    ) -> Result<Vec<EventHit>, CalendarStoreError> {
         let now = Utc::now();
         let from = q.from.unwrap_or(now - Duration::days(30));
         let to = q.to.unwrap_or(now + Duration::days(90));
@@ -984,6 +1022,12 @@ impl CalendarStore {
             })?,
             None => Vec::new(),
         };
+        let matched = if text.is_some() && !near.is_empty() {
+            let near = self.near_keys(near, attendee.as_deref(), (lo, hi), &calendars)?;
+            fuse(&matched, &near)
+        } else {
+            matched
+        };
         let window = self.window(from, to)?;
         let by_key: std::collections::HashMap<(&str, &str), &Group> =
             window.groups().map(|g| ((g.calendar.as_str(), g.uid.as_str()), g)).collect();
@@ -1034,6 +1078,69 @@ impl CalendarStore {
         });
         hits.truncate(limit);
         Ok(hits)
+    }
+
+    /// Every live event's row and the text its vector is made of (title, location,
+    /// description, attendees), cut at `max_chars`; at most [`MAX_CACHED_EVENTS`].
+    pub fn embed_sources(
+        &self,
+        max_chars: usize,
+    ) -> Result<Vec<(i64, String)>, CalendarStoreError> {
+        Ok(self.db.read(|c| {
+            let mut stmt = c
+                .prepare(
+                    "SELECT rowid, summary, location, description, attendees FROM events
+                     WHERE deleted_at IS NULL ORDER BY rowid LIMIT ?1",
+                )
+                .map_err(|e| StoreError::query("prepare embed sources", e))?;
+            let rows = stmt
+                .query_map([i64::try_from(MAX_CACHED_EVENTS).unwrap_or(i64::MAX)], |r| {
+                    let parts: [String; 4] = [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?];
+                    let text = parts
+                        .iter()
+                        .filter(|p| !p.trim().is_empty())
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    Ok((r.get(0)?, text.chars().take(max_chars).collect()))
+                })
+                .map_err(|e| StoreError::query("embed sources", e))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(|e| StoreError::query("embed source", e))
+        })?)
+    }
+
+    /// The (calendar, uid) of the live rows `rows` that pass the search's filters, in order.
+    fn near_keys(
+        &self,
+        rows: &[i64],
+        attendee: Option<&str>,
+        (lo, hi): (i64, i64),
+        calendars: &str,
+    ) -> Result<Vec<(String, String)>, CalendarStoreError> {
+        Ok(self.db.read(|c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT e.calendar_id, e.uid FROM events e
+                     WHERE e.rowid = ?1 AND e.deleted_at IS NULL
+                       AND (?2 IS NULL OR instr(e.attendees, ?2) > 0)
+                       AND e.start_utc < ?4 AND (e.end_utc IS NULL OR e.end_utc > ?3)
+                       AND (?5 = '' OR instr(?5, char(31) || e.calendar_id || char(31)) > 0)",
+                )
+                .map_err(|e| StoreError::query("prepare near", e))?;
+            let mut out: Vec<(String, String)> = Vec::new();
+            for row in rows.iter().take(super::vectors::EVENT_VECTOR_CANDIDATES) {
+                let key: Option<(String, String)> = stmt
+                    .query_row(params![row, attendee, lo, hi, calendars], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .optional()
+                    .map_err(|e| StoreError::query("near", e))?;
+                if let Some(k) = key.filter(|k| !out.contains(k)) {
+                    out.push(k);
+                }
+            }
+            Ok::<_, StoreError>(out)
+        })?)
     }
 
     /// The item holding the event `id` (Steward's id: the master's, or an occurrence's, or an

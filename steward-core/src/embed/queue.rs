@@ -130,6 +130,9 @@ pub enum EmbedRunError {
     /// The vector store failed.
     #[error(transparent)]
     Vectors(#[from] VectorError),
+    /// The calendar store failed (embedding events).
+    #[error(transparent)]
+    Calendar(Box<crate::calendar::store::CalendarStoreError>),
 }
 
 impl StewardError for EmbedRunError {
@@ -139,6 +142,7 @@ impl StewardError for EmbedRunError {
             Self::OutOfRange { .. } => "LIMIT_OUT_OF_RANGE",
             Self::Store(e) => e.code(),
             Self::Vectors(e) => e.code(),
+            Self::Calendar(e) => e.code(),
         }
     }
 
@@ -148,6 +152,7 @@ impl StewardError for EmbedRunError {
             Self::OutOfRange { .. } => ErrorKind::InvalidInput,
             Self::Store(e) => e.kind(),
             Self::Vectors(e) => e.kind(),
+            Self::Calendar(e) => e.kind(),
         }
     }
 }

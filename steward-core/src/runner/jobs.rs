@@ -70,17 +70,31 @@ pub(super) fn run(
                 cancel: Some(cancel),
             };
             let report = s.embed_mail(&opts, &mut |_| {})?;
+            // The calendar's events too (few, and only new or changed ones cost a request).
+            let events = if report.unavailable.is_none() { Some(s.embed_events()?) } else { None };
             let next = lock(&runner.embed_schedule).next_delay(&report);
+            let mut detail = detail(&report);
+            if let (Some(ev), Some(obj)) = (&events, detail.as_object_mut()) {
+                obj.insert("events".to_owned(), json!(ev));
+            }
             let mut done = Done::new(
-                match &report.unavailable {
-                    Some(why) => format!("the embedder is unavailable: {why}"),
-                    None if report.embedded == 0 && report.failed == 0 => String::new(),
-                    None => format!(
+                match (&report.unavailable, &events) {
+                    (Some(why), _) => format!("the embedder is unavailable: {why}"),
+                    (None, Some(ev)) if ev.embedded > 0 || ev.error.is_some() => format!(
+                        "embedded {} messages and {} events, failed {}, {} remaining{}",
+                        report.embedded,
+                        ev.embedded,
+                        report.failed,
+                        report.remaining,
+                        ev.error.as_deref().map_or_else(String::new, |e| format!("; events: {e}"))
+                    ),
+                    (None, _) if report.embedded == 0 && report.failed == 0 => String::new(),
+                    (None, _) => format!(
                         "embedded {}, failed {}, {} remaining",
                         report.embedded, report.failed, report.remaining
                     ),
                 },
-                detail(&report),
+                detail,
             );
             done.next_in = Some(next.as_secs());
             Ok(done)
@@ -249,6 +263,10 @@ fn pim_sync(runner: &Runner, cancel: &AtomicBool) -> Result<Done, Failure> {
     if changed > 0 && !runner.services.calendar_targets.is_empty() {
         // A calendar write shows in its source: confirm it soon.
         done.wake.push(JobName::ConfirmWrites);
+    }
+    if changed > 0 && runner.steward.has_embedder() {
+        // New or changed events get their vectors.
+        done.wake.push(JobName::MailEmbed);
     }
     done.partial_error = first_error;
     Ok(done)

@@ -42,9 +42,15 @@ impl Steward {
         self.calendar_store()?.free_busy(s.zone, from, to, min_minutes, &s.hours, &s.me)
     }
 
-    /// Events matching `q` (BM25 over summary, location, description and attendees; absent
-    /// words find nothing), or the window's events when it has no words.
+    /// Events matching `q` (BM25 over summary, location, description and attendees, fused
+    /// with the nearest events by their vectors when an embedder is set; an absent topic finds
+    /// nothing), or the window's events when it has no words.
     pub fn search_events(&self, q: &EventQuery) -> Result<Vec<EventHit>, CalendarStoreError> {
-        self.calendar_store()?.search(self.calendar_settings.zone, q)
+        let store = self.calendar_store()?;
+        let near = match q.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => self.near_events(t),
+            None => Vec::new(),
+        };
+        store.search_near(self.calendar_settings.zone, q, &near)
     }
 }

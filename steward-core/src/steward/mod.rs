@@ -266,6 +266,7 @@ impl StewardBuilder {
             mirror,
             lexical: std::sync::OnceLock::new(),
             vectors: std::sync::OnceLock::new(),
+            event_vectors: std::sync::OnceLock::new(),
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
             embedder,
@@ -341,6 +342,8 @@ pub struct Steward {
     lexical: std::sync::OnceLock<LexicalIndex>,
     /// Opened on first use: a lexical search never pays for it.
     vectors: std::sync::OnceLock<VectorStore>,
+    /// The event vectors (`calendar-index/vectors.db`).
+    event_vectors: std::sync::OnceLock<VectorStore>,
     /// `steward.db`, opened on first use.
     approvals: std::sync::OnceLock<Approvals>,
     /// `audit.db`, opened on first use.
@@ -556,6 +559,19 @@ impl Steward {
         }
         let opened = open()?;
         Ok(cell.get_or_init(|| opened))
+    }
+
+    /// The event vector store (`calendar-index/vectors.db`, see [`crate::calendar::vectors`]).
+    #[cfg_attr(feature = "testing", visibility::make(pub))]
+    pub(crate) fn event_vectors(&self) -> Result<&VectorStore, VectorError> {
+        self.open_once(&self.event_vectors, || {
+            VectorStore::open(&self.home.join("calendar-index"), &self.limits)
+        })
+    }
+
+    /// The embedder, when one is configured.
+    pub(crate) fn embedder_ref(&self) -> Option<&dyn Embedder> {
+        self.embedder.as_deref()
     }
 
     /// The vector store (embedders write here; search reads).

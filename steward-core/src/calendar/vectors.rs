@@ -1,0 +1,144 @@
+//! Event vectors, for hybrid event search like mail's: each live event's text (title,
+//! location, description, attendees, cut at [`MAX_EVENT_EMBED_CHARS`]) is embedded into a
+//! vector store of its own (`<home>/calendar-index/vectors.db`, keyed by the event's row), and
+//! a search fuses BM25 with the nearest events (reciprocal rank fusion). The nearest events
+//! count only within the embedder's distance ceiling and when they stand out from the
+//! calibration probes, so a topic the calendar does not hold finds nothing.
+//!
+//! A drain ([`Steward::embed_events`]) compares every live event's text hash with what the
+//! store recorded: new and changed events are embedded in batches, events gone lose their
+//! vectors, unchanged ones cost nothing. An endpoint that fails stops the drain; the next one
+//! picks up where it stopped.
+
+use serde::Serialize;
+
+use crate::{
+    Steward,
+    embed::EmbedRunError,
+    index::{EmbeddedItem, Embedder, VectorStore, calibration},
+};
+
+/// Longest text of one event embedded, characters.
+/// Fixed (not a setting).
+pub const MAX_EVENT_EMBED_CHARS: usize = 2_000;
+/// Events embedded per request.
+/// Fixed (not a setting).
+pub const EVENT_EMBED_BATCH: usize = 32;
+/// Nearest events a search looks at.
+/// Fixed (not a setting).
+pub const EVENT_VECTOR_CANDIDATES: usize = 50;
+
+/// What one drain of the event embedding queue did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventEmbedReport {
+    /// Events embedded now (new or changed).
+    pub embedded: usize,
+    /// Events whose vectors were already current.
+    pub unchanged: usize,
+    /// Events gone whose vectors were dropped.
+    pub removed: usize,
+    /// Why the drain stopped early (the endpoint failing), if it did.
+    pub error: Option<String>,
+}
+
+fn hash(text: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
+impl Steward {
+    /// Embeds the live events whose text is new or changed and drops the vectors of events
+    /// gone (see the module's documentation).
+    pub fn embed_events(&self) -> Result<EventEmbedReport, EmbedRunError> {
+        let e = self.embedder_ref().ok_or(EmbedRunError::NotConfigured)?;
+        let store = self.calendar_store().map_err(|x| EmbedRunError::Calendar(Box::new(x)))?;
+        let vectors = self.event_vectors()?;
+        let live = store
+            .embed_sources(MAX_EVENT_EMBED_CHARS)
+            .map_err(|x| EmbedRunError::Calendar(Box::new(x)))?;
+        let states = vectors.embed_states()?;
+        let mut report = EventEmbedReport::default();
+        let keep: std::collections::HashSet<i64> = live.iter().map(|(id, _)| *id).collect();
+        let gone: Vec<i64> = states.keys().copied().filter(|id| !keep.contains(id)).collect();
+        if !gone.is_empty() {
+            vectors.remove(&gone)?;
+            report.removed = gone.len();
+        }
+        let todo: Vec<(i64, String, [u8; 32])> = live
+            .into_iter()
+            .filter_map(|(id, text)| {
+                let h = hash(&text);
+                let current = states.get(&id).is_some_and(|s| {
+                    s.model == e.model() && s.source_hash == h && s.embedded_at.is_some()
+                });
+                if current {
+                    report.unchanged += 1;
+                    None
+                } else {
+                    Some((id, text, h))
+                }
+            })
+            .collect();
+        for batch in todo.chunks(EVENT_EMBED_BATCH) {
+            let texts: Vec<&str> = batch.iter().map(|(_, t, _)| t.as_str()).collect();
+            let got = match e.embed(&texts) {
+                Ok(v) => v,
+                Err(err) => {
+                    report.error = Some(err.to_string());
+                    break;
+                }
+            };
+            let items: Vec<EmbeddedItem> = batch
+                .iter()
+                .zip(got)
+                .filter(|(_, v)| !v.is_empty() && v.iter().all(|x| x.is_finite()))
+                .map(|((id, _, h), vector)| EmbeddedItem { id: *id, source_hash: *h, vector })
+                .collect();
+            let Some(dim) = items.first().map(|i| i.vector.len()) else { continue };
+            let items: Vec<EmbeddedItem> =
+                items.into_iter().filter(|i| i.vector.len() == dim).collect();
+            vectors.reset_incompatible(e.model(), dim)?;
+            vectors.store_embedded(e.model(), dim, &items)?;
+            report.embedded += items.len();
+        }
+        Ok(report)
+    }
+
+    /// The rows of the events nearest to `text`, nearest first: within the embedder's
+    /// distance ceiling and standing out from the calibration probes. Empty without an
+    /// embedder or event vectors, and when the embedder fails (the search is lexical then).
+    pub(crate) fn near_events(&self, text: &str) -> Vec<i64> {
+        let Some(e) = self.embedder_ref() else { return Vec::new() };
+        let Ok(vectors) = self.event_vectors() else { return Vec::new() };
+        near(e, vectors, text).unwrap_or_else(|why| {
+            tracing::warn!(why, "event search is lexical");
+            Vec::new()
+        })
+    }
+}
+
+fn near(e: &dyn Embedder, vectors: &VectorStore, text: &str) -> Result<Vec<i64>, String> {
+    let stored = vectors.dimensions(e.model()).map_err(|x| x.to_string())?;
+    if stored.is_empty() {
+        return Ok(Vec::new());
+    }
+    let v = e.embed_query(text).map_err(|x| x.to_string())?;
+    if !stored.contains(&v.len()) {
+        return Err(format!("no event vectors of dimension {}", v.len()));
+    }
+    let cutoff = e.max_distance();
+    let ids: Vec<i64> = vectors
+        .knn(e.model(), &v, EVENT_VECTOR_CANDIDATES)
+        .map_err(|x| x.to_string())?
+        .into_iter()
+        .filter(|n| n.distance <= cutoff)
+        .map(|n| n.id)
+        .collect();
+    if ids.is_empty() {
+        return Ok(ids);
+    }
+    let probes = calibration::probes_for(e, v.len()).ok_or("probe queries not embedded")?;
+    let found = vectors.stored_vectors(e.model(), v.len(), &ids).map_err(|x| x.to_string())?;
+    let candidates: Vec<(i64, &[f32])> = found.iter().map(|(id, f)| (*id, f.as_slice())).collect();
+    Ok(calibration::standing_out(&v, &probes, &candidates))
+}
