@@ -294,6 +294,84 @@ fn zoned(name: &str, t: chrono::DateTime<chrono::Utc>, zone: chrono_tz::Tz) -> S
     }
 }
 
+/// `±HHMM` (or `±HHMMSS`) of an offset in seconds.
+fn offset_text(secs: i32) -> String {
+    let sign = if secs < 0 { '-' } else { '+' };
+    let a = secs.unsigned_abs();
+    let (h, m, s) = (a / 3600, a / 60 % 60, a % 60);
+    if s == 0 { format!("{sign}{h:02}{m:02}") } else { format!("{sign}{h:02}{m:02}{s:02}") }
+}
+
+/// Days around a created event whose zone changes its VTIMEZONE lists.
+/// Fixed (not a setting).
+const VTIMEZONE_SPAN_DAYS: i64 = 366;
+
+/// The VTIMEZONE of `zone` (RFC 5545 §3.6.5) around `[from, to]`: one observance per offset
+/// change from a year before to a year after (so every time of the event falls after the
+/// onset of one), found in the zone's own rules; a zone without a change there gets one
+/// standard observance.
+pub(crate) fn vtimezone(
+    zone: chrono_tz::Tz,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> Vec<String> {
+    use chrono::{Offset as _, TimeZone as _};
+    use chrono_tz::{OffsetComponents as _, OffsetName as _};
+    let at = |t: chrono::DateTime<chrono::Utc>| {
+        let o = zone.offset_from_utc_datetime(&t.naive_utc());
+        (o.fix().local_minus_utc(), !o.dst_offset().is_zero(), o.abbreviation().map(str::to_owned))
+    };
+    let day = chrono::Duration::days(1);
+    let (start, end) = (
+        from - chrono::Duration::days(VTIMEZONE_SPAN_DAYS),
+        to + chrono::Duration::days(VTIMEZONE_SPAN_DAYS),
+    );
+    let mut changes = Vec::new();
+    let (mut t, mut now) = (start, at(start));
+    let first = now.clone();
+    while t < end {
+        let next = at(t + day);
+        if (next.0, next.1) != (now.0, now.1) {
+            // The second it changes: the last one with the old offset is `lo`.
+            let (mut lo, mut hi) = (t, t + day);
+            while hi - lo > chrono::Duration::seconds(1) {
+                let mid = lo + (hi - lo) / 2;
+                if (at(mid).0, at(mid).1) == (now.0, now.1) { lo = mid } else { hi = mid }
+            }
+            changes.push((hi, now.0, next.clone()));
+        }
+        now = next;
+        t += day;
+    }
+    let mut out = vec!["BEGIN:VTIMEZONE".to_owned(), format!("TZID:{}", zone.name())];
+    let mut observance = |kind: &str,
+                          onset: chrono::NaiveDateTime,
+                          off_from: i32,
+                          to: &(i32, bool, Option<String>)| {
+        out.push(format!("BEGIN:{kind}"));
+        out.push(format!("DTSTART:{}", onset.format("%Y%m%dT%H%M%S")));
+        out.push(format!("TZOFFSETFROM:{}", offset_text(off_from)));
+        out.push(format!("TZOFFSETTO:{}", offset_text(to.0)));
+        if let Some(n) = to.2.as_deref().filter(|n| !n.is_empty()) {
+            out.push(format!("TZNAME:{}", escape(n)));
+        }
+        out.push(format!("END:{kind}"));
+    };
+    if changes.is_empty() {
+        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)
+            .unwrap_or_default()
+            .and_time(chrono::NaiveTime::MIN);
+        observance("STANDARD", epoch, first.0, &first);
+    }
+    for (when, off_from, to) in &changes {
+        // The onset is written in the wall-clock time it had before the change.
+        let onset = when.naive_utc() + chrono::Duration::seconds(i64::from(*off_from));
+        observance(if to.1 { "DAYLIGHT" } else { "STANDARD" }, onset, *off_from, to);
+    }
+    out.push("END:VTIMEZONE".to_owned());
+    out
+}
+
 /// The iCalendar text of `e` with `uid`, its times in `zone` (the person's: the event keeps
 /// its wall-clock time across DST changes as they see it), stamped `now`.
 pub fn render_event(
@@ -304,9 +382,17 @@ pub fn render_event(
     now: chrono::DateTime<chrono::Utc>,
 ) -> String {
     let mut out = String::new();
-    for l in ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//Steward//Steward//EN", "BEGIN:VEVENT"] {
+    for l in ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//Steward//Steward//EN"] {
         line(&mut out, l);
     }
+    // The zone its TZID names, defined in the item (RFC 5545 §3.2.19): a reader that does not
+    // know IANA names still places the times.
+    if zone != chrono_tz::Tz::UTC {
+        for l in vtimezone(zone, start, end) {
+            line(&mut out, &l);
+        }
+    }
+    line(&mut out, "BEGIN:VEVENT");
     line(&mut out, &format!("UID:{}", escape(uid)));
     line(&mut out, &format!("DTSTAMP:{}", utc(now)));
     line(&mut out, &zoned("DTSTART", start, zone));
@@ -1188,5 +1274,34 @@ mod tests {
         assert!(text.ends_with("END:VEVENT\r\nEND:VCALENDAR\r\n"));
         let rome = render_event(&e, "u", (t, t), chrono_tz::Europe::Rome, t);
         assert!(rome.contains("DTSTART;TZID=Europe/Rome:20231114T231320\r\n"), "{rome}");
+        assert!(!text.contains("VTIMEZONE"), "UTC times need no zone: {text}");
+    }
+
+    #[test]
+    fn a_zone_is_defined_in_the_item_with_its_changes_around_the_event() {
+        let t = chrono::DateTime::parse_from_rfc3339("2026-03-10T16:00:00Z").unwrap().to_utc();
+        let rome = vtimezone(chrono_tz::Europe::Rome, t, t).join("\n");
+        // From a year before to a year after (2025-03-10 to 2027-03-10): four changes.
+        for l in [
+            "TZID:Europe/Rome",
+            "BEGIN:DAYLIGHT\nDTSTART:20260329T020000\nTZOFFSETFROM:+0100\nTZOFFSETTO:+0200\nTZNAME:CEST",
+            "BEGIN:STANDARD\nDTSTART:20261025T030000\nTZOFFSETFROM:+0200\nTZOFFSETTO:+0100\nTZNAME:CET",
+            "DTSTART:20250330T020000",
+            "DTSTART:20251026T030000",
+        ] {
+            assert!(rome.contains(l), "{l}:\n{rome}");
+        }
+        assert_eq!(rome.matches("BEGIN:DAYLIGHT").count(), 2, "{rome}");
+        assert_eq!(rome.matches("BEGIN:STANDARD").count(), 2, "{rome}");
+        // A zone without changes: one standard observance; odd offsets keep their minutes.
+        let kolkata = vtimezone(chrono_tz::Asia::Kolkata, t, t).join("\n");
+        assert!(kolkata.contains("TZOFFSETFROM:+0530\nTZOFFSETTO:+0530"), "{kolkata}");
+        assert_eq!(kolkata.matches("BEGIN:STANDARD").count(), 1);
+        // South of the equator, summer time spans the new year.
+        let sydney = vtimezone(chrono_tz::Australia::Sydney, t, t).join("\n");
+        assert!(
+            sydney.contains("DTSTART:20260405T030000\nTZOFFSETFROM:+1100\nTZOFFSETTO:+1000"),
+            "{sydney}"
+        );
     }
 }
