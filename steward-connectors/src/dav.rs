@@ -91,6 +91,11 @@ pub enum DavError {
         /// Why.
         reason: String,
     },
+    /// The server keeps the account's collections on a host credentials are not sent to.
+    #[error(
+        "the server keeps these collections at {0}, a host outside its own domain: configure that URL as the source if you trust it"
+    )]
+    ForeignHome(String),
 }
 
 impl StewardError for DavError {
@@ -104,12 +109,15 @@ impl StewardError for DavError {
             Self::Status { .. } => "DAV_STATUS",
             Self::TooLarge(_) => "DAV_TOO_LARGE",
             Self::BadResponse { .. } => "DAV_BAD_RESPONSE",
+            Self::ForeignHome(_) => "DAV_FOREIGN_HOME",
         }
     }
 
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::BadUrl(_) | Self::Insecure(_) | Self::Secret(_) => ErrorKind::InvalidInput,
+            Self::BadUrl(_) | Self::Insecure(_) | Self::Secret(_) | Self::ForeignHome(_) => {
+                ErrorKind::InvalidInput
+            }
             Self::Unauthorized { .. } => ErrorKind::Denied,
             Self::Unreachable { .. } | Self::Status { .. } => ErrorKind::Unavailable,
             Self::TooLarge(_) | Self::BadResponse { .. } => ErrorKind::Unavailable,
@@ -269,8 +277,11 @@ pub type ItemResult = Result<Fetched, (String, DavError)>;
 /// A blocking CalDAV/CardDAV client for one account.
 pub struct DavClient {
     http: reqwest::blocking::Client,
-    /// Scheme and authority.
-    base: http::Uri,
+    /// Scheme and authority: the configured URL's, or the host discovery found the
+    /// collections on (see [`DavClient::discover`]).
+    base: std::sync::RwLock<http::Uri>,
+    /// The configured URL's scheme and authority, where every discovery starts.
+    origin: http::Uri,
     /// The path configured (server root, principal or home set).
     start: String,
     auth: DavAuth,
@@ -280,7 +291,7 @@ pub struct DavClient {
 impl std::fmt::Debug for DavClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DavClient")
-            .field("base", &self.base)
+            .field("base", &self.base())
             .field("start", &self.start)
             .field("auth", &self.auth)
             .finish_non_exhaustive()
@@ -334,7 +345,59 @@ impl DavClient {
             .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| DavError::Unreachable { url: url.to_owned(), reason: e.to_string() })?;
-        Ok(Self { http, base, start, auth, requests: AtomicUsize::new(0) })
+        Ok(Self {
+            http,
+            origin: base.clone(),
+            base: std::sync::RwLock::new(base),
+            start,
+            auth,
+            requests: AtomicUsize::new(0),
+        })
+    }
+
+    /// Where requests go: scheme and authority.
+    fn base(&self) -> http::Uri {
+        self.base.read().map_or_else(|p| p.into_inner().clone(), |b| b.clone())
+    }
+
+    /// Sends the following requests to the host of `home` (a home set on another host, as
+    /// iCloud's `pNN-caldav.icloud.com`): only a host of the same domain as the configured one
+    /// (or between two loopback hosts), and credentials only over https or to this machine.
+    fn rebase(&self, home: &http::Uri) -> Result<(), DavError> {
+        let base = &self.origin;
+        let (Some(scheme), Some(authority), Some(host)) =
+            (home.scheme_str(), home.authority(), home.host())
+        else {
+            return Ok(());
+        };
+        if base.authority() == Some(authority) && base.scheme_str() == Some(scheme) {
+            return Ok(());
+        }
+        let parent = |h: &str| -> Option<String> {
+            let h = h.trim_end_matches('.').to_ascii_lowercase();
+            let (_, rest) = h.split_once('.')?;
+            rest.contains('.').then(|| rest.to_owned())
+        };
+        let ours = base.host().unwrap_or_default();
+        let same_site = (is_loopback(ours) && is_loopback(host))
+            || parent(ours).is_some_and(|p| parent(host).as_ref() == Some(&p));
+        let shown = format!("{scheme}://{authority}");
+        if !same_site || !matches!(scheme, "http" | "https") {
+            return Err(DavError::ForeignHome(shown));
+        }
+        if scheme == "http" && self.auth != DavAuth::None && !is_loopback(host) {
+            return Err(DavError::Insecure(shown));
+        }
+        let next = http::Uri::builder()
+            .scheme(scheme)
+            .authority(authority.clone())
+            .path_and_query("/")
+            .build()
+            .map_err(|_| DavError::BadUrl(shown))?;
+        if let Ok(mut b) = self.base.write() {
+            *b = next;
+        }
+        Ok(())
     }
 
     /// Requests sent so far.
@@ -346,8 +409,8 @@ impl DavClient {
     /// outer error, the request's own parse error the inner one.
     fn send<R: DavRequest>(&self, r: &R) -> Result<Result<R::Response, R::ParseError>, DavError> {
         let req = r
-            .prepare_request(self.base.clone())
-            .map_err(|e| DavError::BadUrl(format!("{}: {e}", self.base)))?;
+            .prepare_request(self.base())
+            .map_err(|e| DavError::BadUrl(format!("{}: {e}", self.base())))?;
         let (parts, body) = req.into_parts();
         let url = parts.uri.to_string();
         let mut b = self.http.request(parts.method, &url).headers(parts.headers).body(body);
@@ -398,7 +461,7 @@ impl DavClient {
     }
 
     fn parse_error(&self, e: ParseResponseError, what: &str) -> DavError {
-        let url = format!("{}{}", self.base.to_string().trim_end_matches('/'), what);
+        let url = format!("{}{}", self.base().to_string().trim_end_matches('/'), what);
         match e {
             ParseResponseError::BadStatusCode(s) if s.as_u16() == 403 => {
                 DavError::Unauthorized { url, status: 403 }
@@ -422,6 +485,10 @@ impl DavClient {
     /// (`current-user-principal`, else the URL itself), its home set, the collections under
     /// it — or, when the configured URL is itself one collection, that one.
     pub fn discover(&self, kind: DavKind) -> Result<Vec<DavCollection>, DavError> {
+        // Every discovery starts at the configured host (a home set may have moved).
+        if let Ok(mut b) = self.base.write() {
+            b.clone_from(&self.origin);
+        }
         let principal = match self.property_href(&self.start, &names::CURRENT_USER_PRINCIPAL) {
             Ok(Some(p)) => p,
             Ok(None) | Err(DavError::Status { status: 404 | 405, .. }) => self.start.clone(),
@@ -436,7 +503,14 @@ impl DavClient {
                 .map(|r| r.home_sets),
         };
         let home = match home_set {
-            Ok(h) => h.first().map_or_else(|| self.start.clone(), |u| u.path().to_owned()),
+            Ok(h) => match h.first() {
+                Some(u) => {
+                    // A home set on another host: what follows goes there.
+                    self.rebase(u)?;
+                    u.path().to_owned()
+                }
+                None => self.start.clone(),
+            },
             Err(DavError::Status { status: 404 | 405, .. }) => self.start.clone(),
             Err(e) => return Err(e),
         };
@@ -639,7 +713,7 @@ impl DavClient {
 
     /// The URL of `href` on this server.
     pub fn url_of(&self, href: &str) -> String {
-        format!("{}{}", self.base.to_string().trim_end_matches('/'), href)
+        format!("{}{}", self.base().to_string().trim_end_matches('/'), href)
     }
 }
 
@@ -676,6 +750,34 @@ fn item_name(collection: &str, href: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_home_set_is_followed_within_its_site_only() {
+        let auth = DavAuth::Basic { user: "u".into(), password: "p".into() };
+        let rebased = |from: &str, to: &str| {
+            let c = DavClient::with_auth(from, auth.clone()).unwrap();
+            c.rebase(&to.parse().unwrap()).map(|()| c.base().to_string())
+        };
+        assert_eq!(
+            rebased(
+                "https://caldav.icloud.com/",
+                "https://p42-caldav.icloud.com:443/123/calendars/"
+            ),
+            Ok("https://p42-caldav.icloud.com:443/".to_owned())
+        );
+        for (from, to) in [
+            ("https://dav.example.co.uk/", "https://evil.co.uk/x/"),
+            ("https://caldav.icloud.com/", "https://icloud.com.evil.org/x/"),
+            ("https://icloud.com/", "https://p42.icloud.com/x/"),
+        ] {
+            assert!(matches!(rebased(from, to), Err(DavError::ForeignHome(_))), "{from} -> {to}");
+        }
+        // Same site, but credentials would cross the network in clear text.
+        assert!(matches!(
+            rebased("https://dav.example.org/", "http://home.example.org/x/"),
+            Err(DavError::Insecure(_))
+        ));
+    }
 
     #[test]
     fn credentials_go_only_over_tls_or_to_this_machine() {

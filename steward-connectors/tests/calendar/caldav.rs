@@ -249,3 +249,86 @@ fn caldav_and_carddav_sources_in_config_toml_are_kept_current_by_the_runner() {
         assert!(e.to_string().contains(why), "{entry}: {e}");
     }
 }
+
+/// A front server on loopback answering discovery as iCloud's `caldav.icloud.com` does: the
+/// principal here, the calendar home set as an absolute URL on another host (`home`). Every
+/// other request is refused, so a client that stayed here would fail.
+fn front(home: String) -> String {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (mut line, mut length, mut first) = (String::new(), 0usize, String::new());
+            while reader.read_line(&mut line).unwrap_or(0) > 0 {
+                if first.is_empty() {
+                    first = line.clone();
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let body = String::from_utf8_lossy(&body);
+            let prop = if body.contains("calendar-home-set") {
+                format!("<c:calendar-home-set><d:href>{home}</d:href></c:calendar-home-set>")
+            } else if body.contains("current-user-principal") {
+                "<d:current-user-principal><d:href>/giulia/</d:href></d:current-user-principal>"
+                    .to_owned()
+            } else {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                continue;
+            };
+            let xml = format!(
+                "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<d:multistatus xmlns:d=\"DAV:\" \
+                 xmlns:c=\"urn:ietf:params:xml:ns:caldav\"><d:response><d:href>/giulia/</d:href>\
+                 <d:propstat><d:prop>{prop}</d:prop><d:status>HTTP/1.1 200 OK</d:status>\
+                 </d:propstat></d:response></d:multistatus>"
+            );
+            let _ = write!(
+                stream,
+                "HTTP/1.1 207 Multi-Status\r\nContent-Type: application/xml; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{xml}",
+                xml.len()
+            );
+        }
+    });
+    format!("http://127.0.0.1:{port}/")
+}
+
+#[test]
+fn a_calendar_home_on_another_host_of_the_same_site_is_followed_and_a_foreign_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Radicale::start(dir.path(), "giulia", "s3cret");
+    server.collection("lavoro", Collection::Calendar, "Lavoro", None);
+    server.seed("lavoro", "review.ics", &event("review@t", "20250305T150000", "Budget review", ""));
+    // The home set names the Radicale by another loopback name: requests follow it there.
+    let home = server.url.replace("127.0.0.1", "localhost") + "giulia/";
+    let auth = DavAuth::Basic { user: "giulia".into(), password: "s3cret".into() };
+    let dav = DavClient::with_auth(&front(home), auth.clone()).unwrap();
+    let found = dav.discover(DavKind::Calendars).unwrap();
+    assert_eq!(found.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["lavoro"]);
+    let home_dir = dir.path().join("home");
+    std::fs::create_dir_all(&home_dir).unwrap();
+    let store = CalendarStore::open(&home_dir, &steward_core::Limits::default()).unwrap();
+    let (report, errors) = sync_caldav(&store, "icloud", &dav, chrono_tz::Europe::Rome).unwrap();
+    assert_eq!((report.added, errors.len()), (1, 0), "{report:?} {errors:?}");
+    assert_eq!(summaries(&store), ["icloud/lavoro Budget review"]);
+
+    // A home set on a host outside the site is not followed: no credentials go there.
+    for elsewhere in ["http://192.0.2.1/giulia/", "https://calendars.example.net/giulia/"] {
+        let dav = DavClient::with_auth(&front(elsewhere.to_owned()), auth.clone()).unwrap();
+        let e = dav.discover(DavKind::Calendars).unwrap_err();
+        assert_eq!(steward_core::StewardError::code(&e), "DAV_FOREIGN_HOME", "{elsewhere}: {e}");
+        assert_eq!(dav.requests(), 2, "principal and home set only");
+    }
+}
