@@ -88,21 +88,21 @@ fn main() {
     };
     let s = Steward::builder().home(&home).calendar_settings(settings).open().expect("open");
     let start = Instant::now();
-    let (report, _) = steward_connectors::calendar::sync::sync_vdir(
-        s.calendar_store().expect("store"),
+    let (report, _) = steward_connectors::pim::index_calendars(
+        &s,
         "bench",
-        &dir.join("cal"),
-        rome,
+        steward_connectors::pim::PimFrom::Vdir(&dir.join("cal")),
     )
     .expect("index calendar");
     println!("indexed {} events in {:.0} ms", report.events, start.elapsed().as_secs_f64() * 1e3);
-    let books = steward_connectors::contacts::read_vdir(
-        &dir.join("contacts"),
+    let people = steward_connectors::pim::index_books(
+        &s,
+        "bench",
+        steward_connectors::pim::PimFrom::Vdir(&dir.join("contacts")),
         steward_connectors::contacts::phone::region("IT"),
     )
-    .expect("read contacts");
-    let people =
-        s.index_contacts("bench", books.into_account_read().expect("books").0).expect("index");
+    .expect("index contacts")
+    .report;
     println!("indexed {} cards into {} people", people.cards, people.contacts);
 
     let today = chrono::Utc::now().with_timezone(&rome).date_naive();

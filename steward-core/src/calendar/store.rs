@@ -360,6 +360,23 @@ pub const EXPANDED_DAYS_AHEAD: i64 = 300;
 /// Most occurrences kept expanded; a store with more expands each question's window.
 /// Fixed (not a setting).
 pub const MAX_EXPANDED: usize = 500_000;
+/// Most memory the occurrences kept expanded for one question kind may take, bytes (two kinds
+/// are kept: the agenda's and the busy ones); a store whose occurrences take more expands each
+/// question's window instead.
+/// Fixed (not a setting).
+pub const MAX_EXPANDED_BYTES: usize = 64 * 1024 * 1024;
+
+/// What one kept occurrence takes in memory, about.
+fn occurrence_bytes(o: &StoredOccurrence) -> usize {
+    let i = &o.item;
+    std::mem::size_of::<StoredOccurrence>()
+        + o.calendar.capacity()
+        + i.uid.capacity()
+        + i.summary.capacity()
+        + i.location.as_ref().map_or(0, String::capacity)
+        + i.recurrence_id.as_ref().map_or(0, String::capacity)
+        + i.status.as_ref().map_or(0, String::capacity)
+}
 
 /// The occurrences of every event in `[from, to)`, for one set of parsed events and one zone:
 /// the agenda's, or the busy ones of free/busy for one set of the person's addresses.
@@ -824,6 +841,7 @@ impl CalendarStore {
         }
         let list = (|| -> Result<_, RecurError> {
             let mut all = Vec::new();
+            let mut bytes = 0usize;
             for g in groups.iter() {
                 let items = match me {
                     None => agenda(&g.events, zone, hfrom, hto, super::MAX_INSTANCES)?,
@@ -832,12 +850,12 @@ impl CalendarStore {
                         agenda(&kept, zone, hfrom, hto, super::MAX_INSTANCES)?
                     }
                 };
-                all.extend(
-                    items
-                        .into_iter()
-                        .map(|item| StoredOccurrence { calendar: g.calendar.clone(), item }),
-                );
-                if all.len() > MAX_EXPANDED {
+                for item in items {
+                    let o = StoredOccurrence { calendar: g.calendar.clone(), item };
+                    bytes += occurrence_bytes(&o);
+                    all.push(o);
+                }
+                if all.len() > MAX_EXPANDED || bytes > MAX_EXPANDED_BYTES {
                     return Err(RecurError::TooMany { max: MAX_EXPANDED });
                 }
             }
