@@ -240,6 +240,9 @@ pub struct DavCollection {
     pub color: Option<String>,
     /// Whether it answers `sync-collection` (RFC 6578).
     pub supports_sync: bool,
+    /// The scheme and host its requests go to (the configured one, or the one its home set
+    /// named).
+    pub base: http::Uri,
 }
 
 /// A collection's items as listed now.
@@ -277,10 +280,8 @@ pub type ItemResult = Result<Fetched, (String, DavError)>;
 /// A blocking CalDAV/CardDAV client for one account.
 pub struct DavClient {
     http: reqwest::blocking::Client,
-    /// Scheme and authority: the configured URL's, or the host discovery found the
-    /// collections on (see [`DavClient::discover`]).
-    base: std::sync::RwLock<http::Uri>,
-    /// The configured URL's scheme and authority, where every discovery starts.
+    /// The configured URL's scheme and authority, where every discovery starts (a collection
+    /// keeps the host it was found on: see [`DavCollection::base`]).
     origin: http::Uri,
     /// The path configured (server root, principal or home set).
     start: String,
@@ -291,7 +292,7 @@ pub struct DavClient {
 impl std::fmt::Debug for DavClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DavClient")
-            .field("base", &self.base())
+            .field("origin", &self.origin)
             .field("start", &self.start)
             .field("auth", &self.auth)
             .finish_non_exhaustive()
@@ -345,42 +346,34 @@ impl DavClient {
             .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| DavError::Unreachable { url: url.to_owned(), reason: e.to_string() })?;
-        Ok(Self {
-            http,
-            origin: base.clone(),
-            base: std::sync::RwLock::new(base),
-            start,
-            auth,
-            requests: AtomicUsize::new(0),
-        })
+        Ok(Self { http, origin: base, start, auth, requests: AtomicUsize::new(0) })
     }
 
-    /// Where requests go: scheme and authority.
-    fn base(&self) -> http::Uri {
-        self.base.read().map_or_else(|p| p.into_inner().clone(), |b| b.clone())
-    }
-
-    /// Sends the following requests to the host of `home` (a home set on another host, as
-    /// iCloud's `pNN-caldav.icloud.com`): only a host of the same domain as the configured one
-    /// (or between two loopback hosts), and credentials only over https or to this machine.
-    fn rebase(&self, home: &http::Uri) -> Result<(), DavError> {
+    /// Where the collections under `home` are asked for: the configured host, or the host of
+    /// a home set on another one (iCloud's `pNN-caldav.icloud.com`) — only one of the same
+    /// registrable domain (the Public Suffix List's), or between two loopback hosts, and
+    /// credentials only over https or to this machine.
+    fn home_base(&self, home: &http::Uri) -> Result<http::Uri, DavError> {
         let base = &self.origin;
         let (Some(scheme), Some(authority), Some(host)) =
             (home.scheme_str(), home.authority(), home.host())
         else {
-            return Ok(());
+            return Ok(base.clone());
         };
         if base.authority() == Some(authority) && base.scheme_str() == Some(scheme) {
-            return Ok(());
+            return Ok(base.clone());
         }
-        let parent = |h: &str| -> Option<String> {
+        // An address is no domain: only loopback to loopback.
+        let site = |h: &str| -> Option<String> {
             let h = h.trim_end_matches('.').to_ascii_lowercase();
-            let (_, rest) = h.split_once('.')?;
-            rest.contains('.').then(|| rest.to_owned())
+            if h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok() {
+                return None;
+            }
+            psl::domain_str(&h).map(str::to_owned)
         };
         let ours = base.host().unwrap_or_default();
         let same_site = (is_loopback(ours) && is_loopback(host))
-            || parent(ours).is_some_and(|p| parent(host).as_ref() == Some(&p));
+            || site(ours).is_some_and(|p| site(host).as_ref() == Some(&p));
         let shown = format!("{scheme}://{authority}");
         if !same_site || !matches!(scheme, "http" | "https") {
             return Err(DavError::ForeignHome(shown));
@@ -388,16 +381,12 @@ impl DavClient {
         if scheme == "http" && self.auth != DavAuth::None && !is_loopback(host) {
             return Err(DavError::Insecure(shown));
         }
-        let next = http::Uri::builder()
+        http::Uri::builder()
             .scheme(scheme)
             .authority(authority.clone())
             .path_and_query("/")
             .build()
-            .map_err(|_| DavError::BadUrl(shown))?;
-        if let Ok(mut b) = self.base.write() {
-            *b = next;
-        }
-        Ok(())
+            .map_err(|_| DavError::BadUrl(shown))
     }
 
     /// Requests sent so far.
@@ -407,10 +396,14 @@ impl DavClient {
 
     /// Sends `r` and parses its answer; transport failures, 401 and oversized answers are the
     /// outer error, the request's own parse error the inner one.
-    fn send<R: DavRequest>(&self, r: &R) -> Result<Result<R::Response, R::ParseError>, DavError> {
+    fn send<R: DavRequest>(
+        &self,
+        base: &http::Uri,
+        r: &R,
+    ) -> Result<Result<R::Response, R::ParseError>, DavError> {
         let req = r
-            .prepare_request(self.base())
-            .map_err(|e| DavError::BadUrl(format!("{}: {e}", self.base())))?;
+            .prepare_request(base.clone())
+            .map_err(|e| DavError::BadUrl(format!("{base}: {e}")))?;
         let (parts, body) = req.into_parts();
         let url = parts.uri.to_string();
         let mut b = self.http.request(parts.method, &url).headers(parts.headers).body(body);
@@ -453,31 +446,33 @@ impl DavClient {
     }
 
     /// [`DavClient::send`] with the common parse errors typed.
-    fn request<R>(&self, r: &R, what: &str) -> Result<R::Response, DavError>
+    fn request<R>(&self, base: &http::Uri, r: &R, what: &str) -> Result<R::Response, DavError>
     where
         R: DavRequest<ParseError = ParseResponseError>,
     {
-        self.send(r)?.map_err(|e| self.parse_error(e, what))
+        self.send(base, r)?.map_err(|e| parse_error(base, e, what))
     }
+}
 
-    fn parse_error(&self, e: ParseResponseError, what: &str) -> DavError {
-        let url = format!("{}{}", self.base().to_string().trim_end_matches('/'), what);
-        match e {
-            ParseResponseError::BadStatusCode(s) if s.as_u16() == 403 => {
-                DavError::Unauthorized { url, status: 403 }
-            }
-            ParseResponseError::BadStatusCode(s) => DavError::Status { url, status: s.as_u16() },
-            other => DavError::BadResponse { url, reason: other.to_string() },
+fn parse_error(base: &http::Uri, e: ParseResponseError, what: &str) -> DavError {
+    let url = format!("{}{}", base.to_string().trim_end_matches('/'), what);
+    match e {
+        ParseResponseError::BadStatusCode(s) if s.as_u16() == 403 => {
+            DavError::Unauthorized { url, status: 403 }
         }
+        ParseResponseError::BadStatusCode(s) => DavError::Status { url, status: s.as_u16() },
+        other => DavError::BadResponse { url, reason: other.to_string() },
     }
+}
 
+impl DavClient {
     /// The first href of `property` at `path`, if the server names one.
     fn property_href(
         &self,
         path: &str,
         property: &PropertyName<'_, '_>,
     ) -> Result<Option<String>, DavError> {
-        let found = self.request(&FindPropertyHrefs::new(path, property), path)?;
+        let found = self.request(&self.origin, &FindPropertyHrefs::new(path, property), path)?;
         Ok(found.hrefs.first().map(|u| u.path().to_owned()))
     }
 
@@ -485,39 +480,34 @@ impl DavClient {
     /// (`current-user-principal`, else the URL itself), its home set, the collections under
     /// it — or, when the configured URL is itself one collection, that one.
     pub fn discover(&self, kind: DavKind) -> Result<Vec<DavCollection>, DavError> {
-        // Every discovery starts at the configured host (a home set may have moved).
-        if let Ok(mut b) = self.base.write() {
-            b.clone_from(&self.origin);
-        }
         let principal = match self.property_href(&self.start, &names::CURRENT_USER_PRINCIPAL) {
             Ok(Some(p)) => p,
             Ok(None) | Err(DavError::Status { status: 404 | 405, .. }) => self.start.clone(),
             Err(e) => return Err(e),
         };
         let home_set = match kind {
-            DavKind::Calendars => {
-                self.request(&FindCalendarHomeSet::new(&principal), &principal).map(|r| r.home_sets)
-            }
+            DavKind::Calendars => self
+                .request(&self.origin, &FindCalendarHomeSet::new(&principal), &principal)
+                .map(|r| r.home_sets),
             DavKind::AddressBooks => self
-                .request(&FindAddressBookHomeSet::new(&principal), &principal)
+                .request(&self.origin, &FindAddressBookHomeSet::new(&principal), &principal)
                 .map(|r| r.home_sets),
         };
-        let home = match home_set {
+        let (home, base) = match home_set {
             Ok(h) => match h.first() {
-                Some(u) => {
-                    // A home set on another host: what follows goes there.
-                    self.rebase(u)?;
-                    u.path().to_owned()
-                }
-                None => self.start.clone(),
+                // A home set on another host: its collections are asked for there.
+                Some(u) => (u.path().to_owned(), self.home_base(u)?),
+                None => (self.start.clone(), self.origin.clone()),
             },
-            Err(DavError::Status { status: 404 | 405, .. }) => self.start.clone(),
+            Err(DavError::Status { status: 404 | 405, .. }) => {
+                (self.start.clone(), self.origin.clone())
+            }
             Err(e) => return Err(e),
         };
         let found: Vec<FoundCollection> = match kind {
-            DavKind::Calendars => self.request(&FindCalendars::new(&home), &home)?.calendars,
+            DavKind::Calendars => self.request(&base, &FindCalendars::new(&home), &home)?.calendars,
             DavKind::AddressBooks => {
-                self.request(&FindAddressBooks::new(&home), &home)?.addressbooks
+                self.request(&base, &FindAddressBooks::new(&home), &home)?.addressbooks
             }
         };
         let mut out: Vec<DavCollection> = found
@@ -540,6 +530,7 @@ impl DavClient {
                     supports_sync: c.supports_sync,
                     href: if c.href.ends_with('/') { c.href } else { format!("{}/", c.href) },
                     id,
+                    base: base.clone(),
                 }
             })
             .filter(|c| !c.id.is_empty())
@@ -559,7 +550,7 @@ impl DavClient {
             if let Some(t) = token {
                 req = req.with_sync_token(t);
             }
-            let answer = match self.send(&req)? {
+            let answer = match self.send(&c.base, &req)? {
                 Ok(a) => Some(a),
                 // The token expired: list the whole collection again. (Servers say so with
                 // DAV:valid-sync-token, or only with a 4xx status.)
@@ -575,15 +566,17 @@ impl DavClient {
                         reason: format!("precondition failed: {p}"),
                     });
                 }
-                Err(SyncCollectionParseError::Parse(e)) => return Err(self.parse_error(e, &c.href)),
+                Err(SyncCollectionParseError::Parse(e)) => {
+                    return Err(parse_error(&c.base, e, &c.href));
+                }
             };
             let complete = token.is_none() || answer.is_none();
             let answer = match answer {
                 Some(a) => a,
-                None => match self.send(&SyncCollection::new(&c.href))? {
+                None => match self.send(&c.base, &SyncCollection::new(&c.href))? {
                     Ok(a) => a,
                     Err(SyncCollectionParseError::Parse(e)) => {
-                        return Err(self.parse_error(e, &c.href));
+                        return Err(parse_error(&c.base, e, &c.href));
                     }
                     Err(SyncCollectionParseError::PreconditionFailed(p)) => {
                         return Err(DavError::BadResponse {
@@ -602,7 +595,7 @@ impl DavClient {
                 partial,
             });
         }
-        let answer = self.request(&ListResources::new(&c.href), &c.href)?;
+        let answer = self.request(&c.base, &ListResources::new(&c.href), &c.href)?;
         let (items, partial) = named(answer.resources, &name);
         Ok(Listing { items, deleted: Vec::new(), complete: !partial, token: None, partial })
     }
@@ -634,10 +627,14 @@ impl DavClient {
         let hrefs: Vec<String> = batch.iter().map(|n| format!("{}{n}", c.href)).collect();
         let answer = match kind {
             DavKind::Calendars => self
-                .request(&GetCalendarResources::new(&c.href).with_hrefs(&hrefs), &c.href)
+                .request(&c.base, &GetCalendarResources::new(&c.href).with_hrefs(&hrefs), &c.href)
                 .map(|r| r.resources),
             DavKind::AddressBooks => self
-                .request(&GetAddressBookResources::new(&c.href).with_hrefs(&hrefs), &c.href)
+                .request(
+                    &c.base,
+                    &GetAddressBookResources::new(&c.href).with_hrefs(&hrefs),
+                    &c.href,
+                )
                 .map(|r| r.resources),
         };
         let got: Vec<FetchedResource> = match answer {
@@ -669,51 +666,64 @@ impl DavClient {
         Ok(())
     }
 
-    /// Creates the item `href` with `text`, never over an existing one (`If-None-Match: *`);
-    /// returns its ETag when the server gives one.
+    /// Creates the item `name` of `c` with `text`, never over an existing one
+    /// (`If-None-Match: *`); returns its ETag when the server gives one.
     pub fn put_new(
         &self,
-        href: &str,
+        c: &DavCollection,
+        name: &str,
         text: &str,
         content_type: &str,
     ) -> Result<Option<String>, DavError> {
-        let req = libdav::dav::PutResource::new(href).create(text, content_type);
-        match self.send(&req)? {
-            Ok(r) => Ok(r.etag),
-            Err(libdav::dav::PutResourceParseError::BadStatusCode(s)) => {
-                Err(DavError::Status { url: self.url_of(href), status: s.as_u16() })
-            }
-            Err(e) => Err(DavError::BadResponse { url: self.url_of(href), reason: e.to_string() }),
-        }
+        let href = format!("{}{name}", c.href);
+        self.put(c, &href, libdav::dav::PutResource::new(&href).create(text, content_type))
     }
 
-    /// Replaces the item `href` while its ETag is still `etag` (`If-Match`); returns its new
-    /// ETag when the server gives one.
+    /// Replaces the item `name` of `c` while its ETag is still `etag` (`If-Match`); returns
+    /// its new ETag when the server gives one.
     pub fn put_if(
         &self,
-        href: &str,
+        c: &DavCollection,
+        name: &str,
         text: &str,
         content_type: &str,
         etag: &str,
     ) -> Result<Option<String>, DavError> {
-        let req = libdav::dav::PutResource::new(href).update(text, content_type, etag);
-        match self.send(&req)? {
+        let href = format!("{}{name}", c.href);
+        self.put(c, &href, libdav::dav::PutResource::new(&href).update(text, content_type, etag))
+    }
+
+    fn put<R>(&self, c: &DavCollection, href: &str, req: R) -> Result<Option<String>, DavError>
+    where
+        R: DavRequest<
+                Response = libdav::dav::PutResourceResponse,
+                ParseError = libdav::dav::PutResourceParseError,
+            >,
+    {
+        let url = || format!("{}{href}", c.base.to_string().trim_end_matches('/'));
+        match self.send(&c.base, &req)? {
             Ok(r) => Ok(r.etag),
             Err(libdav::dav::PutResourceParseError::BadStatusCode(s)) => {
-                Err(DavError::Status { url: self.url_of(href), status: s.as_u16() })
+                Err(DavError::Status { url: url(), status: s.as_u16() })
             }
-            Err(e) => Err(DavError::BadResponse { url: self.url_of(href), reason: e.to_string() }),
+            Err(e) => Err(DavError::BadResponse { url: url(), reason: e.to_string() }),
         }
     }
 
-    /// Deletes the item `href` while its ETag is still `etag` (`If-Match`).
-    pub fn delete_if(&self, href: &str, etag: &str) -> Result<(), DavError> {
-        self.request(&libdav::dav::Delete::new(href).with_etag(etag), href).map(|_| ())
+    /// Deletes the item `name` of `c` while its ETag is still `etag` (`If-Match`).
+    pub fn delete_if(&self, c: &DavCollection, name: &str, etag: &str) -> Result<(), DavError> {
+        let href = format!("{}{name}", c.href);
+        self.request(&c.base, &libdav::dav::Delete::new(&href).with_etag(etag), &href).map(|_| ())
     }
 
-    /// The URL of `href` on this server.
+    /// The URL this client was made for (scheme, host and the configured path).
+    pub fn configured_url(&self) -> String {
+        self.url_of(&self.start)
+    }
+
+    /// The URL of `href` on the configured server.
     pub fn url_of(&self, href: &str) -> String {
-        format!("{}{}", self.base().to_string().trim_end_matches('/'), href)
+        format!("{}{}", self.origin.to_string().trim_end_matches('/'), href)
     }
 }
 
@@ -756,7 +766,7 @@ mod tests {
         let auth = DavAuth::Basic { user: "u".into(), password: "p".into() };
         let rebased = |from: &str, to: &str| {
             let c = DavClient::with_auth(from, auth.clone()).unwrap();
-            c.rebase(&to.parse().unwrap()).map(|()| c.base().to_string())
+            c.home_base(&to.parse().unwrap()).map(|b| b.to_string())
         };
         assert_eq!(
             rebased(
@@ -768,7 +778,7 @@ mod tests {
         for (from, to) in [
             ("https://dav.example.co.uk/", "https://evil.co.uk/x/"),
             ("https://caldav.icloud.com/", "https://icloud.com.evil.org/x/"),
-            ("https://icloud.com/", "https://p42.icloud.com/x/"),
+            ("https://192.168.1.10/", "https://10.168.1.10/x/"),
         ] {
             assert!(matches!(rebased(from, to), Err(DavError::ForeignHome(_))), "{from} -> {to}");
         }

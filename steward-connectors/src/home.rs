@@ -479,7 +479,7 @@ pub fn calendar_targets(
 }
 
 /// `[[calendar.sources]]` and `[[contacts.sources]]`, read and checked.
-fn pim_config(
+pub(crate) fn pim_config(
     home: &Path,
 ) -> Result<(Vec<crate::pim::CalendarSourceConfig>, Vec<crate::pim::BookSourceConfig>), ConfigError>
 {

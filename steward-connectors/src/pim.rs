@@ -69,24 +69,115 @@ pub enum PimFrom<'a> {
     Launcher(&'a dyn LauncherFeed),
 }
 
+/// Indexing into an account a configured source of another place owns: refused, since a
+/// source retires what its account holds that it does not list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "account {account:?} belongs to the configured source {source_name}: index this one under another account"
+)]
+pub struct AccountTaken {
+    /// The account.
+    pub account: String,
+    /// The configured source that owns it.
+    pub source_name: String,
+}
+
+impl StewardError for AccountTaken {
+    fn code(&self) -> &'static str {
+        "PIM_ACCOUNT_TAKEN"
+    }
+
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Conflict
+    }
+}
+
+/// Whether `from` is the configured `place`.
+fn same_place(place: &PimPlace, from: PimFrom<'_>) -> bool {
+    let same_path = |a: &Path, b: &Path| {
+        a == b || a.canonicalize().ok().zip(b.canonicalize().ok()).is_some_and(|(a, b)| a == b)
+    };
+    match (place, from) {
+        (PimPlace::Vdir(a), PimFrom::Vdir(b)) | (PimPlace::File(a), PimFrom::File(b)) => {
+            same_path(a, b)
+        }
+        (PimPlace::Dav(a), PimFrom::Dav(c)) => {
+            a.url.trim().trim_end_matches('/') == c.configured_url().trim_end_matches('/')
+        }
+        _ => false,
+    }
+}
+
+/// Refuses `account` when a source configured in `<home>/config.toml` (calendars, or address
+/// books) owns it and is not `from`.
+fn check_account(
+    steward: &Steward,
+    calendars: bool,
+    account: &str,
+    from: PimFrom<'_>,
+) -> Result<(), AccountTaken> {
+    // A config that cannot be read is reported where it is read; it owns nothing here.
+    let Ok((cals, books)) = crate::home::pim_config(steward.home()) else { return Ok(()) };
+    let owners: Vec<(&str, &str, &PimPlace)> = if calendars {
+        cals.iter().map(|c| (c.name.as_str(), c.account.as_str(), &c.kind)).collect()
+    } else {
+        books.iter().map(|b| (b.name.as_str(), b.account.as_str(), &b.kind)).collect()
+    };
+    match owners.into_iter().find(|(_, a, p)| *a == account && !same_place(p, from)) {
+        Some((name, _, _)) => {
+            Err(AccountTaken { account: account.to_owned(), source_name: name.to_owned() })
+        }
+        None => Ok(()),
+    }
+}
+
+/// Why a calendar source changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexCalendarsError {
+    /// The account belongs to another configured source.
+    #[error(transparent)]
+    Taken(#[from] AccountTaken),
+    /// The calendar store refused.
+    #[error(transparent)]
+    Store(#[from] CalendarStoreError),
+}
+
+impl StewardError for IndexCalendarsError {
+    fn code(&self) -> &'static str {
+        match self {
+            Self::Taken(e) => e.code(),
+            Self::Store(e) => e.code(),
+        }
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Taken(e) => e.kind(),
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
 /// Reconciles the calendars of `from` into `calendar.db` under `account`, read in the
 /// person's zone; what could not be read is returned with the report and never stops the run.
+/// Refused when a configured source of another place owns `account`.
 pub fn index_calendars(
     steward: &Steward,
     account: &str,
     from: PimFrom<'_>,
-) -> Result<(CalendarReport, Vec<SourceError>), CalendarStoreError> {
+) -> Result<(CalendarReport, Vec<SourceError>), IndexCalendarsError> {
     use crate::calendar::sync::{sync_caldav, sync_ics_file, sync_vdir};
+    check_account(steward, true, account, from)?;
     let store = steward.calendar_store()?;
     let zone = steward.calendar_settings().zone;
-    match from {
+    Ok(match from {
         PimFrom::Vdir(root) => sync_vdir(store, account, root, zone),
         PimFrom::File(file) => sync_ics_file(store, account, file, zone),
         PimFrom::Dav(client) => sync_caldav(store, account, client, zone),
         PimFrom::Launcher(feed) => {
             crate::launcher::sync_launcher_calendars(store, account, feed, zone)
         }
-    }
+    }?)
 }
 
 /// What indexing an address book source did.
@@ -117,6 +208,9 @@ pub enum IndexBooksError {
     /// The contacts store refused.
     #[error(transparent)]
     Store(#[from] ContactStoreError),
+    /// The account belongs to another configured source.
+    #[error(transparent)]
+    Taken(#[from] AccountTaken),
 }
 
 impl StewardError for IndexBooksError {
@@ -125,6 +219,7 @@ impl StewardError for IndexBooksError {
             Self::Unreadable { .. } => "CONTACTS_SOURCE_UNREADABLE",
             Self::NothingRead(e) => e.code(),
             Self::Store(e) => e.code(),
+            Self::Taken(e) => e.code(),
         }
     }
 
@@ -133,19 +228,22 @@ impl StewardError for IndexBooksError {
             Self::Unreadable { .. } => ErrorKind::NotFound,
             Self::NothingRead(e) => e.kind(),
             Self::Store(e) => e.kind(),
+            Self::Taken(e) => e.kind(),
         }
     }
 }
 
 /// Indexes the address books of `from` into `contacts.db` under `account` (phones without a
 /// country code read in `region`). Books whose version is unchanged are not read again; a
-/// source none of whose books could be read changes nothing and says why.
+/// source none of whose books could be read changes nothing and says why. Refused when a
+/// configured source of another place owns `account`.
 pub fn index_books(
     steward: &Steward,
     account: &str,
     from: PimFrom<'_>,
     region: Option<Region>,
 ) -> Result<BooksIndexed, IndexBooksError> {
+    check_account(steward, false, account, from)?;
     let read: BooksRead = match from {
         PimFrom::Vdir(root) => crate::contacts::read_vdir(root, region)
             .map_err(|source| IndexBooksError::Unreadable { path: root.to_owned(), source })?,

@@ -142,8 +142,11 @@ pub fn sync_vdir(
         let Some(items) = super::items(&dir, &mut errors) else { continue };
         collection(store, account, &id, &items, Some(&dir), person, (&mut report, &mut errors))?;
     }
-    // A calendar folder that is gone takes its events with it.
-    store.retire_unlisted(account, &listed, chrono::Utc::now().timestamp(), &mut report)?;
+    // A calendar folder that is gone takes its events with it; a root that lists nothing at
+    // all (an unmounted share) is no evidence that every calendar went.
+    if !listed.is_empty() {
+        store.retire_unlisted(account, &listed, chrono::Utc::now().timestamp(), &mut report)?;
+    }
     Ok((report, errors))
 }
 

@@ -158,15 +158,13 @@ impl DavTarget {
         Self { account: account.into(), client }
     }
 
-    /// The item's path on the server (the collection found by discovery).
-    fn href(&self, w: &CalendarWrite) -> Result<String, WriteError> {
+    /// The item's calendar on the server (found by discovery).
+    fn calendar(&self, w: &CalendarWrite) -> Result<crate::dav::DavCollection, WriteError> {
         // Nothing is sent before this: a failure here certainly wrote nothing.
         let cals = self.client.discover(DavKind::Calendars).map_err(|e| failed(e.to_string()))?;
-        let cal = cals
-            .iter()
+        cals.into_iter()
             .find(|c| c.id == w.collection)
-            .ok_or_else(|| failed(format!("no calendar {:?} on the server", w.collection)))?;
-        Ok(format!("{}{}", cal.href, w.href))
+            .ok_or_else(|| failed(format!("no calendar {:?} on the server", w.collection)))
     }
 }
 
@@ -189,24 +187,27 @@ impl CalendarTarget for DavTarget {
     }
 
     fn apply(&self, w: &CalendarWrite) -> Result<Option<String>, WriteError> {
-        let href = self.href(w)?;
+        let cal = self.calendar(w)?;
         match w.action {
             WriteAction::Create => {
                 let text = w.text.as_deref().ok_or_else(|| failed("a create without its text"))?;
                 self.client
-                    .put_new(&href, text, "text/calendar; charset=utf-8")
+                    .put_new(&cal, &w.href, text, "text/calendar; charset=utf-8")
                     .map_err(|e| as_write_error(&e))
             }
             WriteAction::Update => {
                 let text = w.text.as_deref().ok_or_else(|| failed("an update without its text"))?;
                 let etag = w.etag.as_deref().ok_or_else(|| failed("an update without its ETag"))?;
                 self.client
-                    .put_if(&href, text, "text/calendar; charset=utf-8", etag)
+                    .put_if(&cal, &w.href, text, "text/calendar; charset=utf-8", etag)
                     .map_err(|e| as_write_error(&e))
             }
             WriteAction::Delete => {
                 let etag = w.etag.as_deref().ok_or_else(|| failed("a delete without its ETag"))?;
-                self.client.delete_if(&href, etag).map(|()| None).map_err(|e| as_write_error(&e))
+                self.client
+                    .delete_if(&cal, &w.href, etag)
+                    .map(|()| None)
+                    .map_err(|e| as_write_error(&e))
             }
         }
     }

@@ -103,6 +103,12 @@ fn a_vdir_is_reconciled_item_by_item_and_answers_like_its_files() {
     let (r, _) = sync_vdir(&store, "me", &root, rome).unwrap();
     assert_eq!((r.added, r.events), (1, 4), "{r:?}");
     assert_eq!(store.search(rome, &q("firenze")).unwrap()[0].id, before);
+    // A root that lists nothing (an unmounted share) retires nothing.
+    let empty = dir.path().join("empty-root");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (r, _) = sync_vdir(&store, "me", &empty, rome).unwrap();
+    assert_eq!(r.removed, 0, "{r:?}");
+    assert_eq!(store.search(rome, &q("firenze")).unwrap().len(), 1);
     // A calendar folder removed takes its events; put back, it is read whole again.
     let names = |s: &steward_core::calendar::store::CalendarStore| -> Vec<String> {
         s.calendars().unwrap().into_iter().map(|c| c.id).collect()
@@ -248,6 +254,16 @@ fn the_runner_keeps_configured_calendars_and_address_books_current_and_reports_a
     // A second pass reads nothing again and changes nothing.
     let again = runner.run_once(Some(JobName::PimSync)).unwrap();
     assert!(again[0].summary.contains("0 items changed, 1 could not be read"), "{:?}", again[0]);
+    // Another folder indexed by hand into a configured source's account is refused (it would
+    // retire that source's calendars); the configured folder itself is its own.
+    use steward_connectors::pim::{PimFrom, index_calendars};
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(other.join("x")).unwrap();
+    let e = index_calendars(&s, "me", PimFrom::Vdir(&other)).unwrap_err();
+    assert_eq!(steward_core::StewardError::code(&e), "PIM_ACCOUNT_TAKEN", "{e}");
+    assert_eq!(s.agenda(from, to).unwrap().len(), 6, "nothing retired");
+    index_calendars(&s, "me", PimFrom::Vdir(&root)).unwrap();
+    index_calendars(&s, "elsewhere", PimFrom::Vdir(&other)).unwrap();
     // Without sources the job says what to configure.
     std::fs::write(home.join("config.toml"), "").unwrap();
     let bare = steward_connectors::home::runner(std::sync::Arc::clone(&s)).unwrap();

@@ -460,6 +460,131 @@ fn invitations_are_mails_of_their_own_approval_never_sent_by_creating_the_event(
     );
     assert!(r.unwrap_err().to_string().contains("bob@other.org"));
     assert_eq!(sink.deliveries().len(), 1);
+
+    // The mail goes to exactly whom the card named: an attendee added at the source after the
+    // approval is not invited by it, and one removed since makes it refuse.
+    let item = s.calendar_store().unwrap().event_item(&id).unwrap().unwrap();
+    let path = vdir.join("work").join(&item.href);
+    let original = std::fs::read_to_string(&path).unwrap();
+    let asked = |tb: &Toolbox| {
+        let ToolOutcome::AwaitingApproval { approval } =
+            call(tb, "calendar.invite", json!({ "event_id": id }))
+        else {
+            panic!()
+        };
+        let me = s.human("Ada").unwrap();
+        s.decide_approval(approval.id, DecisionKind::Approve, &DecisionInput::default(), &me)
+            .unwrap();
+        approval
+    };
+    let approval = asked(&tb);
+    assert_eq!(
+        approval.normalized_input["attendees"],
+        json!(["anna@example.it"]),
+        "the card's list is the input's"
+    );
+    std::fs::write(
+        &path,
+        original.replace(
+            "ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:anna@example.it",
+            "ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:anna@example.it\r\nATTENDEE:mailto:eve@example.net",
+        ),
+    )
+    .unwrap();
+    sync(&s);
+    tb.run_approved(approval.id, "agent:test").unwrap();
+    let delivered = sink.deliveries();
+    assert_eq!(delivered.len(), 2);
+    assert_eq!(delivered[1]["rcpt_tos"], json!(["anna@example.it"]), "eve was not on the card");
+    let approval = asked(&tb);
+    std::fs::write(&path, original.replace("mailto:anna@example.it", "mailto:bruno@example.it"))
+        .unwrap();
+    let e = tb.run_approved(approval.id, "agent:test").unwrap_err();
+    assert_eq!(e.code(), "CALENDAR_ITEM_CHANGED", "{e}");
+    assert_eq!(sink.deliveries().len(), 2);
+    // The model may narrow the list, never widen it.
+    let r = tb.call(
+        &ToolCall {
+            actor: "agent:test",
+            chat: None,
+            tool: "calendar.invite",
+            input: &json!({ "event_id": id, "attendees": ["mallory@example.net"] }),
+        },
+        &DecisionContext::default(),
+    );
+    assert!(r.unwrap_err().to_string().contains("not an attendee"));
+}
+
+/// A target that journals fine but never applies: the write's answer is lost (a timeout).
+struct Lost(Arc<dyn steward_core::calendar::write::CalendarTarget>);
+
+impl steward_core::calendar::write::CalendarTarget for Lost {
+    fn account(&self) -> &str {
+        self.0.account()
+    }
+
+    fn apply(
+        &self,
+        _: &steward_core::calendar::write::CalendarWrite,
+    ) -> Result<Option<String>, steward_core::calendar::write::WriteError> {
+        Err(steward_core::calendar::write::WriteError {
+            maybe_applied: true,
+            message: "timed out".into(),
+        })
+    }
+
+    fn observe(
+        &self,
+        w: &steward_core::calendar::write::CalendarWrite,
+    ) -> Result<steward_core::calendar::write::Observed, steward_core::calendar::write::WriteError>
+    {
+        self.0.observe(w)
+    }
+}
+
+#[test]
+fn a_change_never_applied_is_never_confirmed_and_all_day_changes_confirm_across_dst() {
+    use steward_core::calendar::write::EventUpdate;
+    let dir = tempfile::tempdir().unwrap();
+    let vdir = dir.path().join("cal");
+    std::fs::create_dir_all(vdir.join("work")).unwrap();
+    std::fs::write(
+        vdir.join("work/holiday.ics"),
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//t//EN\r\nBEGIN:VEVENT\r\nUID:holiday@t\r\n\
+         DTSTAMP:20260101T000000Z\r\nDTSTART;VALUE=DATE:20260327\r\nDTEND;VALUE=DATE:20260403\r\n\
+         SUMMARY:Vacanza\r\nLOCATION:Firenze\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    )
+    .unwrap();
+    let (s, tb) =
+        home_with(dir.path(), &format!("kind = \"vdir\"\npath = {vdir:?}\naccount = \"me\"\n"));
+    sync(&s);
+    let id = steward_core::calendar::store::event_id("me/work", "holiday@t", "");
+    let targets = steward_connectors::home::calendar_targets(s.home()).unwrap();
+    // A location-only change whose write is lost: the item still looks like every field but
+    // the one it set, and it is never taken for done.
+    let now = steward_core::time::now_secs();
+    let plan = s
+        .plan_event_update(&EventUpdate {
+            event_id: id.clone(),
+            location: Some("Siena".into()),
+            ..EventUpdate::default()
+        })
+        .unwrap();
+    let w = s.read_and_prepare_update(&plan, targets[0].as_ref(), now).unwrap();
+    let op = s.write_calendar(&w, "lost-1", None, &Lost(Arc::clone(&targets[0])), now).unwrap();
+    assert_eq!(op.state, OpState::Unknown);
+    for k in 0..=steward_core::journal::CONFIRMATION_LIMIT {
+        s.confirm_calendar_writes(&targets, now + 120 + k * 60).unwrap();
+    }
+    assert_eq!(s.read_write_operation(op.id).unwrap().state, OpState::RetryExhausted);
+    // The same change applied: the days across the change to summer time still confirm.
+    let renamed = approved(
+        &s,
+        &tb,
+        "calendar.update_event",
+        json!({ "event_id": id, "title": "Vacanza in Toscana", "location": "Siena" }),
+    );
+    assert_eq!(confirm(&s, renamed), OpState::Confirmed);
 }
 
 #[test]

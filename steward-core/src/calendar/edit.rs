@@ -188,6 +188,9 @@ pub(crate) fn master_form(text: &str, uid: &str) -> Result<Form, EditError> {
         .ok_or_else(|| EditError("the event has no DTSTART".into()))
 }
 
+/// Why [`find`] found no override.
+const NO_OVERRIDE: &str = "no such override";
+
 /// The block of `uid` (the master, or the override whose RECURRENCE-ID value is `rid`).
 fn find(lines: &[String], uid: &str, rid: Option<&str>) -> Result<Block, EditError> {
     let found: Vec<Block> = blocks(lines)
@@ -204,7 +207,7 @@ fn find(lines: &[String], uid: &str, rid: Option<&str>) -> Result<Block, EditErr
     match found.as_slice() {
         [b] => Ok(*b),
         [] if rid.is_none() => Err(EditError(format!("the item holds no event {uid:?}"))),
-        [] => Err(EditError("no such override".into())),
+        [] => Err(EditError(NO_OVERRIDE.into())),
         _ => Err(EditError(format!("the item holds event {uid:?} more than once"))),
     }
 }
@@ -237,21 +240,43 @@ fn set(lines: &mut Vec<String>, b: &mut Block, what: &str, line: Option<String>)
     }
 }
 
-/// `text` with the event `uid` changed — the master, or with `rid` the override of that
-/// occurrence (`rid_line`: its RECURRENCE-ID line, used when the item has none yet: a copy of
-/// the master without its rules becomes it) — its SEQUENCE raised and DTSTAMP set.
+/// One occurrence of a repeating event to change.
+#[derive(Debug, Clone)]
+pub(crate) struct Occurrence {
+    /// Its RECURRENCE-ID value as the item writes it (`20250407T090000`, `…Z`, `20250407`).
+    pub rid: String,
+    /// The RECURRENCE-ID line of a new override (the master's form).
+    pub line: String,
+    /// Whether the store holds an override for it: then the item must too, and it is edited;
+    /// otherwise one is made.
+    pub exists: bool,
+}
+
+/// `text` with the event `uid` changed — the master, or one occurrence's override (made, when
+/// there is none, from a copy of the master without its rules) — its SEQUENCE raised above
+/// the master's and DTSTAMP set; with the SEQUENCE written.
 pub(crate) fn edit(
     text: &str,
     uid: &str,
-    occurrence: Option<(&str, String)>,
+    occurrence: Option<&Occurrence>,
     changes: &Changes,
-) -> Result<String, EditError> {
+) -> Result<(String, i64), EditError> {
     let mut lines = unfold(text);
     let master = find(&lines, uid, None)?;
-    let mut b = match &occurrence {
+    let seq = |lines: &[String], b: Block| {
+        prop(lines, b, "SEQUENCE").and_then(|l| value(l).trim().parse::<i64>().ok())
+    };
+    // Read before any line moves.
+    let master_seq = seq(&lines, master);
+    let mut b = match occurrence {
         None => master,
-        Some((rid, rid_line)) => match find(&lines, uid, Some(rid)) {
+        Some(o) => match find(&lines, uid, Some(&o.rid)) {
             Ok(b) => b,
+            Err(e) if o.exists || e.0 != NO_OVERRIDE => {
+                // Never a second override of one occurrence, nor one beside an item the store
+                // read otherwise.
+                return Err(EditError(format!("the occurrence's override: {e}")));
+            }
             Err(_) => {
                 // A new override: the master's own lines but its rules and times.
                 const NOT_COPIED: [&str; 9] = [
@@ -272,7 +297,7 @@ pub(crate) fn edit(
                         .map(|i| lines[i].clone())
                         .filter(|l| !NOT_COPIED.contains(&name(l).as_str())),
                 );
-                block.push(rid_line.clone());
+                block.push(o.line.clone());
                 block.push("END:VEVENT".to_owned());
                 let at = master.end + 1;
                 let n = block.len();
@@ -303,16 +328,13 @@ pub(crate) fn edit(
         set(&mut lines, &mut b, "DTSTART", Some(start.clone()));
         set(&mut lines, &mut b, "DTEND", Some(end.clone()));
     }
-    let sequence = prop(&lines, b, "SEQUENCE").and_then(|l| value(l).trim().parse::<i64>().ok());
-    let master_seq =
-        prop(&lines, master, "SEQUENCE").and_then(|l| value(l).trim().parse::<i64>().ok());
-    let next = sequence.max(master_seq).unwrap_or(0).saturating_add(1);
+    let next = seq(&lines, b).max(master_seq).unwrap_or(0).saturating_add(1);
     set(&mut lines, &mut b, "SEQUENCE", Some(format!("SEQUENCE:{next}")));
     set(&mut lines, &mut b, "DTSTAMP", Some(format!("DTSTAMP:{}", changes.stamp)));
     if prop(&lines, b, "LAST-MODIFIED").is_some() {
         set(&mut lines, &mut b, "LAST-MODIFIED", Some(format!("LAST-MODIFIED:{}", changes.stamp)));
     }
-    Ok(fold(&lines))
+    Ok((fold(&lines), next))
 }
 
 /// An iTIP invitation (RFC 5546 `METHOD:REQUEST`) for one event of an item.
@@ -327,7 +349,10 @@ pub(crate) struct Invitation {
 /// The address of an ORGANIZER or ATTENDEE line, lowercase (`mailto:` dropped).
 fn mailto(line: &str) -> String {
     let v = value(line).trim();
-    let v = if v.len() >= 7 && v[..7].eq_ignore_ascii_case("mailto:") { &v[7..] } else { v };
+    let v = match v.get(..7) {
+        Some(p) if p.eq_ignore_ascii_case("mailto:") => &v[7..],
+        _ => v,
+    };
     v.trim().to_lowercase()
 }
 
@@ -351,9 +376,9 @@ pub(crate) fn itip_request(
         })
         .collect();
     let mut attendees: Vec<String> = Vec::new();
-    for l in own(&lines, master).into_iter().map(|i| &lines[i]) {
+    for l in own(&lines, master).into_iter().map(|i| &lines[i]).filter(|l| name(l) == "ATTENDEE") {
         let a = mailto(l);
-        if name(l) == "ATTENDEE" && !a.is_empty() && a != organizer && !attendees.contains(&a) {
+        if !a.is_empty() && a != organizer && !attendees.contains(&a) {
             attendees.push(a);
         }
     }
@@ -426,7 +451,7 @@ mod tests {
     #[test]
     fn a_title_change_keeps_every_other_line_as_written() {
         let c = Changes { summary: Some("Stand-up, daily".into()), ..stamp() };
-        let out = edit(ITEM, "s@x", None, &c).unwrap();
+        let (out, _) = edit(ITEM, "s@x", None, &c).unwrap();
         let lines = unfold(&out);
         assert!(lines.contains(&"SUMMARY:Stand-up\\, daily".to_owned()), "{out}");
         assert!(lines.contains(&"SEQUENCE:1".to_owned()));
@@ -456,8 +481,12 @@ mod tests {
         let c = Changes { times: Some(times), ..stamp() };
         let e = edit(ITEM, "s@x", None, &c).unwrap_err();
         assert!(e.0.contains("occurrence"), "{e}");
-        let rid_line = form.line("RECURRENCE-ID", wall("2025-03-10T09:00"));
-        let out = edit(ITEM, "s@x", Some(("20250310T090000", rid_line)), &c).unwrap();
+        let new = Occurrence {
+            rid: "20250310T090000".into(),
+            line: form.line("RECURRENCE-ID", wall("2025-03-10T09:00")),
+            exists: false,
+        };
+        let (out, _) = edit(ITEM, "s@x", Some(&new), &c).unwrap();
         let lines = unfold(&out);
         assert!(has_override(&out, "s@x", "20250310T090000"));
         let blocks = blocks(&lines);
@@ -469,9 +498,25 @@ mod tests {
         assert_eq!(prop(&lines, blocks[0], "DURATION"), Some("DURATION:PT30M"), "master kept");
         // The same occurrence again edits the override, not a second one.
         let c2 = Changes { summary: Some("Moved stand-up".into()), ..stamp() };
-        let again = edit(&out, "s@x", Some(("20250310T090000", String::new())), &c2).unwrap();
+        let known = Occurrence { exists: true, ..new };
+        let (again, n) = edit(&out, "s@x", Some(&known), &c2).unwrap();
+        assert_eq!(n, 2);
         assert_eq!(blocks_of(&again), 2);
         assert!(unfold(&again).contains(&"SEQUENCE:2".to_owned()), "{again}");
+        // An override the store knows but the item writes otherwise is not made twice.
+        let elsewhere = Occurrence { rid: "20250310T080000Z".into(), ..known.clone() };
+        assert!(edit(&out, "s@x", Some(&elsewhere), &c2).is_err());
+        // An override written before its master still ends above the master's SEQUENCE.
+        let seven =
+            out.replace("RRULE:FREQ=WEEKLY;COUNT=5", "RRULE:FREQ=WEEKLY;COUNT=5\r\nSEQUENCE:7");
+        let lines = unfold(&seven);
+        let bs = super::blocks(&lines);
+        let mut swapped = lines[..bs[0].begin].to_vec();
+        swapped.extend_from_slice(&lines[bs[1].begin..=bs[1].end]);
+        swapped.extend_from_slice(&lines[bs[0].begin..=bs[0].end]);
+        swapped.push("END:VCALENDAR".into());
+        let (out, _) = edit(&fold(&swapped), "s@x", Some(&known), &c2).unwrap();
+        assert!(unfold(&out).contains(&"SEQUENCE:8".to_owned()), "{out}");
     }
 
     fn blocks_of(text: &str) -> usize {
@@ -521,6 +566,10 @@ mod tests {
         assert!(edit(ITEM, "other@x", None, &stamp()).is_err());
         let twice =
             ITEM.replace("END:VCALENDAR\r\n", "") + &ITEM[ITEM.find("BEGIN:VEVENT").unwrap()..];
+        // A summary whose 7th byte is inside a character is no address (and no panic).
+        let wide =
+            ITEM.replace("SUMMARY:Stand-up", "SUMMARY:会議の準備\r\nATTENDEE:会議の準備@例え.jp");
+        assert!(itip_request(&wide, "s@x", "a@b.c", "x").is_ok());
         assert!(edit(&twice, "s@x", None, &stamp()).unwrap_err().0.contains("more than once"));
     }
 }

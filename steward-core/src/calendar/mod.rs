@@ -136,6 +136,11 @@ impl Event {
         self.start.is_date()
     }
 
+    /// Whether it repeats (a rule or extra dates).
+    pub fn repeats(&self) -> bool {
+        self.recurrence.rule.is_some() || !self.recurrence.rdates.is_empty()
+    }
+
     /// Its length.
     pub fn duration(&self) -> chrono::Duration {
         chrono::Duration::seconds(self.duration_secs)

@@ -1098,6 +1098,11 @@ impl CalendarStore {
         Ok(hits)
     }
 
+    /// The store's generation: it moves with every write that changes an event.
+    pub fn generation(&self) -> Result<i64, CalendarStoreError> {
+        Ok(self.db.read(snapshot::generation)?)
+    }
+
     /// Every live event's row and the text its vector is made of (title, location,
     /// description, attendees), cut at `max_chars`; at most [`MAX_CACHED_EVENTS`].
     pub fn embed_sources(

@@ -37,6 +37,8 @@ pub struct EventEmbedReport {
     pub unchanged: usize,
     /// Events gone whose vectors were dropped.
     pub removed: usize,
+    /// Nothing was looked at: no event changed since the last drain that finished.
+    pub up_to_date: bool,
     /// Why the drain stopped early (the endpoint failing), if it did.
     pub error: Option<String>,
 }
@@ -48,10 +50,19 @@ fn hash(text: &str) -> [u8; 32] {
 
 impl Steward {
     /// Embeds the live events whose text is new or changed and drops the vectors of events
-    /// gone (see the module's documentation).
-    pub fn embed_events(&self) -> Result<EventEmbedReport, EmbedRunError> {
+    /// gone (see the module's documentation); stops between batches when `cancel` is set.
+    /// When no event changed since the last drain that finished, nothing is read.
+    pub fn embed_events(
+        &self,
+        cancel: Option<&std::sync::atomic::AtomicBool>,
+    ) -> Result<EventEmbedReport, EmbedRunError> {
         let e = self.embedder_ref().ok_or(EmbedRunError::NotConfigured)?;
         let store = self.calendar_store().map_err(|x| EmbedRunError::Calendar(Box::new(x)))?;
+        let generation = store.generation().map_err(|x| EmbedRunError::Calendar(Box::new(x)))?;
+        let done = (e.model().to_owned(), generation);
+        if self.events_embedded.lock().is_ok_and(|d| d.as_ref() == Some(&done)) {
+            return Ok(EventEmbedReport { up_to_date: true, ..EventEmbedReport::default() });
+        }
         let vectors = self.event_vectors()?;
         let live = store
             .embed_sources(MAX_EVENT_EMBED_CHARS)
@@ -80,6 +91,10 @@ impl Steward {
             })
             .collect();
         for batch in todo.chunks(EVENT_EMBED_BATCH) {
+            if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+                report.error = Some("cancelled".to_owned());
+                break;
+            }
             let texts: Vec<&str> = batch.iter().map(|(_, t, _)| t.as_str()).collect();
             let got = match e.embed(&texts) {
                 Ok(v) => v,
@@ -100,6 +115,11 @@ impl Steward {
             vectors.reset_incompatible(e.model(), dim)?;
             vectors.store_embedded(e.model(), dim, &items)?;
             report.embedded += items.len();
+        }
+        if report.error.is_none()
+            && let Ok(mut d) = self.events_embedded.lock()
+        {
+            *d = Some(done);
         }
         Ok(report)
     }

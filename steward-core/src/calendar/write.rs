@@ -131,8 +131,17 @@ pub struct ExpectedEvent {
     pub summary: String,
     /// Its start, Unix seconds (an all-day event: midnight in the person's zone).
     pub start: i64,
-    /// Its end, Unix seconds.
+    /// Its end, Unix seconds (an all-day event: the midnight after its last day).
     pub end: i64,
+    /// An update: the SEQUENCE it writes (above anything the item held before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<i64>,
+    /// An update that sets the location: the location (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// An update that sets the description: the description (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 impl ExpectedEvent {
@@ -140,12 +149,32 @@ impl ExpectedEvent {
     fn seen_in(&self, uid: &str, e: &super::Event, person: chrono_tz::Tz) -> bool {
         let rid = e.recurrence_id.map(|r| r.wall().format("%Y-%m-%dT%H:%M:%S").to_string());
         let start = e.start.instant(person).timestamp();
+        // Days end at a midnight of the person's zone (23 or 25 hours across a change).
+        let end = match e.start {
+            super::EventTime::Date(d) => {
+                let days = (e.duration_secs / 86_400).max(1);
+                super::EventTime::Date(d + chrono::Duration::days(days)).instant(person).timestamp()
+            }
+            _ => start + e.duration_secs,
+        };
+        let same = |want: &Option<String>, got: &Option<String>| {
+            want.as_ref().is_none_or(|w| w.trim() == got.as_deref().unwrap_or_default().trim())
+        };
         e.uid == uid
             && rid == self.recurrence_id
             && e.summary == self.summary
             && start == self.start
-            && start + e.duration_secs == self.end
+            && end == self.end
+            && self.sequence.is_none_or(|n| e.sequence == n)
+            && same(&self.location, &e.location)
+            && same(&self.description, &e.description)
     }
+}
+
+/// Text a person gave for an event, as it is written: control characters (which iCalendar
+/// text cannot hold) dropped, but a description's line breaks.
+fn clean(text: &str, lines: bool) -> String {
+    text.chars().filter(|c| !c.is_control() || (lines && *c == '\n')).collect()
 }
 
 impl CalendarWrite {
@@ -442,7 +471,8 @@ impl Steward {
                 "the end must come after the start, at most {MAX_EVENT_DAYS} days later"
             )));
         }
-        let title = e.title.trim();
+        let title = clean(&e.title, false);
+        let title = title.trim();
         if title.is_empty() || title.chars().count() > super::MAX_SUMMARY_CHARS {
             return Err(invalid(format!(
                 "a title of 1 to {} characters",
@@ -476,7 +506,14 @@ impl Steward {
         let uid = format!("{digest}@steward");
         let stamp = chrono::DateTime::from_timestamp(now, 0).unwrap_or_default();
         let organizer = e.organizer.as_deref().and_then(crate::contacts::normalize_email);
-        let event = NewEvent { title: title.to_owned(), attendees, organizer, ..e.clone() };
+        let event = NewEvent {
+            title: title.to_owned(),
+            attendees,
+            organizer,
+            location: e.location.as_deref().map(|l| clean(l, false)),
+            description: e.description.as_deref().map(|d| clean(d, true)),
+            ..e.clone()
+        };
         Ok(CalendarWrite {
             action: WriteAction::Create,
             account: account.to_owned(),
@@ -497,6 +534,9 @@ impl Steward {
                 summary: title.to_owned(),
                 start: start.timestamp(),
                 end: end.timestamp(),
+                sequence: None,
+                location: None,
+                description: None,
             }),
         })
     }
@@ -541,10 +581,13 @@ impl Steward {
     pub fn plan_event_update(&self, u: &EventUpdate) -> Result<UpdatePlan, CalendarWriteError> {
         let person = self.calendar_settings().zone;
         let store = self.calendar_store()?;
-        let no_event = || CalendarWriteError::NoEvent(u.event_id.clone());
-        let item = store.event_item(&u.event_id)?.ok_or_else(no_event)?;
-        let master_id = super::store::event_id(&item.calendar, &item.uid, "");
-        let master = store.event(&master_id)?.ok_or_else(no_event)?;
+        let (item, master) = self.event_and_item(&u.event_id)?;
+        let u = &EventUpdate {
+            title: u.title.as_deref().map(|t| clean(t, false).trim().to_owned()),
+            location: u.location.as_deref().map(|l| clean(l, false)),
+            description: u.description.as_deref().map(|d| clean(d, true)),
+            ..u.clone()
+        };
         if u.title.is_none()
             && u.start.is_none()
             && u.end.is_none()
@@ -568,11 +611,11 @@ impl Steward {
         {
             return Err(invalid("the location or description is too long"));
         }
-        let repeats = master.recurrence.rule.is_some() || !master.recurrence.rdates.is_empty();
+        let repeats = master.repeats();
         // The event the change applies to: the master, or one occurrence of a repeating one
         // (its override when it has one).
-        let (rid, current) = match &u.occurrence {
-            None => (None, master.clone()),
+        let (rid, current, over_rid) = match &u.occurrence {
+            None => (None, master.clone(), None),
             Some(_) if !repeats => {
                 return Err(invalid("the event does not repeat: leave occurrence out"));
             }
@@ -602,8 +645,13 @@ impl Steward {
                 .iter()
                 .any(|x| x.recurrence_id == wall);
                 match over {
-                    Some(e) => (Some(wall), e),
-                    None if real => (Some(wall), super::Event { start: at, ..master.clone() }),
+                    Some(e) => {
+                        let written = e.recurrence_id;
+                        (Some(wall), e, written)
+                    }
+                    None if real => {
+                        (Some(wall), super::Event { start: at, ..master.clone() }, None)
+                    }
                     None => {
                         return Err(invalid(format!(
                             "{} has no occurrence at {rid}",
@@ -652,6 +700,7 @@ impl Steward {
             item,
             master,
             rid,
+            over_rid,
             times: (after != before || u.occurrence.is_some()).then_some(after),
             summary,
             update: u.clone(),
@@ -674,6 +723,9 @@ impl Steward {
         };
         let settle = || -> Result<(), CalendarWriteError> {
             let journal = self.journal()?;
+            // A write started and not yet recorded is confirmed too when what it wrote shows
+            // (its SEQUENCE and fields, the item's tag moved): a crash may have come between
+            // its write and its record, and the next change would hide the evidence.
             for op in journal.confirmable("calendar.", now, CONFIRM_BATCH)? {
                 let Ok(w) = serde_json::from_value::<CalendarWrite>(op.input.clone()) else {
                     continue;
@@ -694,6 +746,40 @@ impl Steward {
         Ok(seen)
     }
 
+    /// The item holding the event `event_id` as its source (`target`) holds it now: its text
+    /// and tag (writes still waiting on it settled first, see
+    /// [`Steward::settle_calendar_item`]).
+    pub fn read_event_source(
+        &self,
+        item: &super::store::EventItem,
+        target: &dyn CalendarTarget,
+        now: i64,
+    ) -> Result<(String, String), CalendarWriteError> {
+        let (account, collection) = item
+            .calendar
+            .split_once('/')
+            .ok_or_else(|| CalendarWriteError::NoEvent(item.calendar.clone()))?;
+        let probe = CalendarWrite {
+            action: WriteAction::Update,
+            account: account.to_owned(),
+            collection: collection.to_owned(),
+            href: item.href.clone(),
+            uid: item.uid.clone(),
+            summary: item.summary.clone(),
+            text: None,
+            etag: None,
+            expect: None,
+        };
+        match self.settle_calendar_item(target, &probe, now) {
+            Ok(Observed::Present { etag, text, .. }) => Ok((text, etag)),
+            Ok(Observed::Absent) => Err(CalendarWriteError::Changed(format!(
+                "{} is no longer in its calendar: index the calendar again",
+                item.href
+            ))),
+            Err(e) => Err(CalendarWriteError::SourceUnavailable(e.message)),
+        }
+    }
+
     /// Reads the item of `plan` from its source (`target`) and prepares the write over it
     /// (see [`Steward::prepare_event_update`]).
     pub fn read_and_prepare_update(
@@ -702,32 +788,22 @@ impl Steward {
         target: &dyn CalendarTarget,
         now: i64,
     ) -> Result<CalendarWrite, CalendarWriteError> {
-        let (account, collection) = plan
-            .item
-            .calendar
-            .split_once('/')
-            .ok_or_else(|| CalendarWriteError::NoEvent(plan.update.event_id.clone()))?;
-        let probe = CalendarWrite {
-            action: WriteAction::Update,
-            account: account.to_owned(),
-            collection: collection.to_owned(),
-            href: plan.item.href.clone(),
-            uid: plan.item.uid.clone(),
-            summary: plan.summary.clone(),
-            text: None,
-            etag: None,
-            expect: None,
-        };
-        match self.settle_calendar_item(target, &probe, now) {
-            Ok(Observed::Present { etag, text, .. }) => {
-                self.prepare_event_update(plan, &text, &etag, now)
-            }
-            Ok(Observed::Absent) => Err(CalendarWriteError::Changed(format!(
-                "{} is no longer in its calendar: index the calendar again",
-                plan.item.href
-            ))),
-            Err(e) => Err(CalendarWriteError::SourceUnavailable(e.message)),
-        }
+        let (text, etag) = self.read_event_source(&plan.item, target, now)?;
+        self.prepare_event_update(plan, &text, &etag, now)
+    }
+
+    /// The event `event_id` (or its alias): its item as the store knows it, and its master.
+    fn event_and_item(
+        &self,
+        event_id: &str,
+    ) -> Result<(super::store::EventItem, super::Event), CalendarWriteError> {
+        let store = self.calendar_store()?;
+        let no_event = || CalendarWriteError::NoEvent(event_id.to_owned());
+        let item = store.event_item(event_id)?.ok_or_else(no_event)?;
+        let master = store
+            .event(&super::store::event_id(&item.calendar, &item.uid, ""))?
+            .ok_or_else(no_event)?;
+        Ok((item, master))
     }
 
     /// The write of `plan` over the item's current `text` (read from its source with tag
@@ -752,11 +828,22 @@ impl Steward {
         let zone = plan.master.start.zone(person);
         let times = plan.times.map(|t| t.lines(&form, zone));
         let occurrence = plan.rid.map(|wall| {
-            let written = match form {
-                super::edit::Form::Date => wall.format("%Y%m%d").to_string(),
-                _ => wall.format("%Y%m%dT%H%M%S").to_string(),
+            // An override the store holds is found as its item writes it (UTC, a date or
+            // another zone's wall clock); a new one takes the master's form.
+            let written = match plan.over_rid {
+                Some(super::EventTime::Date(d)) => d.format("%Y%m%d").to_string(),
+                Some(super::EventTime::Utc(w)) => w.format("%Y%m%dT%H%M%SZ").to_string(),
+                Some(t) => t.wall().format("%Y%m%dT%H%M%S").to_string(),
+                None => match form {
+                    super::edit::Form::Date => wall.format("%Y%m%d").to_string(),
+                    _ => wall.format("%Y%m%dT%H%M%S").to_string(),
+                },
             };
-            (written, form.line("RECURRENCE-ID", wall))
+            super::edit::Occurrence {
+                rid: written,
+                line: form.line("RECURRENCE-ID", wall),
+                exists: plan.over_rid.is_some(),
+            }
         });
         let stamp = chrono::DateTime::from_timestamp(now, 0).unwrap_or_default();
         let changes = super::edit::Changes {
@@ -766,13 +853,8 @@ impl Steward {
             times,
             stamp: utc(stamp),
         };
-        let new = super::edit::edit(
-            text,
-            uid,
-            occurrence.as_ref().map(|(r, l)| (r.as_str(), l.clone())),
-            &changes,
-        )
-        .map_err(edit_error)?;
+        let (new, sequence) =
+            super::edit::edit(text, uid, occurrence.as_ref(), &changes).map_err(edit_error)?;
         let (account, collection) = plan
             .item
             .calendar
@@ -789,12 +871,16 @@ impl Steward {
             summary: plan.summary.clone(),
             text: Some(new),
             etag: Some(plan.item.etag.clone()),
-            // Confirmation reads the changed event back: its title and times as written.
+            // Confirmation reads the changed event back: what this write put there and the
+            // item held before it did not (its SEQUENCE, its fields).
             expect: Some(ExpectedEvent {
                 recurrence_id: plan.rid.map(|r| r.format("%Y-%m-%dT%H:%M:%S").to_string()),
                 summary: plan.summary.clone(),
                 start: start.timestamp(),
                 end: end.timestamp(),
+                sequence: Some(sequence),
+                location: plan.update.location.clone(),
+                description: plan.update.description.clone(),
             }),
         })
     }
@@ -841,7 +927,14 @@ impl Steward {
             ),
         };
         fail::fail_point!("calendar::after_write", |_| std::process::abort());
-        let op = journal.transition(op.id, to, &update, crate::time::now_secs().max(now))?;
+        let op = match journal.transition(op.id, to, &update, crate::time::now_secs().max(now)) {
+            Ok(op) => op,
+            // Confirmed meanwhile from the source (another call settled the item): done.
+            Err(JournalError::IllegalTransition { from: OpState::Confirmed, .. }) => {
+                journal.get(op.id)?
+            }
+            Err(e) => return Err(e.into()),
+        };
         fail::fail_point!("calendar::after_record", |_| std::process::abort());
         Ok(op)
     }
@@ -902,64 +995,73 @@ fn not_invitable(e: super::edit::EditError) -> CalendarWriteError {
 }
 
 impl Steward {
-    /// Who `calendar.invite` would invite to the event `event_id`, and the line its approval
-    /// card shows: the event's attendees but `organizer`.
+    /// Who `calendar.invite` invites to the event `event_id` and the line its approval card
+    /// shows: `only` (each of whom must be an attendee), or when empty every attendee but
+    /// `organizer`. Refused for another's event and for one with nobody to invite.
     pub fn invitation_card(
         &self,
         event_id: &str,
         organizer: &str,
+        only: &[String],
     ) -> Result<(Vec<String>, String), CalendarWriteError> {
         let person = self.calendar_settings().zone;
-        let store = self.calendar_store()?;
-        let no_event = || CalendarWriteError::NoEvent(event_id.to_owned());
-        let item = store.event_item(event_id)?.ok_or_else(no_event)?;
-        let master = store
-            .event(&super::store::event_id(&item.calendar, &item.uid, ""))?
-            .ok_or_else(no_event)?;
+        let (_, master) = self.event_and_item(event_id)?;
         let me = organizer.trim().to_lowercase();
         if let Some(o) = master.organizer.as_ref().filter(|o| o.to_lowercase() != me) {
             return Err(invalid(format!(
                 "the event's organizer is {o}: only the organizer sends invitations"
             )));
         }
-        let who: Vec<String> =
+        let all: Vec<String> =
             master.attendees.iter().map(|a| a.email.to_lowercase()).filter(|a| *a != me).collect();
+        let mut who: Vec<String> = if only.is_empty() {
+            all
+        } else {
+            let asked: Vec<String> = only.iter().map(|a| a.trim().to_lowercase()).collect();
+            if let Some(a) = asked.iter().find(|a| !all.contains(a)) {
+                return Err(invalid(format!("{a} is not an attendee of the event")));
+            }
+            asked
+        };
+        who.sort();
+        who.dedup();
         if who.is_empty() {
             return Err(invalid("the event has no attendees to invite: add them first"));
         }
-        let repeats = master.recurrence.rule.is_some() || !master.recurrence.rdates.is_empty();
         let card = format!(
             "Invite {} to \"{}\" ({}{})",
             who.join(", "),
             master.summary,
             Span::of(&master, person).show(person),
-            if repeats { ", repeating" } else { "" }
+            if master.repeats() { ", repeating" } else { "" }
         );
         Ok((who, card))
     }
 
-    /// The invitation mail for the event `event_id`: to its attendees, from `sender` (the
-    /// organizer), its body saying what and when, and the iTIP request built from `text` —
-    /// the item as its source holds it now — as the body's `text/calendar` alternative.
+    /// The invitation mail for the event `event_id` to `approved` (the attendees its card
+    /// named), from `sender` (the organizer): its body says what and when, and the iTIP
+    /// request built from `text` — the item as its source holds it now — goes as the body's
+    /// `text/calendar` alternative. Refused when one of them is no longer an attendee there;
+    /// an attendee added since is not invited by it.
     pub fn invitation_draft(
         &self,
         event_id: &str,
         text: &str,
         sender: &crate::outbox::Sender,
+        approved: &[String],
         now: i64,
     ) -> Result<crate::outbox::MailDraft, CalendarWriteError> {
         let person = self.calendar_settings().zone;
-        // Another's event, or one with nobody to invite, is refused as the card said.
-        self.invitation_card(event_id, &sender.from)?;
-        let store = self.calendar_store()?;
-        let no_event = || CalendarWriteError::NoEvent(event_id.to_owned());
-        let item = store.event_item(event_id)?.ok_or_else(no_event)?;
-        let master = store
-            .event(&super::store::event_id(&item.calendar, &item.uid, ""))?
-            .ok_or_else(no_event)?;
+        let (who, _) = self.invitation_card(event_id, &sender.from, approved)?;
+        let (item, master) = self.event_and_item(event_id)?;
         let stamp = utc(chrono::DateTime::from_timestamp(now, 0).unwrap_or_default());
         let inv = super::edit::itip_request(text, &item.uid, &sender.from, &stamp)
             .map_err(not_invitable)?;
+        if let Some(gone) = who.iter().find(|a| !inv.attendees.contains(a)) {
+            return Err(CalendarWriteError::Changed(format!(
+                "{gone} is no longer an attendee of the event: ask again"
+            )));
+        }
         let when = Span::of(&master, person).show(person);
         let mut body = format!("{}\n{when}\n", master.summary);
         if let Some(l) = &master.location {
@@ -973,7 +1075,7 @@ impl Steward {
             account: sender.account.clone(),
             from: sender.from.clone(),
             from_name: sender.from_name.clone(),
-            to: inv.attendees,
+            to: who,
             subject: format!("Invitation: {} @ {when}", master.summary),
             body,
             calendar: Some(inv.text),
@@ -1011,6 +1113,8 @@ pub struct UpdatePlan {
     pub item: super::store::EventItem,
     master: super::Event,
     rid: Option<chrono::NaiveDateTime>,
+    /// The RECURRENCE-ID of the override the store holds for `rid`, as its item writes it.
+    over_rid: Option<super::EventTime>,
     times: Option<Span>,
     summary: String,
     update: EventUpdate,
@@ -1158,18 +1262,24 @@ fn evidence_of(
     person: chrono_tz::Tz,
 ) -> Option<serde_json::Value> {
     match (seen, w.action, &w.expect) {
+        // An update shows as the item changed since it was prepared (its tag moved) holding
+        // what this write put there.
         (
             Ok(Observed::Present { etag, events, .. }),
             WriteAction::Create | WriteAction::Update,
             Some(x),
-        ) if events.iter().any(|e| x.seen_in(&w.uid, e, person)) => Some(json!({
+        ) if (w.action == WriteAction::Create || w.etag.as_deref() != Some(etag.as_str()))
+            && events.iter().any(|e| x.seen_in(&w.uid, e, person)) =>
+        {
+            Some(json!({
             "href": w.href,
             "etag": etag,
             "matched_on": "uid+fields",
             "summary": x.summary,
             "start": x.start,
             "end": x.end,
-        })),
+            }))
+        }
         // The source rewrote the UID Steward wrote (some servers assign their own): the item
         // Steward named holds one event, and it is ours by its title and times.
         (Ok(Observed::Present { etag, events, .. }), WriteAction::Create, Some(x))

@@ -352,6 +352,11 @@ pub struct CalendarUpdateInput {
 pub struct CalendarInviteInput {
     /// The event's id.
     pub event_id: String,
+    /// Whom to invite, among the event's attendees; absent: every attendee. Steward fills it
+    /// in before the person approves, and the mail goes to exactly these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_ATTENDEES))]
+    pub attendees: Vec<String>,
 }
 
 /// Read a document.

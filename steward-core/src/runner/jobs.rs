@@ -71,7 +71,21 @@ pub(super) fn run(
             };
             let report = s.embed_mail(&opts, &mut |_| {})?;
             // The calendar's events too (few, and only new or changed ones cost a request).
-            let events = if report.unavailable.is_none() { Some(s.embed_events()?) } else { None };
+            // A failure here is the events' own: the mail's drain stands.
+            let events = if report.unavailable.is_none() {
+                match s.embed_events(Some(cancel)) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "events not embedded");
+                        Some(crate::calendar::vectors::EventEmbedReport {
+                            error: Some(e.to_string()),
+                            ..Default::default()
+                        })
+                    }
+                }
+            } else {
+                None
+            };
             let next = lock(&runner.embed_schedule).next_delay(&report);
             let mut detail = detail(&report);
             if let (Some(ev), Some(obj)) = (&events, detail.as_object_mut()) {

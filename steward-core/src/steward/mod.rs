@@ -267,6 +267,7 @@ impl StewardBuilder {
             lexical: std::sync::OnceLock::new(),
             vectors: std::sync::OnceLock::new(),
             event_vectors: std::sync::OnceLock::new(),
+            events_embedded: std::sync::Mutex::new(None),
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
             embedder,
@@ -344,6 +345,8 @@ pub struct Steward {
     vectors: std::sync::OnceLock<VectorStore>,
     /// The event vectors (`calendar-index/vectors.db`).
     event_vectors: std::sync::OnceLock<VectorStore>,
+    /// The model and calendar generation of the last event drain that finished.
+    pub(crate) events_embedded: std::sync::Mutex<Option<(String, i64)>>,
     /// `steward.db`, opened on first use.
     approvals: std::sync::OnceLock<Approvals>,
     /// `audit.db`, opened on first use.

@@ -19,7 +19,7 @@ pub(crate) fn bump(tx: &Transaction<'_>) -> Result<(), StoreError> {
         .map_err(|e| StoreError::query("bump generation", e))
 }
 
-fn generation(c: &Connection) -> Result<i64, StoreError> {
+pub(crate) fn generation(c: &Connection) -> Result<i64, StoreError> {
     c.query_row("SELECT n FROM generation WHERE id = 1", [], |r| r.get(0))
         .map_err(|e| StoreError::query("generation", e))
 }

@@ -292,18 +292,25 @@ impl ToolExecutor for Inviter {
         steward: &crate::Steward,
         input: &serde_json::Value,
     ) -> Result<serde_json::Value, String> {
-        let i: CalendarInviteInput =
+        let mut i: CalendarInviteInput =
             serde_json::from_value(input.clone()).map_err(|e| e.to_string())?;
-        // Another's event, or one with nobody to invite, is refused before anyone is asked.
-        steward.invitation_card(&i.event_id, &self.sender.from).map_err(|e| e.to_string())?;
+        // Another's event, or one with nobody to invite, is refused before anyone is asked;
+        // the input names exactly whom the card shows, and the mail goes to them only.
+        let (who, _) = steward
+            .invitation_card(&i.event_id, &self.sender.from, &i.attendees)
+            .map_err(|e| e.to_string())?;
+        i.attendees = who;
         serde_json::to_value(i).map_err(|e| e.to_string())
     }
 
     fn summary(&self, steward: &crate::Steward, input: &serde_json::Value) -> String {
-        let id = input["event_id"].as_str().unwrap_or_default();
-        steward
-            .invitation_card(id, &self.sender.from)
-            .map_or_else(|e| format!("Send invitations to event {id} ({e})"), |(_, card)| card)
+        let Ok(i) = serde_json::from_value::<CalendarInviteInput>(input.clone()) else {
+            return "Send invitations (unreadable input)".to_owned();
+        };
+        steward.invitation_card(&i.event_id, &self.sender.from, &i.attendees).map_or_else(
+            |e| format!("Send invitations to event {} ({e})", i.event_id),
+            |(_, card)| card,
+        )
     }
 
     fn run(&self, run: &ToolRun<'_>, input: &serde_json::Value) -> Result<ToolOutput, ExecError> {
@@ -316,44 +323,23 @@ impl ToolExecutor for Inviter {
             // The same approval run again: the invitation already journaled, never a second.
             Some(op) => op,
             None => {
-                let store = run.steward.calendar_store()?;
-                let item = store.event_item(&i.event_id)?.ok_or_else(|| {
-                    ExecError::from(crate::calendar::write::CalendarWriteError::NoEvent(
-                        i.event_id.clone(),
-                    ))
-                })?;
-                let (account, collection) = item.calendar.split_once('/').unwrap_or_default();
-                let target = self.writer.target(account)?;
-                let probe = CalendarWrite {
-                    action: crate::calendar::write::WriteAction::Update,
-                    account: account.to_owned(),
-                    collection: collection.to_owned(),
-                    href: item.href.clone(),
-                    uid: item.uid.clone(),
-                    summary: item.summary.clone(),
-                    text: None,
-                    etag: None,
-                    expect: None,
-                };
-                // The invitation is the event as its calendar holds it now.
-                let text = match run.steward.settle_calendar_item(target, &probe, run.now) {
-                    Ok(crate::calendar::write::Observed::Present { text, .. }) => text,
-                    Ok(crate::calendar::write::Observed::Absent) => {
-                        return Err(crate::calendar::write::CalendarWriteError::Changed(format!(
-                            "{} is no longer in its calendar: index the calendar again",
-                            item.href
+                let item =
+                    run.steward.calendar_store()?.event_item(&i.event_id)?.ok_or_else(|| {
+                        ExecError::from(crate::calendar::write::CalendarWriteError::NoEvent(
+                            i.event_id.clone(),
                         ))
-                        .into());
-                    }
-                    Err(e) => {
-                        return Err(crate::calendar::write::CalendarWriteError::SourceUnavailable(
-                            e.message,
-                        )
-                        .into());
-                    }
-                };
-                let draft =
-                    run.steward.invitation_draft(&i.event_id, &text, &self.sender, run.now)?;
+                    })?;
+                let (account, _) = item.calendar.split_once('/').unwrap_or_default();
+                let target = self.writer.target(account)?;
+                // The invitation is the event as its calendar holds it now.
+                let (text, _) = run.steward.read_event_source(&item, target, run.now)?;
+                let draft = run.steward.invitation_draft(
+                    &i.event_id,
+                    &text,
+                    &self.sender,
+                    &i.attendees,
+                    run.now,
+                )?;
                 let mail = run.steward.prepare_mail(&draft, run.now)?;
                 run.steward.send_mail(
                     &mail,
