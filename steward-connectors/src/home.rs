@@ -66,6 +66,12 @@ pub fn builder(home: Option<PathBuf>) -> StewardBuilder {
         Some(Err(e)) => tracing::warn!(error = %e, "calendar settings unusable: defaults used"),
         None => {}
     }
+    match dir.as_deref().map(file_roots) {
+        Some(Ok(roots)) => b = b.file_roots(roots),
+        // No root is reachable until the config says which: the file commands say why.
+        Some(Err(e)) => tracing::warn!(error = %e, "[files] roots unusable: no file is reachable"),
+        None => {}
+    }
     if let Some(h) = home {
         b = b.home(h);
     }
@@ -173,6 +179,56 @@ struct ConfigFile {
     calendar: Option<CalendarSection>,
     #[serde(default)]
     contacts: Option<ContactsSection>,
+    #[serde(default)]
+    files: Option<FilesSection>,
+}
+
+/// `[files]`: the folders Steward may read files under.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesSection {
+    #[serde(default)]
+    roots: Vec<PathBuf>,
+}
+
+/// The folders Steward may read files under: `STEWARD_FILES_ROOTS` (a `PATH`-style list) when
+/// set, else `[files] roots` of `<home>/config.toml` (`~` expanded):
+///
+/// ```toml
+/// [files]
+/// roots = ["~/Documents", "~/Downloads"]
+/// ```
+///
+/// Refused: more than [`steward_core::paths::MAX_FILE_ROOTS`], a relative path, a folder inside the
+/// home.
+pub fn file_roots(home: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let path = home.join(crate::mail::smtp::CONFIG_FILE);
+    let bad = |what: String| ConfigError(format!("{}: [files] {what}", path.display()));
+    let roots: Vec<PathBuf> = match std::env::var_os("STEWARD_FILES_ROOTS") {
+        Some(v) => std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect(),
+        None => read_config(home)?
+            .files
+            .map(|f| f.roots)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| expand(p))
+            .collect(),
+    };
+    if roots.len() > steward_core::paths::MAX_FILE_ROOTS {
+        return Err(bad(format!("at most {} roots", steward_core::paths::MAX_FILE_ROOTS)));
+    }
+    let home_c = home.canonicalize().unwrap_or_else(|_| home.to_path_buf());
+    for r in &roots {
+        if !r.is_absolute() {
+            return Err(bad(format!("root {} is not an absolute path", r.display())));
+        }
+        let c = r.canonicalize().unwrap_or_else(|_| r.clone());
+        // A root holding the home is fine: the guard refuses what lies in the home.
+        if c.starts_with(&home_c) {
+            return Err(bad(format!("root {} is inside the Steward home", r.display())));
+        }
+    }
+    Ok(roots)
 }
 
 /// One `[[calendar.sources]]` or `[[contacts.sources]]`: a `path` (vdir, ics, vcf) or a `url`

@@ -111,6 +111,7 @@ pub struct StewardBuilder {
     tools: Vec<ToolSpec>,
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     calendar: Option<crate::calendar::CalendarSettings>,
+    file_roots: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for StewardBuilder {
@@ -129,6 +130,14 @@ impl StewardBuilder {
     #[must_use]
     pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
         self.home = Some(home.into());
+        self
+    }
+
+    /// The folders Steward may read files under (at most [`crate::paths::MAX_FILE_ROOTS`];
+    /// none by default: no file is reachable).
+    #[must_use]
+    pub fn file_roots(mut self, roots: Vec<PathBuf>) -> Self {
+        self.file_roots = roots;
         self
     }
 
@@ -279,6 +288,7 @@ impl StewardBuilder {
             contacts: std::sync::OnceLock::new(),
             calendar: std::sync::OnceLock::new(),
             calendar_settings: self.calendar.unwrap_or_default(),
+            file_roots: self.file_roots.into_iter().take(crate::paths::MAX_FILE_ROOTS).collect(),
             agent: std::sync::Mutex::new(std::sync::Weak::new()),
             jobs: std::sync::OnceLock::new(),
         })
@@ -377,6 +387,8 @@ pub struct Steward {
     calendar: std::sync::OnceLock<crate::calendar::store::CalendarStore>,
     /// The person's zone, addresses and working hours.
     calendar_settings: crate::calendar::CalendarSettings,
+    /// The folders files may be read under.
+    file_roots: Vec<PathBuf>,
     /// The handle's agent while one lives (a handle has one: see [`crate::agent::Agent::open`]).
     pub(crate) agent: std::sync::Mutex<std::sync::Weak<crate::agent::Shared>>,
     /// The runner's jobs table (`steward.db`), opened on first use.
@@ -562,6 +574,18 @@ impl Steward {
         }
         let opened = open()?;
         Ok(cell.get_or_init(|| opened))
+    }
+
+    /// The folders Steward may read files under (`[files] roots`).
+    pub fn file_roots(&self) -> &[PathBuf] {
+        &self.file_roots
+    }
+
+    /// `path` (absolute, or relative to a root) resolved, when it lies inside a root once
+    /// every link is followed, names no secret and is outside the home
+    /// ([`crate::paths::guard_in_roots`]); nothing is read before this says yes.
+    pub fn guard_path(&self, path: &std::path::Path) -> Result<PathBuf, crate::paths::PathError> {
+        crate::paths::guard_in_roots(path, &self.file_roots, &self.home)
     }
 
     /// The event vector store (`calendar-index/vectors.db`, see [`crate::calendar::vectors`]).

@@ -1,0 +1,4 @@
+//! The person's files: the roots `config.toml` names, and the guard every path passes before
+//! a byte is read.
+
+mod roots;
