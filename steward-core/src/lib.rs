@@ -22,6 +22,7 @@ pub mod contacts;
 pub mod embed;
 pub mod error;
 pub mod eval;
+pub mod files;
 pub mod index;
 pub mod journal;
 mod jsonl;

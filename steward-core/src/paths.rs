@@ -181,6 +181,11 @@ pub fn guard_file(path: &Path, steward_home: &Path) -> Result<PathBuf, PathError
     Ok(resolved)
 }
 
+/// Whether `below` (a path below a root) is or lies in a secret (see [`guard_in_roots`]).
+pub(crate) fn is_secret(below: &Path) -> bool {
+    sensitive(below, None).is_some()
+}
+
 /// Resolves `path` (absolute, or relative to the first root holding it) and lets it through
 /// only when it lies inside one of `roots` once every link is followed, names no secret and
 /// is outside `steward_home`: a file or a folder the person chose to share with Steward.

@@ -1408,3 +1408,35 @@ fn index_calendar_and_contacts_from_caldav_and_carddav_with_a_password_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("DAV_INSECURE"), "{out:?}");
 }
+
+#[test]
+fn index_files_then_find_them_with_json_pages_and_typed_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (home, docs) = (base.join("home"), base.join("docs"));
+    std::fs::create_dir_all(docs.join("2025")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(docs.join("2025/invoice.pdf"), b"%PDF").unwrap();
+    std::fs::write(docs.join("notes.txt"), b"x").unwrap();
+    std::fs::write(docs.join(".env"), b"SECRET=1").unwrap();
+    std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{docs:?}]\n")).unwrap();
+    let run = |args: &[&str]| steward().arg("--home").arg(&home).args(args).output().unwrap();
+    let out = run(&["index", "files", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!((report["files"].as_u64(), report["added"].as_u64()), (Some(2), Some(2)));
+    let out = run(&["files", "find", "--glob", "2025/*.pdf", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "one file, then the page: {lines:?}");
+    assert_eq!(lines[0]["path"], docs.join("2025/invoice.pdf").to_string_lossy().as_ref());
+    assert_eq!(lines[1]["total"], 1);
+    // A cursor that is not ours is a typed error on stderr and a non-zero exit.
+    let out = run(&["files", "find", "--cursor", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FILES_BAD_QUERY"));
+}

@@ -1,4 +1,5 @@
 //! The person's files: the roots `config.toml` names, and the guard every path passes before
 //! a byte is read.
 
+mod find;
 mod roots;

@@ -287,6 +287,7 @@ impl StewardBuilder {
             chats: std::sync::OnceLock::new(),
             contacts: std::sync::OnceLock::new(),
             calendar: std::sync::OnceLock::new(),
+            files: std::sync::OnceLock::new(),
             calendar_settings: self.calendar.unwrap_or_default(),
             file_roots: self.file_roots.into_iter().take(crate::paths::MAX_FILE_ROOTS).collect(),
             agent: std::sync::Mutex::new(std::sync::Weak::new()),
@@ -385,6 +386,8 @@ pub struct Steward {
     contacts: std::sync::OnceLock<crate::contacts::store::ContactStore>,
     /// `calendar.db` (the calendars' events and their search index), opened on first use.
     calendar: std::sync::OnceLock<crate::calendar::store::CalendarStore>,
+    /// `files.db` (the paths under the file roots), opened on first use.
+    files: std::sync::OnceLock<crate::files::FileStore>,
     /// The person's zone, addresses and working hours.
     calendar_settings: crate::calendar::CalendarSettings,
     /// The folders files may be read under.
@@ -579,6 +582,37 @@ impl Steward {
     /// The folders Steward may read files under (`[files] roots`).
     pub fn file_roots(&self) -> &[PathBuf] {
         &self.file_roots
+    }
+
+    fn file_store(&self) -> Result<&crate::files::FileStore, crate::files::FileStoreError> {
+        self.open_once(&self.files, || crate::files::FileStore::open(&self.home, &self.limits))
+    }
+
+    /// Walks the file roots and brings `files.db` up to date (see [`crate::files`]).
+    pub fn index_files(&self) -> Result<crate::files::FilesReport, crate::files::FileStoreError> {
+        self.file_store()?.index(&self.file_roots, &self.home)
+    }
+
+    /// The files under the roots that match `q`, newest first (see [`crate::files::FileQuery`]);
+    /// a `root` must be one of the roots.
+    pub fn find_files(
+        &self,
+        q: &crate::files::FileQuery,
+    ) -> Result<crate::files::FilePage, crate::files::FileStoreError> {
+        if self.file_roots.is_empty() {
+            return Err(crate::files::FileStoreError::NoRoots);
+        }
+        if let Some(r) = &q.root {
+            let ours = self.file_roots.iter().filter_map(|x| x.canonicalize().ok());
+            let asked = r.canonicalize().ok();
+            if !ours.into_iter().any(|x| Some(&x) == asked.as_ref()) {
+                return Err(crate::files::FileStoreError::BadQuery(format!(
+                    "root {}: not one of the shared folders",
+                    r.display()
+                )));
+            }
+        }
+        self.file_store()?.find(q)
     }
 
     /// `path` (absolute, or relative to a root) resolved, when it lies inside a root once

@@ -39,6 +39,7 @@ mod chat;
 mod contacts;
 mod dav;
 mod embed;
+mod files;
 mod jobs;
 mod mail;
 mod ops;
@@ -160,6 +161,11 @@ enum Command {
         #[command(subcommand)]
         cmd: contacts::ContactsCmd,
     },
+    /// Files: find them under the folders shared with Steward ([files] roots), newest first
+    Files {
+        #[command(subcommand)]
+        cmd: files::FilesCmd,
+    },
     /// Italian trains: the next direct train between two stations, a train's status.
     Trains {
         #[command(subcommand)]
@@ -275,6 +281,12 @@ enum IndexWhat {
     Calendar(calendar::IndexArgs),
     /// Index address books (a vdir or a .vcf file) into contacts.db.
     Contacts(contacts::ContactsArgs),
+    /// Walk the shared folders ([files] roots) into files.db.
+    Files {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Drop and rebuild every derived index from the mirror.
     Rebuild {
         /// Print one JSON object.
@@ -345,6 +357,8 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Index { what: IndexWhat::Rebuild { json } } => rebuild(args.home, json),
         Command::Index { what: IndexWhat::Contacts(a) } => contacts::index_contacts(args.home, a),
         Command::Index { what: IndexWhat::Calendar(a) } => calendar::index_calendar(args.home, a),
+        Command::Index { what: IndexWhat::Files { json } } => files::index_files(args.home, json),
+        Command::Files { cmd } => files::files(args.home, cmd),
         Command::Embed(a) => open(args.home).and_then(|s| embed::embed(&s, &a)),
         Command::Stats { json } => stats(args.home, json),
         Command::Demo { messages, json, no_serve, serve } => {

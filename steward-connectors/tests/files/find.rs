@@ -1,0 +1,122 @@
+//! `files.db`: a walk of the roots lists their files (never a secret, the home or what a link
+//! points to outside), and `find_files` answers by name, glob, extension, time and size, newest
+//! first, page by page; a second walk changes only what changed.
+
+use std::path::Path;
+
+use steward_core::{StewardError as _, files::FileQuery};
+
+fn file(path: &Path, bytes: usize, mtime: i64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, vec![b'x'; bytes]).unwrap();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime.unsigned_abs());
+    std::fs::File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
+}
+
+fn names(page: &steward_core::files::FilePage) -> Vec<String> {
+    page.files.iter().map(|f| f.path.file_name().unwrap().to_string_lossy().into_owned()).collect()
+}
+
+#[test]
+fn a_walk_lists_the_roots_files_and_find_answers_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (docs, down, outside, home) =
+        (base.join("Documents"), base.join("Downloads"), base.join("outside"), base.join("home"));
+    std::fs::create_dir_all(&home).unwrap();
+    let day = 86_400;
+    file(&docs.join("Contratti/Lease signed.pdf"), 2_000, 1_700_000_000);
+    file(&docs.join("Contratti/lease draft.docx"), 500, 1_700_000_000 - day);
+    file(&docs.join("2025/invoice-03.pdf"), 120_000, 1_740_000_000);
+    file(&docs.join("2025/deep/er/invoice-04.PDF"), 130_000, 1_745_000_000);
+    file(&down.join("Invoice ACME.pdf"), 40_000, 1_750_000_000);
+    file(&down.join("notes.txt"), 10, 1_600_000_000);
+    // Never listed: secrets, and what a link points to outside the roots.
+    file(&docs.join(".ssh/id_ed25519"), 10, 1_760_000_000);
+    file(&docs.join("prod.env"), 10, 1_760_000_000);
+    file(&outside.join("secret-plan.pdf"), 10, 1_760_000_000);
+    std::os::unix::fs::symlink(&outside, docs.join("linked")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret-plan.pdf"), docs.join("plan.pdf")).unwrap();
+    std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{docs:?}, {down:?}]\n"))
+        .unwrap();
+    let s = steward_connectors::home::open(Some(home.clone())).unwrap();
+    let r = s.index_files().unwrap();
+    assert_eq!((r.roots, r.files, r.added, r.removed, r.truncated), (2, 6, 6, 0, false), "{r:?}");
+
+    let find = |q: FileQuery| s.find_files(&q).unwrap();
+    let all = find(FileQuery::default());
+    assert_eq!(
+        names(&all),
+        [
+            "Invoice ACME.pdf",
+            "invoice-04.PDF",
+            "invoice-03.pdf",
+            "Lease signed.pdf",
+            "lease draft.docx",
+            "notes.txt"
+        ],
+        "newest first, nothing secret, nothing outside"
+    );
+    let q = |f: fn(&mut FileQuery)| {
+        let mut q = FileQuery::default();
+        f(&mut q);
+        names(&find(q))
+    };
+    assert_eq!(q(|q| q.name = Some("LEASE signed".into())), ["Lease signed.pdf"]);
+    assert_eq!(q(|q| q.name = Some("ｉｎｖｏｉｃｅ".into())).len(), 3, "fullwidth folds");
+    assert_eq!(q(|q| q.extension = Some(".pdf".into())).len(), 4);
+    assert_eq!(q(|q| q.glob = Some("*.docx".into())), ["lease draft.docx"]);
+    assert_eq!(q(|q| q.glob = Some("2025/*.pdf".into())), ["invoice-03.pdf"]);
+    assert_eq!(q(|q| q.glob = Some("2025/**/*.pdf".into())), ["invoice-04.PDF", "invoice-03.pdf"]);
+    assert_eq!(
+        q(|q| q.modified_after = Some(1_745_000_000)),
+        ["Invoice ACME.pdf", "invoice-04.PDF"]
+    );
+    assert_eq!(q(|q| q.modified_before = Some(1_700_000_000)), ["lease draft.docx", "notes.txt"]);
+    assert_eq!(q(|q| q.min_size = Some(100_000)), ["invoice-04.PDF", "invoice-03.pdf"]);
+    assert_eq!(q(|q| q.max_size = Some(500)), ["lease draft.docx", "notes.txt"]);
+    let only_down = find(FileQuery { root: Some(down.clone()), ..FileQuery::default() });
+    assert_eq!(names(&only_down), ["Invoice ACME.pdf", "notes.txt"]);
+
+    // Pages: the cursor continues where the last page stopped.
+    let first = find(FileQuery { limit: Some(4), ..FileQuery::default() });
+    assert_eq!((first.files.len(), first.total), (4, 6));
+    let rest = find(FileQuery {
+        limit: Some(4),
+        cursor: first.next_cursor,
+        ..FileQuery::default()
+    });
+    assert_eq!(names(&rest), ["lease draft.docx", "notes.txt"]);
+    assert_eq!(rest.next_cursor, None);
+
+    // Questions that cannot be asked are typed errors.
+    for bad in [
+        FileQuery { limit: Some(0), ..FileQuery::default() },
+        FileQuery { limit: Some(201), ..FileQuery::default() },
+        FileQuery { cursor: Some("x".into()), ..FileQuery::default() },
+        FileQuery { root: Some(outside), ..FileQuery::default() },
+        FileQuery { name: Some("x".repeat(300)), ..FileQuery::default() },
+    ] {
+        assert_eq!(s.find_files(&bad).unwrap_err().code(), "FILES_BAD_QUERY", "{bad:?}");
+    }
+
+    // A second walk changes only what changed.
+    let r = s.index_files().unwrap();
+    assert_eq!((r.added, r.changed, r.removed), (0, 0, 0), "{r:?}");
+    file(&down.join("notes.txt"), 20, 1_760_000_100);
+    std::fs::remove_file(docs.join("2025/invoice-03.pdf")).unwrap();
+    file(&docs.join("new.md"), 5, 1_700_000_500);
+    let r = s.index_files().unwrap();
+    assert_eq!((r.added, r.changed, r.removed, r.files), (1, 1, 1, 6), "{r:?}");
+    assert_eq!(names(&find(FileQuery { limit: Some(1), ..FileQuery::default() })), ["notes.txt"]);
+
+    // A root dropped from the config takes its files with it; without roots, a typed error.
+    std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{docs:?}]\n")).unwrap();
+    let s = steward_connectors::home::open(Some(home.clone())).unwrap();
+    let r = s.index_files().unwrap();
+    assert_eq!((r.removed, r.files), (2, 4), "{r:?}");
+    std::fs::write(home.join("config.toml"), "").unwrap();
+    let bare = steward_connectors::home::open(Some(home)).unwrap();
+    assert_eq!(bare.index_files().unwrap_err().code(), "FILES_NO_ROOTS");
+    assert_eq!(bare.find_files(&FileQuery::default()).unwrap_err().code(), "FILES_NO_ROOTS");
+}
