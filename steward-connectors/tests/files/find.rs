@@ -81,13 +81,30 @@ fn a_walk_lists_the_roots_files_and_find_answers_newest_first() {
     // Pages: the cursor continues where the last page stopped.
     let first = find(FileQuery { limit: Some(4), ..FileQuery::default() });
     assert_eq!((first.files.len(), first.total), (4, 6));
-    let rest = find(FileQuery {
-        limit: Some(4),
-        cursor: first.next_cursor,
-        ..FileQuery::default()
-    });
+    let rest =
+        find(FileQuery { limit: Some(4), cursor: first.next_cursor, ..FileQuery::default() });
     assert_eq!(names(&rest), ["lease draft.docx", "notes.txt"]);
     assert_eq!(rest.next_cursor, None);
+
+    // The agent's tool: the same answer, bounded, the names marked as data.
+    let tb = steward_core::tools::Toolbox::new(std::sync::Arc::new(
+        steward_connectors::home::open(Some(home.clone())).unwrap(),
+    ));
+    let ran = tb
+        .call(
+            &steward_core::ToolCall {
+                actor: "agent:test",
+                chat: None,
+                tool: "files.find",
+                input: &serde_json::json!({ "extension": "pdf", "limit": 2 }),
+            },
+            &steward_core::policy::DecisionContext::default(),
+        )
+        .unwrap();
+    let steward_core::tools::ToolOutcome::Ran { result, .. } = ran else { panic!("{ran:?}") };
+    assert!(result.text.starts_with("Files 1-2 of 4, newest first:"), "{}", result.text);
+    assert!(result.text.contains("Invoice ACME.pdf") && result.text.contains("cursor \"2\""));
+    assert!(result.sources.iter().all(steward_core::tools::SourceRef::untrusted));
 
     // Questions that cannot be asked are typed errors.
     for bad in [

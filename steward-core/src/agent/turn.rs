@@ -36,6 +36,7 @@ fn source_label(s: &SourceRef) -> String {
         SourceRef::Usage => "usage".to_owned(),
         SourceRef::Contact { id } => format!("contact:{id}"),
         SourceRef::Event { id } => format!("event:{id}"),
+        SourceRef::File { path } => format!("file:{path}"),
         SourceRef::External { server, tool } => format!("mcp:{server}:{tool}"),
     }
 }

@@ -359,6 +359,43 @@ pub struct CalendarInviteInput {
     pub attendees: Vec<String>,
 }
 
+/// Find files under the folders the person shares, newest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesFindInput {
+    /// Words the file name holds (case ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A glob on the path below its folder (`*`, `?`, `**`); without `/`, on the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glob: Option<String>,
+    /// The extension (`pdf`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extension: Option<String>,
+    /// Modified on or after (YYYY-MM-DD or RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_after: Option<String>,
+    /// Modified before (YYYY-MM-DD or RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_before: Option<String>,
+    /// At least this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_size: Option<u64>,
+    /// At most this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<u64>,
+    /// Only under this shared folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// Where the last page stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Files to return (1-200; 50 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 200))]
+    pub limit: Option<u32>,
+}
+
 /// Read a document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -536,6 +573,13 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
             Level::Confirm,
         )?
         .scopes(&["calendar:write"]),
+        ToolSpec::new::<FilesFindInput>(
+            "files.find",
+            "Find files in the folders the person shares: by name words, glob, extension, \
+             modification dates and size; newest first, with a cursor for more.",
+            Effect::Read,
+            Level::Auto,
+        )?,
         ToolSpec::new::<FilesReadInput>(
             "files.read",
             "Read a document.",

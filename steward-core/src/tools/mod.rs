@@ -22,6 +22,7 @@ mod calendar;
 mod client;
 mod contacts;
 mod external;
+mod files;
 mod mail;
 mod system;
 
@@ -127,6 +128,11 @@ pub enum SourceRef {
         /// Steward's id for the person, or the address when they are only in mail.
         id: String,
     },
+    /// A file under the shared folders.
+    File {
+        /// Its path.
+        path: String,
+    },
     /// A tool of an outside server (`[[mcp.servers]]`).
     External {
         /// The server's name.
@@ -149,6 +155,8 @@ impl SourceRef {
                 // Cards of shared or synced books, names from mail headers, invitations.
                 | Self::Contact { .. }
                 | Self::Event { .. }
+                // Names of downloads and shared files.
+                | Self::File { .. }
         )
     }
 }
@@ -519,6 +527,7 @@ impl Toolbox {
             .into_iter()
             .chain(calendar::tools())
             .chain(contacts::tools())
+            .chain(files::tools())
             .chain(system::tools())
         {
             toolbox.insert(name, executor);
