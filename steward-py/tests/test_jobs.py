@@ -20,8 +20,15 @@ def test_one_pass_runs_what_can_run_and_says_why_the_rest_cannot(tmp_path):
     assert [r["job"] for r in runs] == AVAILABLE
     assert all(r["outcome"] == "ok" and r["error"] is None for r in runs), runs
     st = status(s)
-    assert set(st) == set(AVAILABLE) | {"mail-reconcile", "mail-embed", "send-due", "pim-sync"}
+    assert set(st) == set(AVAILABLE) | {
+        "mail-reconcile",
+        "mail-embed",
+        "send-due",
+        "pim-sync",
+        "files-index",
+    }
     assert "calendar.sources" in st["pim-sync"]["unavailable"]
+    assert "files] roots" in st["files-index"]["unavailable"]
     assert "SMTP" in st["send-due"]["unavailable"]
     assert "mail.sources" in st["mail-reconcile"]["unavailable"]
     assert all(st[j]["runs"] == 1 and st[j]["last_outcome"] == "ok" for j in AVAILABLE)

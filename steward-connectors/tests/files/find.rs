@@ -127,13 +127,38 @@ fn a_walk_lists_the_roots_files_and_find_answers_newest_first() {
     assert_eq!((r.added, r.changed, r.removed, r.files), (1, 1, 1, 6), "{r:?}");
     assert_eq!(names(&find(FileQuery { limit: Some(1), ..FileQuery::default() })), ["notes.txt"]);
 
+    // The runner's job keeps the list current the same way.
+    {
+        use steward_core::runner::{JobName, JobOutcome};
+        let s = std::sync::Arc::new(steward_connectors::home::open(Some(home.clone())).unwrap());
+        let runner = steward_connectors::home::runner(std::sync::Arc::clone(&s)).unwrap();
+        assert_eq!(runner.unavailable(JobName::FilesIndex), None);
+        file(&down.join("later.pdf"), 5, 1_770_000_000);
+        let r = runner.run_once(Some(JobName::FilesIndex)).unwrap();
+        assert_eq!(r[0].outcome, JobOutcome::Ok, "{r:?}");
+        assert!(r[0].summary.contains("1 new"), "{}", r[0].summary);
+        assert_eq!(
+            names(&s.find_files(&FileQuery { limit: Some(1), ..FileQuery::default() }).unwrap()),
+            ["later.pdf"]
+        );
+        std::fs::remove_file(down.join("later.pdf")).unwrap();
+        s.index_files().unwrap();
+    }
+
     // A root dropped from the config takes its files with it; without roots, a typed error.
     std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{docs:?}]\n")).unwrap();
     let s = steward_connectors::home::open(Some(home.clone())).unwrap();
     let r = s.index_files().unwrap();
     assert_eq!((r.removed, r.files), (2, 4), "{r:?}");
     std::fs::write(home.join("config.toml"), "").unwrap();
-    let bare = steward_connectors::home::open(Some(home)).unwrap();
+    let bare = std::sync::Arc::new(steward_connectors::home::open(Some(home)).unwrap());
+    let runner = steward_connectors::home::runner(std::sync::Arc::clone(&bare)).unwrap();
+    assert!(
+        runner
+            .unavailable(steward_core::runner::JobName::FilesIndex)
+            .unwrap()
+            .contains("[files] roots")
+    );
     assert_eq!(bare.index_files().unwrap_err().code(), "FILES_NO_ROOTS");
     assert_eq!(bare.find_files(&FileQuery::default()).unwrap_err().code(), "FILES_NO_ROOTS");
 }

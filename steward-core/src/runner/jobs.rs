@@ -63,6 +63,26 @@ pub(super) fn run(
     match job {
         JobName::MailReconcile => reconcile(runner, cancel),
         JobName::PimSync => pim_sync(runner, cancel),
+        JobName::FilesIndex => {
+            let r = s.index_files()?;
+            let summary = if r.added + r.changed + r.removed > 0 || !r.unreadable.is_empty() {
+                format!(
+                    "{} files: {} new, {} changed, {} gone{}",
+                    r.files,
+                    r.added,
+                    r.changed,
+                    r.removed,
+                    if r.unreadable.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {} folder(s) unreadable", r.unreadable.len())
+                    }
+                )
+            } else {
+                String::new()
+            };
+            Ok(Done::new(summary, detail(&r)))
+        }
         JobName::MailEmbed => {
             let opts = crate::embed::EmbedOptions {
                 max_items: runner.config.embed_pass_items,

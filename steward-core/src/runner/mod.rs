@@ -111,11 +111,13 @@ pub enum JobName {
     ApprovalExpiry,
     /// Bring the configured calendars and address books into their stores.
     PimSync,
+    /// Walk the shared folders (`[files] roots`) into `files.db`.
+    FilesIndex,
 }
 
 impl JobName {
     /// Every job.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::MailReconcile,
         Self::MailEmbed,
         Self::WatchPoll,
@@ -124,6 +126,7 @@ impl JobName {
         Self::ConfirmWrites,
         Self::ApprovalExpiry,
         Self::PimSync,
+        Self::FilesIndex,
     ];
 
     /// The name in config, on the command line and in the status.
@@ -137,6 +140,7 @@ impl JobName {
             Self::ConfirmWrites => "confirm-writes",
             Self::ApprovalExpiry => "approval-expiry",
             Self::PimSync => "pim-sync",
+            Self::FilesIndex => "files-index",
         }
     }
 
@@ -161,6 +165,7 @@ impl JobName {
             Self::ConfirmWrites => (600, 120),
             Self::ApprovalExpiry => (60, 30),
             Self::PimSync => (900, 300),
+            Self::FilesIndex => (1800, 300),
         };
         JobConfig { enabled: true, interval_secs, budget_secs }
     }
@@ -639,6 +644,9 @@ impl Runner {
                     .to_owned(),
             ),
             JobName::SendDue => self.services.transport.as_ref().err().cloned(),
+            JobName::FilesIndex if self.steward.file_roots().is_empty() => {
+                Some("no folder is shared ([files] roots in config.toml)".to_owned())
+            }
             JobName::PimSync if self.services.pim_sources.is_empty() => Some(
                 "no calendar or address book is configured ([[calendar.sources]], \
                  [[contacts.sources]] in config.toml)"

@@ -17,7 +17,7 @@ pub(super) enum JobsCmd {
         #[arg(long)]
         once: bool,
         /// Only this job (with --once): mail-reconcile, mail-embed, watch-poll,
-        /// watch-deliver, send-due, confirm-writes, approval-expiry, pim-sync.
+        /// watch-deliver, send-due, confirm-writes, approval-expiry, pim-sync, files-index.
         #[arg(long, value_name = "NAME", requires = "once")]
         job: Option<String>,
         /// Print one JSON object per run.
