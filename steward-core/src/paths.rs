@@ -123,8 +123,13 @@ impl StewardError for PathError {
 /// A name as the guard compares it: its compatibility form (NFKC: fullwidth `．ｓｓｈ` is
 /// `.ssh`), lowercase (a case-insensitive file system opens `.SSH` as `.ssh`).
 fn folded(name: &std::ffi::OsStr) -> String {
+    fold_name(&name.to_string_lossy())
+}
+
+/// A file name as names are compared (the guard, `files.find`): NFKC, lowercase.
+pub(crate) fn fold_name(name: &str) -> String {
     use unicode_normalization::UnicodeNormalization as _;
-    name.to_string_lossy().nfkc().collect::<String>().to_lowercase()
+    name.nfkc().collect::<String>().to_lowercase()
 }
 
 /// Why `resolved` (already canonical) is sensitive, if it is.

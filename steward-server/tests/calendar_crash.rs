@@ -39,12 +39,9 @@ fn aborted(o: &Output) -> bool {
     o.status.signal() == Some(6)
 }
 
-#[test]
-fn no_crash_writes_an_event_twice_and_every_write_ends_confirmed_or_retry_exhausted() {
-    let dir = tempfile::tempdir().unwrap();
-    let vdir = dir.path().join("cal");
-    std::fs::create_dir_all(vdir.join("work")).unwrap();
-    let home = dir.path().join("home");
+/// A home under `dir` whose calendar source is the vdir `vdir`, account `me`.
+fn home_with_vdir(dir: &Path, vdir: &Path) -> std::path::PathBuf {
+    let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(
         home.join("config.toml"),
@@ -54,6 +51,15 @@ fn no_crash_writes_an_event_twice_and_every_write_ends_confirmed_or_retry_exhaus
         ),
     )
     .unwrap();
+    home
+}
+
+#[test]
+fn no_crash_writes_an_event_twice_and_every_write_ends_confirmed_or_retry_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let vdir = dir.path().join("cal");
+    std::fs::create_dir_all(vdir.join("work")).unwrap();
+    let home = home_with_vdir(dir.path(), &vdir);
     ok(&run(
         &home,
         &["index", "calendar", "--vdir", vdir.to_str().unwrap(), "--account", "me"],
@@ -142,16 +148,7 @@ fn no_crash_applies_an_event_change_twice() {
          DTEND:20260410T090000Z\r\nSUMMARY:Review\r\nX-OTHER:kept\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
     )
     .unwrap();
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "[calendar]\ntime_zone = \"Europe/Rome\"\n\n[[calendar.sources]]\nkind = \"vdir\"\n\
-             path = {vdir:?}\naccount = \"me\"\n"
-        ),
-    )
-    .unwrap();
+    let home = home_with_vdir(dir.path(), &vdir);
     let index = ["index", "calendar", "--vdir", vdir.to_str().unwrap(), "--account", "me"];
     ok(&run(&home, &index, None));
     let id = steward_core::calendar::store::event_id("me/work", "review@other", "");

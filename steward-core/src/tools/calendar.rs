@@ -352,24 +352,12 @@ impl ToolExecutor for Inviter {
             }
         };
         let to = op.input["to"].as_array().map_or(0, Vec::len);
-        Ok(ToolOutput {
-            text: format!(
-                "Operation #{} ({}): {}, an invitation to {to} attendee(s). The journal \
-                 confirms it from the Sent mailbox; ops.show #{} tells its state.",
-                op.id,
-                op.kind,
-                op.state.as_str(),
-                op.id
-            ),
-            data: json!({
-                "operation_id": op.id,
-                "kind": op.kind,
-                "state": op.state,
-                "approval_id": op.approval_id,
-            }),
-            sources: vec![SourceRef::Operation { id: op.id }],
-            ..ToolOutput::default()
-        })
+        Ok(super::journaled_output(
+            &op,
+            &format!(", an invitation to {to} attendee(s)"),
+            "from the Sent mailbox",
+            json!({}),
+        ))
     }
 }
 
@@ -476,26 +464,14 @@ fn journaled(run: &ToolRun<'_>, key: &str) -> Result<Option<ToolOutput>, ExecErr
 
 fn written(w: &CalendarWrite, op: &Operation) -> ToolOutput {
     let calendar = format!("{}/{}", w.account, w.collection);
-    ToolOutput {
-        text: format!(
-            "Operation #{} ({}): {} \"{}\" in {calendar}. The journal confirms it by reading the \
-             calendar back; ops.show #{} tells its state.",
-            op.id,
-            op.kind,
-            op.state.as_str(),
-            w.summary,
-            op.id
-        ),
-        data: json!({
-            "operation_id": op.id,
-            "kind": op.kind,
-            "state": op.state,
-            "approval_id": op.approval_id,
+    super::journaled_output(
+        op,
+        &format!(" \"{}\" in {calendar}", w.summary),
+        "by reading the calendar back",
+        json!({
             "calendar": calendar,
             "uid": w.uid,
             "event_id": event_id(&calendar, &w.uid, ""),
         }),
-        sources: vec![SourceRef::Operation { id: op.id }],
-        ..ToolOutput::default()
-    }
+    )
 }

@@ -152,25 +152,12 @@ impl Mailer {
             }
             None => String::new(),
         };
-        Ok(ToolOutput {
-            text: format!(
-                "Operation #{} ({}): {}{when}. The journal confirms it from the Sent mailbox; \
-                 ops.show #{} tells its state.",
-                op.id,
-                op.kind,
-                op.state.as_str(),
-                op.id
-            ),
-            data: json!({
-                "operation_id": op.id,
-                "kind": op.kind,
-                "state": op.state,
-                "scheduled_for": op.scheduled_for,
-                "approval_id": op.approval_id,
-            }),
-            sources: vec![SourceRef::Operation { id: op.id }],
-            ..ToolOutput::default()
-        })
+        Ok(super::journaled_output(
+            &op,
+            &when,
+            "from the Sent mailbox",
+            json!({ "scheduled_for": op.scheduled_for }),
+        ))
     }
 }
 

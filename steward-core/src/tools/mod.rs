@@ -352,6 +352,38 @@ pub struct ToolRun<'a> {
     pub now: i64,
 }
 
+/// What a journaled write hands back: the operation and its state, `what` it did (said after
+/// the state), how the journal confirms it, and the operation's fields with `extra`'s.
+pub(super) fn journaled_output(
+    op: &crate::journal::Operation,
+    what: &str,
+    confirms: &str,
+    extra: Value,
+) -> ToolOutput {
+    let mut data = serde_json::json!({
+        "operation_id": op.id,
+        "kind": op.kind,
+        "state": op.state,
+        "approval_id": op.approval_id,
+    });
+    if let (Some(d), Value::Object(more)) = (data.as_object_mut(), extra) {
+        d.extend(more);
+    }
+    ToolOutput {
+        text: format!(
+            "Operation #{} ({}): {}{what}. The journal confirms it {confirms}; ops.show #{} tells \
+             its state.",
+            op.id,
+            op.kind,
+            op.state.as_str(),
+            op.id
+        ),
+        data,
+        sources: vec![SourceRef::Operation { id: op.id }],
+        ..ToolOutput::default()
+    }
+}
+
 /// Runs one tool.
 pub trait ToolExecutor: Send + Sync {
     /// Parses `input` against the tool's schema and returns it normalized (what the policy
