@@ -45,10 +45,14 @@ use crate::pim::PimPlace;
 pub const MAX_MAIL_SOURCES: usize = 32;
 
 /// A builder for the home `home` (else the default) with everything configured: every watch
-/// source, the embedder (`[embed]`), the chat models (`[llm]`) and the limits (`[limits]`).
+/// source, the document readers, the embedder (`[embed]`), the chat models (`[llm]`) and the limits (`[limits]`).
 pub fn builder(home: Option<PathBuf>) -> StewardBuilder {
     let mut b = crate::watches::register(
-        Steward::builder().embedder_from_config().llm_from_config().limits_from_config(),
+        Steward::builder()
+            .embedder_from_config()
+            .llm_from_config()
+            .limits_from_config()
+            .extractor(std::sync::Arc::new(crate::docs::Readers)),
     );
     match crate::trains::tools::specs() {
         Ok(specs) => {

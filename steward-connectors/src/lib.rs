@@ -3,12 +3,14 @@
 //! Real sources and sinks behind the traits `steward-core` defines. Today: mail stores on disk
 //! ([`mail::MaildirSource`], [`mail::MboxSource`], [`mail::EmlxSource`]) implementing
 //! [`steward_core::mirror::MailSource`], a file-system watcher that triggers reconciles, and a
-//! deterministic demo mailbox generator; watch sources ([`watches`]).
+//! deterministic demo mailbox generator; watch sources ([`watches`]); the document readers
+//! ([`docs::Readers`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod calendar;
 pub mod contacts;
 pub mod dav;
+pub mod docs;
 pub mod home;
 pub mod launcher;
 pub mod mail;

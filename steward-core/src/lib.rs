@@ -19,6 +19,7 @@ mod authority;
 pub mod backup;
 pub mod calendar;
 pub mod contacts;
+pub mod docs;
 pub mod embed;
 pub mod error;
 pub mod eval;

@@ -4,6 +4,18 @@
 
 use std::path::Path;
 
+/// Largest document file read, bytes (larger ones are a typed error before any byte is read).
+/// Default of [`Limits::max_document_bytes`](crate::Limits) (`[limits] max_document_bytes`).
+pub const MAX_DOCUMENT_BYTES: u64 = 256 * 1024 * 1024;
+/// Most characters of text kept from one document; more is cut and marked truncated.
+/// Default of [`Limits::max_document_chars`](crate::Limits) (`[limits] max_document_chars`).
+pub const MAX_DOCUMENT_CHARS: usize = 16 * 1024 * 1024;
+/// Longest one document's extraction may take, seconds.
+/// Default of [`Limits::docs_extract_secs`](crate::Limits) (`[limits] docs_extract_secs`).
+pub const DOCS_EXTRACT_SECS: u64 = 30;
+/// Size of the extracted-text cache (`docs.db`), MB; least recently used out first.
+/// Default of [`Limits::docs_cache_mb`](crate::Limits) (`[limits] docs_cache_mb`).
+pub const DOCS_CACHE_MB: u64 = 256;
 /// Messages parsed and written per ingest transaction.
 /// Default of [`Limits::ingest_batch`](crate::Limits) (`[limits] ingest_batch`).
 pub const INGEST_BATCH: usize = 1024;
@@ -108,6 +120,14 @@ pub struct Limits {
     pub small_writes_wal_autocheckpoint_pages: i64,
     /// See [`crate::approval::SUBSCRIPTION_POLL_MS`].
     pub approval_poll_ms: u64,
+    /// See [`MAX_DOCUMENT_BYTES`].
+    pub max_document_bytes: u64,
+    /// See [`MAX_DOCUMENT_CHARS`].
+    pub max_document_chars: usize,
+    /// See [`DOCS_EXTRACT_SECS`].
+    pub docs_extract_secs: u64,
+    /// See [`DOCS_CACHE_MB`].
+    pub docs_cache_mb: u64,
 }
 
 impl Default for Limits {
@@ -132,6 +152,10 @@ impl Default for Limits {
             wal_autocheckpoint_pages: WAL_AUTOCHECKPOINT_PAGES,
             small_writes_wal_autocheckpoint_pages: SMALL_WRITES_WAL_AUTOCHECKPOINT_PAGES,
             approval_poll_ms: crate::approval::SUBSCRIPTION_POLL_MS,
+            max_document_bytes: MAX_DOCUMENT_BYTES,
+            max_document_chars: MAX_DOCUMENT_CHARS,
+            docs_extract_secs: DOCS_EXTRACT_SECS,
+            docs_cache_mb: DOCS_CACHE_MB,
         }
     }
 }
@@ -180,6 +204,18 @@ impl Limits {
         }
         if self.busy_timeout_ms > 600_000 {
             return Err("busy_timeout_ms");
+        }
+        if !(1024..=4 << 30).contains(&self.max_document_bytes) {
+            return Err("max_document_bytes");
+        }
+        if !(1_000..=256 << 20).contains(&self.max_document_chars) {
+            return Err("max_document_chars");
+        }
+        if !(1..=3_600).contains(&self.docs_extract_secs) {
+            return Err("docs_extract_secs");
+        }
+        if self.docs_cache_mb > 1 << 20 {
+            return Err("docs_cache_mb");
         }
         Ok(())
     }
@@ -233,6 +269,10 @@ limits_section!(
     wal_autocheckpoint_pages: i64,
     small_writes_wal_autocheckpoint_pages: i64,
     approval_poll_ms: u64,
+    max_document_bytes: u64,
+    max_document_chars: usize,
+    docs_extract_secs: u64,
+    docs_cache_mb: u64,
 );
 
 #[derive(Debug, Default, serde::Deserialize)]

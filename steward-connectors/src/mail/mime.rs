@@ -13,7 +13,7 @@ use steward_core::mirror::{
 /// Readable text of an HTML body. mail-parser breaks lines only at `</p>` and `<br>`; block
 /// elements such as headings, list items, table cells and divs would otherwise run into the next
 /// word ("Consulting</h1><p>Payment" became "ConsultingPayment"), which breaks search terms.
-fn html_text(html: &str) -> String {
+pub(crate) fn html_text(html: &str) -> String {
     const BLOCKS: [&str; 13] =
         ["h1", "h2", "h3", "h4", "h5", "h6", "div", "li", "tr", "td", "th", "table", "blockquote"];
     let mut out = String::with_capacity(html.len() + 64);

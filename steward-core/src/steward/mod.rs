@@ -112,6 +112,7 @@ pub struct StewardBuilder {
     watch_adapters: Vec<Arc<dyn crate::watch::WatchAdapter>>,
     calendar: Option<crate::calendar::CalendarSettings>,
     file_roots: Vec<PathBuf>,
+    extractor: Option<Arc<dyn crate::docs::Extractor>>,
 }
 
 impl std::fmt::Debug for StewardBuilder {
@@ -126,6 +127,14 @@ impl std::fmt::Debug for StewardBuilder {
 }
 
 impl StewardBuilder {
+    /// Reads documents with `extractor` (`steward-connectors` installs its readers of PDF,
+    /// OOXML, ODF, HTML, RTF, text and mail); without one, documents cannot be read.
+    #[must_use]
+    pub fn extractor(mut self, extractor: Arc<dyn crate::docs::Extractor>) -> Self {
+        self.extractor = Some(extractor);
+        self
+    }
+
     /// Uses `home` instead of the default.
     #[must_use]
     pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
@@ -288,6 +297,8 @@ impl StewardBuilder {
             contacts: std::sync::OnceLock::new(),
             calendar: std::sync::OnceLock::new(),
             files: std::sync::OnceLock::new(),
+            docs: std::sync::OnceLock::new(),
+            extractor: self.extractor,
             calendar_settings: self.calendar.unwrap_or_default(),
             file_roots: self.file_roots.into_iter().take(crate::paths::MAX_FILE_ROOTS).collect(),
             agent: std::sync::Mutex::new(std::sync::Weak::new()),
@@ -388,6 +399,10 @@ pub struct Steward {
     calendar: std::sync::OnceLock<crate::calendar::store::CalendarStore>,
     /// `files.db` (the paths under the file roots), opened on first use.
     files: std::sync::OnceLock<crate::files::FileStore>,
+    /// `docs.db` (documents' extracted text, a cache), opened on first use.
+    docs: std::sync::OnceLock<crate::docs::DocCache>,
+    /// Turns documents into text, when installed.
+    extractor: Option<Arc<dyn crate::docs::Extractor>>,
     /// The person's zone, addresses and working hours.
     calendar_settings: crate::calendar::CalendarSettings,
     /// The folders files may be read under.
@@ -620,6 +635,20 @@ impl Steward {
     /// ([`crate::paths::guard_in_roots`]); nothing is read before this says yes.
     pub fn guard_path(&self, path: &std::path::Path) -> Result<PathBuf, crate::paths::PathError> {
         crate::paths::guard_in_roots(path, &self.file_roots, &self.home)
+    }
+
+    /// The document reader, when one is installed.
+    pub(crate) fn extractor(&self) -> Option<Arc<dyn crate::docs::Extractor>> {
+        self.extractor.clone()
+    }
+
+    /// Whether documents can be read (a reader is installed).
+    pub fn reads_documents(&self) -> bool {
+        self.extractor.is_some()
+    }
+
+    pub(crate) fn doc_cache(&self) -> Result<&crate::docs::DocCache, crate::store::StoreError> {
+        self.open_once(&self.docs, || crate::docs::DocCache::open(&self.home, &self.limits))
     }
 
     /// The event vector store (`calendar-index/vectors.db`, see [`crate::calendar::vectors`]).

@@ -1,0 +1,187 @@
+//! Reading documents through the handle (`doc_info`, `read_doc`, `search_doc`) with the real
+//! readers on real files from `corpora/documents`: windows with cursors that walk a 14-page PDF
+//! whole and in order, a cursor refused once the file changed, `no_text` for a scan, the cache
+//! (an unchanged file is never extracted again, a touched one neither, a changed one is), search
+//! inside a document, and the guard before any of it.
+
+use std::path::{Path, PathBuf};
+
+use steward_connectors::testing::corpus;
+use steward_core::{Steward, StewardError as _, docs::DocError};
+
+/// A home sharing the folder `root`, with the documents `names` (corpus paths) copied into it.
+fn home_with(dir: &Path, names: &[&str], corpus_root: &Path) -> (Steward, PathBuf) {
+    let root = dir.join("Documents");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    for n in names {
+        let to = root.join(Path::new(n).file_name().unwrap());
+        std::fs::copy(corpus_root.join(n), &to).unwrap();
+    }
+    let root = root.canonicalize().unwrap();
+    std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{root:?}]\n")).unwrap();
+    (steward_connectors::home::open(Some(home)).unwrap(), root)
+}
+
+#[test]
+fn a_pdf_is_read_window_by_window_to_its_end_and_a_changed_file_refuses_the_cursor() {
+    let Some(c) = corpus("documents") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (s, root) = home_with(dir.path(), &["pdfjs/pdf/tracemonkey.pdf"], &c);
+    let pdf = root.join("tracemonkey.pdf");
+    let info = s.doc_info(&pdf).unwrap();
+    assert_eq!(
+        (info.kind.as_str(), info.units, info.has_text, info.from_cache),
+        ("pdf", 14, true, false)
+    );
+    assert_eq!(info.fingerprint.len(), 64);
+
+    // Every window within its bound; together they are the whole text, in order, once.
+    let mut cursor: Option<String> = None;
+    let mut windows = 0;
+    let mut text = String::new();
+    let mut last_unit = 0;
+    loop {
+        let w = s.read_doc(&pdf, cursor.as_deref(), Some(3_000)).unwrap();
+        assert!(w.text.chars().count() <= 3_000, "window of {} chars", w.text.chars().count());
+        assert!(w.first_unit >= last_unit, "windows move forward");
+        assert!(w.info.from_cache, "after the first extraction every read is from the cache");
+        last_unit = w.first_unit;
+        text.push_str(&w.text);
+        windows += 1;
+        assert!(windows < 100, "the reader must end");
+        match w.next_cursor {
+            Some(n) => cursor = Some(n),
+            None => break,
+        }
+    }
+    assert!(windows >= 10, "{windows} windows for {} chars", info.chars);
+    for p in 1..=14 {
+        assert!(text.contains(&format!("[page {p}]")), "page {p} marker");
+    }
+    assert!(text.contains("Trace-based Just-in-Time Type Specialization"));
+    // The last page's last words are there, and nothing was read twice.
+    assert_eq!(text.matches("[page 7]").count(), 1);
+
+    // A cursor made before the file changed is refused, typed.
+    let w = s.read_doc(&pdf, None, Some(1_000)).unwrap();
+    let next = w.next_cursor.unwrap();
+    let mut bytes = std::fs::read(&pdf).unwrap();
+    bytes.extend_from_slice(b"\n%changed\n");
+    std::fs::write(&pdf, &bytes).unwrap();
+    // The changed bytes are extracted again (not served from the cache)...
+    let again = s.doc_info(&pdf).unwrap();
+    assert!(!again.from_cache);
+    assert_ne!(again.fingerprint, info.fingerprint);
+    // ...and the old cursor is refused, typed.
+    let e = s.read_doc(&pdf, Some(&next), None).unwrap_err();
+    assert_eq!(e.code(), "DOCS_CURSOR_STALE", "{e}");
+    // A cursor that is not one is refused too.
+    assert_eq!(s.read_doc(&pdf, Some("zz.1.2"), None).unwrap_err().code(), "DOCS_BAD_CURSOR");
+    assert_eq!(s.read_doc(&pdf, None, Some(50_000)).unwrap_err().code(), "DOCS_BAD_QUERY");
+}
+
+#[test]
+fn the_cache_extracts_an_unchanged_file_once_even_when_touched() {
+    let Some(c) = corpus("documents") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (s, root) = home_with(dir.path(), &["tika/docx/testWORD.docx"], &c);
+    let doc = root.join("testWORD.docx");
+    assert!(!s.doc_info(&doc).unwrap().from_cache);
+    assert!(s.doc_info(&doc).unwrap().from_cache);
+    // Touched (new time, same bytes): its bytes are hashed again, not extracted.
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    std::fs::File::options().write(true).open(&doc).unwrap().set_modified(later).unwrap();
+    assert!(s.doc_info(&doc).unwrap().from_cache);
+    // The same bytes under another name: the cache knows them too.
+    std::fs::copy(&doc, root.join("copy.docx")).unwrap();
+    assert!(s.doc_info(&root.join("copy.docx")).unwrap().from_cache);
+    // A new handle on the same home: the cache is on disk.
+    let home = s.home().to_path_buf();
+    drop(s);
+    let s = steward_connectors::home::open(Some(home)).unwrap();
+    assert!(s.doc_info(&doc).unwrap().from_cache);
+}
+
+#[test]
+fn search_inside_a_document_finds_the_passage_and_nothing_for_absent_words() {
+    let Some(c) = corpus("documents") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (s, root) = home_with(dir.path(), &["pdfjs/pdf/tracemonkey.pdf"], &c);
+    let pdf = root.join("tracemonkey.pdf");
+    let hits = s.search_doc(&pdf, "trace tree nested loops", Some(3)).unwrap();
+    assert_eq!(hits.hits.len(), 3);
+    assert!(hits.matched >= 3 && hits.chunks > hits.matched, "{} of {}", hits.matched, hits.chunks);
+    assert!(hits.hits.windows(2).all(|w| w[0].score >= w[1].score));
+    let first = &hits.hits[0];
+    assert!(
+        first.snippet.to_lowercase().contains("trace")
+            || first.snippet.to_lowercase().contains("loop")
+    );
+    // The hit's cursor reads on from the passage.
+    let w = s.read_doc(&pdf, Some(&first.cursor), Some(500)).unwrap();
+    assert_eq!(w.first_unit, first.unit);
+    // Absent words give nothing, not the nearest passage.
+    let none = s.search_doc(&pdf, "zyzzyva quokka", None).unwrap();
+    assert!(none.hits.is_empty() && none.matched == 0);
+    assert_eq!(s.search_doc(&pdf, "  ,; ", None).unwrap_err().code(), "DOCS_BAD_QUERY");
+}
+
+#[test]
+fn a_scan_says_no_text_and_hostile_or_outside_files_are_typed_errors() {
+    let Some(c) = corpus("documents") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (s, root) = home_with(
+        dir.path(),
+        &["tika/pdf/testOCR.pdf", "calamine/hostile/issue_594_dos.ods", "tika/hostile/quine.gz"],
+        &c,
+    );
+    let info = s.doc_info(&root.join("testOCR.pdf")).unwrap();
+    assert!(!info.has_text);
+    let e = s.read_doc(&root.join("testOCR.pdf"), None, None).unwrap_err();
+    assert!(matches!(e, DocError::NoText { .. }), "{e}");
+    assert_eq!(e.code(), "DOCS_NO_TEXT");
+    assert_eq!(s.doc_info(&root.join("issue_594_dos.ods")).unwrap_err().code(), "DOCS_HOSTILE");
+    // The failure is cached too: asked again, the same typed answer.
+    assert_eq!(s.doc_info(&root.join("issue_594_dos.ods")).unwrap_err().code(), "DOCS_HOSTILE");
+    assert_eq!(s.doc_info(&root.join("quine.gz")).unwrap_err().code(), "DOCS_UNSUPPORTED");
+    // Outside the roots, or a secret inside them: refused before anything is read.
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, "private").unwrap();
+    assert_eq!(s.doc_info(&outside).unwrap_err().code(), "PATH_OUTSIDE_ROOTS");
+    std::fs::write(root.join(".env"), "TOKEN=1").unwrap();
+    assert_eq!(s.read_doc(&root.join(".env"), None, None).unwrap_err().code(), "PATH_SENSITIVE");
+    let (bytes, n) = s.doc_cache_size().unwrap();
+    assert!(n >= 3 && bytes > 0, "{n} outcomes, {bytes} bytes");
+}
+
+#[test]
+fn an_external_entity_is_never_read() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "SECRET-MARKER-7731").unwrap();
+    let doc = format!(
+        "<?xml version=\"1.0\"?><!DOCTYPE d [<!ENTITY x SYSTEM \"file://{}\"><!ENTITY a \"AA\"><!ENTITY b \"&a;&a;&a;&a;\">]>\
+         <w:document xmlns:w=\"w\"><w:body><w:p><w:r><w:t>before &x; &b; after &amp; &#x41;</w:t></w:r></w:p></w:body></w:document>",
+        secret.display()
+    );
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let o = zip::write::SimpleFileOptions::default();
+        z.start_file("word/document.xml", o).unwrap();
+        z.write_all(doc.as_bytes()).unwrap();
+        z.finish().unwrap();
+    }
+    let bytes = buf.into_inner();
+    let limits = steward_core::docs::ExtractLimits::default();
+    use steward_core::docs::Extractor as _;
+    let e =
+        steward_connectors::docs::Readers.extract(Path::new("x.docx"), &bytes, &limits).unwrap();
+    let text = &e.units[0].text;
+    assert!(text.contains("before") && text.contains("after & A"), "{text}");
+    assert!(!text.contains("SECRET-MARKER"), "the external entity was read: {text}");
+    assert!(!text.contains("AA"), "a document-defined entity was expanded: {text}");
+}
