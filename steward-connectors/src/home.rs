@@ -612,6 +612,14 @@ pub fn services(home: &Path) -> Result<Services, HomeError> {
         transport,
         sender,
         delivery: Arc::new(FeedDelivery),
+        // The shared folders, watched so files-index runs soon after a change.
+        triggers: match file_roots(home) {
+            Ok(roots) if !roots.is_empty() => {
+                vec![Arc::new(crate::files::RootsTrigger { roots, home: home.to_path_buf() })
+                    as Arc<dyn steward_core::runner::Trigger>]
+            }
+            _ => Vec::new(),
+        },
     })
 }
 

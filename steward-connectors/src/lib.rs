@@ -11,6 +11,7 @@ pub mod calendar;
 pub mod contacts;
 pub mod dav;
 pub mod docs;
+pub mod files;
 pub mod home;
 pub mod launcher;
 pub mod mail;

@@ -38,6 +38,7 @@ pub mod protocol;
 pub mod replay;
 pub mod runner;
 pub mod search;
+pub mod shell;
 pub mod state;
 pub mod status;
 mod steward;

@@ -16,6 +16,12 @@ pub const DOCS_EXTRACT_SECS: u64 = 30;
 /// Size of the extracted-text cache (`docs.db`), MB; least recently used out first.
 /// Default of [`Limits::docs_cache_mb`](crate::Limits) (`[limits] docs_cache_mb`).
 pub const DOCS_CACHE_MB: u64 = 256;
+/// Longest a command of `shell.run` or `shell.exec` may run, seconds; then it is stopped.
+/// Default of [`Limits::shell_timeout_secs`](crate::Limits) (`[limits] shell_timeout_secs`).
+pub const SHELL_TIMEOUT_SECS: u64 = 10;
+/// Most standard output kept of one command, KiB (a quarter of it for standard error).
+/// Default of [`Limits::shell_output_kib`](crate::Limits) (`[limits] shell_output_kib`).
+pub const SHELL_OUTPUT_KIB: u64 = 64;
 /// Messages parsed and written per ingest transaction.
 /// Default of [`Limits::ingest_batch`](crate::Limits) (`[limits] ingest_batch`).
 pub const INGEST_BATCH: usize = 1024;
@@ -128,6 +134,10 @@ pub struct Limits {
     pub docs_extract_secs: u64,
     /// See [`DOCS_CACHE_MB`].
     pub docs_cache_mb: u64,
+    /// See [`SHELL_TIMEOUT_SECS`].
+    pub shell_timeout_secs: u64,
+    /// See [`SHELL_OUTPUT_KIB`].
+    pub shell_output_kib: u64,
 }
 
 impl Default for Limits {
@@ -156,6 +166,8 @@ impl Default for Limits {
             max_document_chars: MAX_DOCUMENT_CHARS,
             docs_extract_secs: DOCS_EXTRACT_SECS,
             docs_cache_mb: DOCS_CACHE_MB,
+            shell_timeout_secs: SHELL_TIMEOUT_SECS,
+            shell_output_kib: SHELL_OUTPUT_KIB,
         }
     }
 }
@@ -217,6 +229,12 @@ impl Limits {
         if self.docs_cache_mb > 1 << 20 {
             return Err("docs_cache_mb");
         }
+        if !(1..=600).contains(&self.shell_timeout_secs) {
+            return Err("shell_timeout_secs");
+        }
+        if !(1..=16 * 1024).contains(&self.shell_output_kib) {
+            return Err("shell_output_kib");
+        }
         Ok(())
     }
 
@@ -273,6 +291,8 @@ limits_section!(
     max_document_chars: usize,
     docs_extract_secs: u64,
     docs_cache_mb: u64,
+    shell_timeout_secs: u64,
+    shell_output_kib: u64,
 );
 
 #[derive(Debug, Default, serde::Deserialize)]

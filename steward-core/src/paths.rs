@@ -20,7 +20,7 @@ pub const MAX_FILE_ROOTS: usize = 32;
 /// Fixed (not a setting).
 pub const MAX_ATTACHMENT_BYTES: u64 = 25 * 1024 * 1024;
 
-const SECRET_DIRS: &[&str] = &[
+pub(crate) const SECRET_DIRS: &[&str] = &[
     ".ssh",
     ".gnupg",
     ".aws",
@@ -39,7 +39,7 @@ const SECRET_DIRS: &[&str] = &[
     "bitwarden",
     "keepassxc",
 ];
-const SECRET_NAMES: &[&str] = &[
+pub(crate) const SECRET_NAMES: &[&str] = &[
     ".netrc",
     "_netrc",
     ".git-credentials",
@@ -63,7 +63,7 @@ const SECRET_NAMES: &[&str] = &[
     "key4.db",
     "logins.json",
 ];
-const SECRET_EXTENSIONS: &[&str] =
+pub(crate) const SECRET_EXTENSIONS: &[&str] =
     &["pem", "key", "p12", "pfx", "jks", "keystore", "asc", "gpg", "kdbx", "ppk", "ovpn"];
 
 /// Why a path is refused.

@@ -11,6 +11,7 @@ mod authority;
 mod background;
 mod backup;
 mod chat;
+mod docs;
 mod error;
 mod live;
 mod mirror;

@@ -5,6 +5,7 @@
 //! carrying `.code` and `.kind`. Core calls run with the GIL released.
 
 mod chat;
+mod docs;
 mod mail;
 mod pim;
 mod records;

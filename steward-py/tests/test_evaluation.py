@@ -12,7 +12,7 @@ RECORDS = [
     {"tool": "mail.send", "input": {"to": ["bob@example.org"], "subject": "s", "body": "b"},
      "expected": "gate:confirm"},
     {"tool": "mail.delete", "input": {"message_ids": [1]}, "expected": "allow"},
-    {"tool": "shell.run", "input": {"cmd": "ls"}},
+    {"tool": "printer.print", "input": {"file": "a.pdf"}},
 ]
 
 

@@ -1424,7 +1424,14 @@ fn index_files_then_find_them_with_json_pages_and_typed_errors() {
     let out = run(&["index", "files", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report = json(&out);
-    assert_eq!((report["files"].as_u64(), report["added"].as_u64()), (Some(2), Some(2)));
+    let (files, documents) = (&report["files"], &report["documents"]);
+    assert_eq!((files["files"].as_u64(), files["added"].as_u64()), (Some(2), Some(2)));
+    // Both are documents; the four-byte "PDF" is damaged, the note is indexed.
+    assert_eq!(
+        (documents["documents"].as_u64(), documents["indexed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(documents["failed"][0][1], "DOCS_DAMAGED");
     let out = run(&["files", "find", "--glob", "2025/*.pdf", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)

@@ -12,6 +12,8 @@ use steward_core::docs::{ExtractError, ExtractLimits};
 pub(crate) struct Archive<'a> {
     zip: zip::ZipArchive<Cursor<&'a [u8]>>,
     kind: &'static str,
+    /// Bytes all reads may still unpack (a part read twice counts twice).
+    left: u64,
 }
 
 /// The first bytes of an OLE compound file: what an encrypted Office document is.
@@ -86,7 +88,7 @@ impl<'a> Archive<'a> {
                 )));
             }
         }
-        Ok(Self { zip, kind })
+        Ok(Self { zip, kind, left: limits.max_unpacked_bytes })
     }
 
     /// The names of the entries.
@@ -103,6 +105,13 @@ impl<'a> Archive<'a> {
             Err(e) => return Err(ExtractError::damaged(kind, format!("{name}: {e}"))),
         };
         let size = f.size();
+        if size > self.left {
+            return Err(ExtractError::Hostile(format!(
+                "the {kind} makes its parts be read past {} bytes in all",
+                self.left
+            )));
+        }
+        self.left -= size;
         let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0).min(1 << 26));
         // Checked at open: no entry unpacks past what it declares.
         (&mut f)

@@ -62,10 +62,18 @@ pub(crate) fn eml(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Ext
             ));
         }
     }
+    let truncated = text.len() > limits.max_chars;
+    if truncated {
+        let mut end = limits.max_chars;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
     Ok(Extracted {
         kind: DocKind::Eml,
         title: m.subject,
         units: vec![Unit { name: None, text }],
-        truncated: false,
+        truncated,
     })
 }

@@ -220,7 +220,7 @@ pub(crate) fn rtf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Ext
     }
     let mut truncated = false;
     while i < n {
-        if out.len() > limits.max_chars {
+        if out.len() + pending.len() > limits.max_chars {
             truncated = true;
             break;
         }

@@ -53,7 +53,9 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<DocKind, ExtractError> {
     let ext =
         path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
     let head = &bytes[..bytes.len().min(1024)];
-    if head.windows(5).any(|w| w == b"%PDF-") {
+    // A PDF begins with its header; some writers put bytes before it, which only a file
+    // named .pdf is forgiven (a text that mentions "%PDF-" is text).
+    if bytes.starts_with(b"%PDF-") || (ext == "pdf" && head.windows(5).any(|w| w == b"%PDF-")) {
         return Ok(DocKind::Pdf);
     }
     if bytes.starts_with(b"{\\rtf") {

@@ -1,7 +1,8 @@
 //! OpenDocument (ODT, ODP, ODS), read from `content.xml` as a stream: paragraphs and headings
 //! end lines, `text:s` is spaces, tables end cells with a tab; each `draw:page` of a
 //! presentation is a slide and each `table:table` of a spreadsheet a named sheet. Repeat counts
-//! are honoured with care: empty repeated cells and rows add nothing, and a sheet whose cells
+//! are honoured with care: empty repeated rows and trailing cells add nothing, a gap of empty
+//! cells inside a row at most 64 tabs, and a sheet whose cells
 //! with content would come to more than [`ExtractLimits::max_cells`] is refused before any is
 //! written out (a 1 KB file can declare 10^18).
 
@@ -13,6 +14,9 @@ use super::{
     xml::{Flow, Node, Sink, attr, walk},
 };
 
+/// Most empty cells written for one repeated empty cell in a row.
+/// Fixed (not a setting).
+const MAX_GAP: u64 = 64;
 /// Most spaces one `text:s` stands for.
 /// Fixed (not a setting).
 const MAX_SPACES: usize = 100;
@@ -69,8 +73,9 @@ fn flowing(
     walk(content, kind.as_str(), |n| {
         let ok = match n {
             Node::Start { name, el, empty } => {
+                // Every start, empty or not, is matched by an end (the walker sends one).
                 if skip > 0 {
-                    skip += usize::from(!empty);
+                    skip += 1;
                     return Flow::Go;
                 }
                 match name {
@@ -207,7 +212,9 @@ fn sheets(content: &[u8], limits: &ExtractLimits) -> Result<(Vec<Unit>, bool), E
                     let room = sink.left().saturating_add(1);
                     let mut line = String::new();
                     'cells: for (i, (t, r)) in row.iter().enumerate() {
-                        for j in 0..*r {
+                        // Empty repeated cells in a row are a gap, capped as in XLSX.
+                        let r = if t.is_empty() { (*r).min(MAX_GAP) } else { *r };
+                        for j in 0..r {
                             if i + usize::from(j > 0) > 0 {
                                 line.push('\t');
                             }

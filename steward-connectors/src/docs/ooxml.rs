@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use steward_core::docs::{DocKind, ExtractError, ExtractLimits, Extracted, Unit};
+use steward_core::docs::{DocKind, ExtractError, ExtractLimits, Extracted, MAX_TITLE_CHARS, Unit};
 
 use super::{
     archive::Archive,
@@ -22,10 +22,9 @@ fn part_text(bytes: &[u8], kind: &str, sink: &mut Sink) -> Result<(), ExtractErr
     walk(bytes, kind, |n| {
         let ok = match n {
             Node::Start { name, empty, .. } => {
+                // Every start, empty or not, is matched by an end (the walker sends one).
                 if skip > 0 {
-                    if !empty {
-                        skip += 1;
-                    }
+                    skip += 1;
                     return Flow::Go;
                 }
                 match name {
@@ -73,7 +72,9 @@ pub(crate) fn core_title(zip: &mut Archive<'_>, part: &str, kind: &str) -> Optio
         match n {
             Node::Start { name: "title", empty: false, .. } => inside = true,
             Node::End { name: "title" } => return Flow::Stop,
-            Node::Text(t) if inside && title.len() < 1_000 => title.push_str(t),
+            Node::Text(t) if inside => {
+                title.extend(t.chars().take(MAX_TITLE_CHARS.saturating_sub(title.chars().count())));
+            }
             _ => {}
         }
         Flow::Go
@@ -171,10 +172,17 @@ pub(crate) fn pptx(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Ex
     })?;
     let mut sink = Sink::new(limits.max_chars);
     let mut units = Vec::new();
+    // Each slide and each part once: a list may name one slide a thousand times.
+    let mut seen_slides = std::collections::HashSet::new();
+    let mut seen_parts = std::collections::HashSet::new();
+    order.retain(|s| seen_slides.insert(s.clone()));
     for slide in order.into_iter().take(limits.max_units) {
         let Some(b) = zip.read(&slide)? else { continue };
         part_text(&b, "pptx", &mut sink)?;
         for (_, target, ty) in rels(&mut zip, &slide)? {
+            if !seen_parts.insert(target.clone()) {
+                continue;
+            }
             if ty.ends_with("/diagramData") {
                 if let Some(d) = zip.read(&target)? {
                     sink.push("\n");

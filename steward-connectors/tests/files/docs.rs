@@ -43,7 +43,7 @@ fn a_pdf_is_read_window_by_window_to_its_end_and_a_changed_file_refuses_the_curs
     let mut text = String::new();
     let mut last_unit = 0;
     loop {
-        let w = s.read_doc(&pdf, cursor.as_deref(), Some(3_000)).unwrap();
+        let w = s.read_doc(&pdf, cursor.as_deref(), None, Some(3_000)).unwrap();
         assert!(w.text.chars().count() <= 3_000, "window of {} chars", w.text.chars().count());
         assert!(w.first_unit >= last_unit, "windows move forward");
         assert!(w.info.from_cache, "after the first extraction every read is from the cache");
@@ -65,7 +65,7 @@ fn a_pdf_is_read_window_by_window_to_its_end_and_a_changed_file_refuses_the_curs
     assert_eq!(text.matches("[page 7]").count(), 1);
 
     // A cursor made before the file changed is refused, typed.
-    let w = s.read_doc(&pdf, None, Some(1_000)).unwrap();
+    let w = s.read_doc(&pdf, None, None, Some(1_000)).unwrap();
     let next = w.next_cursor.unwrap();
     let mut bytes = std::fs::read(&pdf).unwrap();
     bytes.extend_from_slice(b"\n%changed\n");
@@ -75,11 +75,16 @@ fn a_pdf_is_read_window_by_window_to_its_end_and_a_changed_file_refuses_the_curs
     assert!(!again.from_cache);
     assert_ne!(again.fingerprint, info.fingerprint);
     // ...and the old cursor is refused, typed.
-    let e = s.read_doc(&pdf, Some(&next), None).unwrap_err();
+    let e = s.read_doc(&pdf, Some(&next), None, None).unwrap_err();
     assert_eq!(e.code(), "DOCS_CURSOR_STALE", "{e}");
+    // A page to start at, and one the document does not have.
+    let p9 = s.read_doc(&pdf, None, Some(9), Some(500)).unwrap();
+    assert!(p9.text.starts_with("[page 9]"), "{}", &p9.text[..40.min(p9.text.len())]);
+    assert_eq!(p9.first_unit, 9);
+    assert_eq!(s.read_doc(&pdf, None, Some(15), None).unwrap_err().code(), "DOCS_BAD_QUERY");
     // A cursor that is not one is refused too.
-    assert_eq!(s.read_doc(&pdf, Some("zz.1.2"), None).unwrap_err().code(), "DOCS_BAD_CURSOR");
-    assert_eq!(s.read_doc(&pdf, None, Some(50_000)).unwrap_err().code(), "DOCS_BAD_QUERY");
+    assert_eq!(s.read_doc(&pdf, Some("zz.1.2"), None, None).unwrap_err().code(), "DOCS_BAD_CURSOR");
+    assert_eq!(s.read_doc(&pdf, None, None, Some(50_000)).unwrap_err().code(), "DOCS_BAD_QUERY");
 }
 
 #[test]
@@ -120,7 +125,7 @@ fn search_inside_a_document_finds_the_passage_and_nothing_for_absent_words() {
             || first.snippet.to_lowercase().contains("loop")
     );
     // The hit's cursor reads on from the passage.
-    let w = s.read_doc(&pdf, Some(&first.cursor), Some(500)).unwrap();
+    let w = s.read_doc(&pdf, Some(&first.cursor), None, Some(500)).unwrap();
     assert_eq!(w.first_unit, first.unit);
     // Absent words give nothing, not the nearest passage.
     let none = s.search_doc(&pdf, "zyzzyva quokka", None).unwrap();
@@ -139,7 +144,7 @@ fn a_scan_says_no_text_and_hostile_or_outside_files_are_typed_errors() {
     );
     let info = s.doc_info(&root.join("testOCR.pdf")).unwrap();
     assert!(!info.has_text);
-    let e = s.read_doc(&root.join("testOCR.pdf"), None, None).unwrap_err();
+    let e = s.read_doc(&root.join("testOCR.pdf"), None, None, None).unwrap_err();
     assert!(matches!(e, DocError::NoText { .. }), "{e}");
     assert_eq!(e.code(), "DOCS_NO_TEXT");
     assert_eq!(s.doc_info(&root.join("issue_594_dos.ods")).unwrap_err().code(), "DOCS_HOSTILE");
@@ -151,7 +156,10 @@ fn a_scan_says_no_text_and_hostile_or_outside_files_are_typed_errors() {
     std::fs::write(&outside, "private").unwrap();
     assert_eq!(s.doc_info(&outside).unwrap_err().code(), "PATH_OUTSIDE_ROOTS");
     std::fs::write(root.join(".env"), "TOKEN=1").unwrap();
-    assert_eq!(s.read_doc(&root.join(".env"), None, None).unwrap_err().code(), "PATH_SENSITIVE");
+    assert_eq!(
+        s.read_doc(&root.join(".env"), None, None, None).unwrap_err().code(),
+        "PATH_SENSITIVE"
+    );
     let (bytes, n) = s.doc_cache_size().unwrap();
     assert!(n >= 3 && bytes > 0, "{n} outcomes, {bytes} bytes");
 }
@@ -184,4 +192,59 @@ fn an_external_entity_is_never_read() {
     assert!(text.contains("before") && text.contains("after & A"), "{text}");
     assert!(!text.contains("SECRET-MARKER"), "the external entity was read: {text}");
     assert!(!text.contains("AA"), "a document-defined entity was expanded: {text}");
+}
+
+#[test]
+fn the_documents_index_finds_passages_across_files_and_follows_changes() {
+    let Some(c) = corpus("documents") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (s, root) = home_with(
+        dir.path(),
+        &[
+            "pdfjs/pdf/tracemonkey.pdf",
+            "tika/docx/testWORD.docx",
+            "tika/rtf/testRTF.rtf",
+            "tika/pdf/testOCR.pdf",
+            "calamine/hostile/issue_594_dos.ods",
+        ],
+        &c,
+    );
+    std::fs::write(root.join("notes.md"), "# Notes\n\nThe trace tree of the interpreter.\n")
+        .unwrap();
+    s.index_files().unwrap();
+    let mut seen = 0;
+    let r = s.index_docs(None, &mut |p| seen = p.done).unwrap();
+    assert_eq!((r.documents, r.indexed, r.unchanged, r.removed), (6, 5, 0, 0), "{r:?}");
+    assert_eq!(seen, 6, "progress reached every document");
+    assert_eq!(r.failed_total, 1, "the hostile spreadsheet: {:?}", r.failed);
+    assert_eq!(r.failed[0].1, "DOCS_HOSTILE");
+    assert!(r.chunks > 40, "{} passages", r.chunks);
+
+    let h = s.search_docs("trace tree", Some(10)).unwrap();
+    let paths: Vec<String> =
+        h.hits.iter().map(|x| x.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert!(
+        paths.contains(&"notes.md".to_owned()) && paths.contains(&"tracemonkey.pdf".to_owned()),
+        "{paths:?}"
+    );
+    // At most three passages of one document.
+    assert!(paths.iter().filter(|p| *p == "tracemonkey.pdf").count() <= 3);
+    // A hit's cursor reads that passage of that file.
+    let pdf_hit = h.hits.iter().find(|x| x.path.ends_with("tracemonkey.pdf")).unwrap();
+    let w = s.read_doc(&pdf_hit.path, Some(&pdf_hit.cursor), None, Some(400)).unwrap();
+    assert_eq!(w.first_unit, pdf_hit.unit);
+    assert!(s.search_docs("zyzzyva quokka", None).unwrap().hits.is_empty());
+
+    // A change is indexed again, the rest skipped; a removed file leaves the index.
+    std::fs::write(root.join("notes.md"), "# Notes\n\nNothing about interpreters now: quokka.\n")
+        .unwrap();
+    std::fs::remove_file(root.join("testRTF.rtf")).unwrap();
+    s.index_files().unwrap();
+    let r = s.index_docs(None, &mut |_| {}).unwrap();
+    assert_eq!((r.documents, r.indexed, r.removed), (5, 1, 1), "{r:?}");
+    assert_eq!(r.unchanged, 3, "{r:?}");
+    let q = s.search_docs("quokka", None).unwrap();
+    assert_eq!(q.hits.len(), 1);
+    assert!(q.hits[0].path.ends_with("notes.md"));
+    assert!(s.search_docs("indexation", None).unwrap().hits.is_empty(), "the removed RTF is gone");
 }

@@ -247,3 +247,114 @@ fn documents_corpus_agrees_with_the_oracles() {
         failures.join("\n")
     );
 }
+
+/// A ZIP package of `parts`.
+fn package(parts: &[(&str, &str)]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        for (name, text) in parts {
+            z.start_file(*name, zip::write::SimpleFileOptions::default()).unwrap();
+            z.write_all(text.as_bytes()).unwrap();
+        }
+        z.finish().unwrap();
+    }
+    buf.into_inner()
+}
+
+fn extract(name: &str, bytes: &[u8]) -> Result<Extracted, ExtractError> {
+    let reader: Arc<dyn Extractor> = Arc::new(Readers);
+    extract_bounded(&reader, Path::new(name), Arc::from(bytes.to_vec()), &ExtractLimits::default())
+        .map(normalize::normalize)
+}
+
+#[test]
+fn a_pdf_form_that_draws_itself_is_refused_not_followed() {
+    use lopdf::{Document, Object, Stream, dictionary};
+    let mut doc = Document::with_version("1.5");
+    let pages = doc.new_object_id();
+    let form = doc.new_object_id();
+    let bbox = || vec![0.into(), 0.into(), 100.into(), 100.into()];
+    doc.objects.insert(
+        form,
+        Object::Stream(Stream::new(
+            dictionary! {"Type" => "XObject", "Subtype" => "Form", "BBox" => bbox(),
+            "Resources" => dictionary! {"XObject" => dictionary! {"X0" => form}}},
+            b"/X0 Do".to_vec(),
+        )),
+    );
+    let content = doc.add_object(Stream::new(dictionary! {}, b"/X0 Do".to_vec()));
+    let page = doc.add_object(dictionary! {"Type" => "Page", "Parent" => pages, "Contents" => content,
+        "MediaBox" => bbox(), "Resources" => dictionary! {"XObject" => dictionary! {"X0" => form}}});
+    doc.objects.insert(
+        pages,
+        Object::Dictionary(
+            dictionary! {"Type" => "Pages", "Kids" => vec![page.into()], "Count" => 1},
+        ),
+    );
+    let catalog = doc.add_object(dictionary! {"Type" => "Catalog", "Pages" => pages});
+    doc.trailer.set("Root", catalog);
+    let mut bytes = Vec::new();
+    doc.save_to(&mut bytes).unwrap();
+    // Without the check pdf-extract recurses until the stack overflows, which ends the process.
+    let e = extract("loop.pdf", &bytes).unwrap_err();
+    assert!(matches!(e, ExtractError::Hostile(_)), "{e}");
+}
+
+#[test]
+fn deleted_changes_stay_out_and_text_mentioning_pdf_is_text() {
+    let content = r#"<?xml version="1.0"?><office:document-content xmlns:office="o" xmlns:text="t"><office:body><office:text>
+<text:tracked-changes><text:changed-region><text:deletion><text:p>old<text:s/>SECRET-DELETED one</text:p></text:deletion></text:changed-region>
+<text:changed-region><text:deletion><text:p>SECRET-DELETED two</text:p></text:deletion></text:changed-region></text:tracked-changes>
+<text:p>Kept<text:s text:c="2"/>text</text:p></office:text></office:body></office:document-content>"#;
+    let odt = package(&[
+        ("mimetype", "application/vnd.oasis.opendocument.text"),
+        ("content.xml", content),
+    ]);
+    let e = extract("changes.odt", &odt).unwrap();
+    let text = &e.units[0].text;
+    assert!(text.contains("Kept text"), "{text}");
+    assert!(!text.contains("SECRET-DELETED"), "deleted text leaked: {text}");
+    let md = extract("notes.md", b"# About %PDF-1.7\n\nA note on the PDF header.\n").unwrap();
+    assert_eq!(md.kind, steward_core::docs::DocKind::Markdown);
+}
+
+#[test]
+fn a_long_sheet_name_is_capped_and_every_window_moves_on() {
+    let name = "N".repeat(300);
+    let content = format!(
+        r#"<?xml version="1.0"?><office:document-content xmlns:office="o" xmlns:table="t" xmlns:text="x"><office:body><office:spreadsheet>
+<table:table table:name="{name}"><table:table-row><table:table-cell><text:p>{}</text:p></table:table-cell></table:table-row></table:table>
+</office:spreadsheet></office:body></office:document-content>"#,
+        "word ".repeat(200)
+    );
+    let ods = package(&[
+        ("mimetype", "application/vnd.oasis.opendocument.spreadsheet"),
+        ("content.xml", &content),
+    ]);
+    let e = extract("long.ods", &ods).unwrap();
+    assert_eq!(e.units[0].name.as_deref().map(|n| n.chars().count()), Some(100));
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("share");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::fs::write(root.join("long.ods"), &ods).unwrap();
+    std::fs::write(
+        dir.path().join("home/config.toml"),
+        format!("[files]\nroots = [{:?}]\n", root.canonicalize().unwrap()),
+    )
+    .unwrap();
+    let s = steward_connectors::home::open(Some(dir.path().join("home"))).unwrap();
+    let mut cursor: Option<String> = None;
+    for _ in 0..100 {
+        let w = s.read_doc(&root.join("long.ods"), cursor.as_deref(), None, Some(200)).unwrap();
+        assert_ne!(w.next_cursor, cursor, "a window that does not move on");
+        match w.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return,
+        }
+    }
+    panic!("the reader did not reach the end in 100 windows");
+}

@@ -162,3 +162,38 @@ fn a_walk_lists_the_roots_files_and_find_answers_newest_first() {
     assert_eq!(bare.index_files().unwrap_err().code(), "FILES_NO_ROOTS");
     assert_eq!(bare.find_files(&FileQuery::default()).unwrap_err().code(), "FILES_NO_ROOTS");
 }
+
+/// Polls `f` up to `n` times, 100 ms apart; whether it became true (counted, not timed).
+fn eventually(n: usize, mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..n {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn a_change_under_a_root_wakes_the_files_index_job_before_its_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (docs, home) = (base.join("Documents"), base.join("home"));
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    file(&docs.join("first.txt"), 10, 1_700_000_000);
+    std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{docs:?}]\n")).unwrap();
+    let s = std::sync::Arc::new(steward_connectors::home::open(Some(home)).unwrap());
+    let runner = steward_connectors::home::runner(std::sync::Arc::clone(&s)).unwrap();
+    let handle = std::sync::Arc::new(runner).spawn().unwrap();
+    let found = |name: &str| {
+        let q = FileQuery { name: Some(name.to_owned()), ..FileQuery::default() };
+        s.find_files(&q).is_ok_and(|p| p.total == 1)
+    };
+    // The first run (at start) lists what is there.
+    assert!(eventually(300, || found("first")), "the first files-index run");
+    // The job's schedule is 30 minutes away: only the watcher can make the next run now.
+    file(&docs.join("later report.txt"), 10, 1_700_000_100);
+    assert!(eventually(300, || found("later report")), "a change woke files-index");
+    handle.stop();
+}

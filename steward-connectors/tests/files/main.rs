@@ -5,3 +5,4 @@ mod docs;
 mod extract;
 mod find;
 mod roots;
+mod shell;

@@ -1,8 +1,10 @@
 //! `docs.db`: extractions cached by the SHA-256 of the file's bytes, and each path's last
 //! (size, modification time, SHA-256), so that a file whose size and time have not moved is
 //! answered without reading it, and a file touched but not changed is not extracted again.
-//! Failures are cached too (a hostile file costs its time bound once, not on every read),
-//! except [`ExtractError::Busy`], which is about the moment, not the file.
+//! Failures are cached too (a hostile file is refused once, not on every read), except
+//! [`ExtractError::Busy`] and [`ExtractError::TimedOut`], which may be about the moment's load.
+//! Outcomes are keyed by the bytes' SHA-256 with the readers' version and the bounds they ran
+//! within ([`cache_key`]), so new readers or new bounds read a file again.
 
 use std::path::Path;
 
@@ -17,12 +19,32 @@ use crate::{
 
 const SCHEMA: Schema = Schema {
     name: "docs",
-    migrations: &[Migration {
-        version: 1,
-        name: "docs",
-        sql: include_str!("../../migrations/docs/001_docs.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "docs",
+            sql: include_str!("../../migrations/docs/001_docs.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "stamp",
+            sql: include_str!("../../migrations/docs/002_stamp.sql"),
+        },
+    ],
 };
+
+/// The cache key of the bytes `sha256` read within `limits` by readers of
+/// [`super::READER_VERSION`].
+pub fn cache_key(sha256: &str, limits: &super::ExtractLimits) -> String {
+    format!(
+        "{sha256}:v{}:{}:{}:{}:{}",
+        super::READER_VERSION,
+        limits.max_chars,
+        limits.max_units,
+        limits.max_unpacked_bytes,
+        limits.max_cells
+    )
+}
 
 /// A cached outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -41,7 +63,17 @@ pub struct Stamp {
     pub size: u64,
     /// Its modification time, nanoseconds since the epoch.
     pub mtime_ns: i64,
+    /// Its inode (0 where the system has none).
+    pub ino: u64,
+    /// Its status-change time, nanoseconds since the epoch (0 where the system has none):
+    /// nobody can set it back.
+    pub ctime_ns: i64,
 }
+
+/// Paths whose stamp is remembered: those of the last this many first reads (a path read
+/// again keeps its place); older ones are forgotten (and hashed again when read).
+/// Fixed (not a setting).
+pub const MAX_REMEMBERED_PATHS: i64 = 200_000;
 
 /// The cache.
 #[derive(Debug)]
@@ -69,8 +101,15 @@ impl DocCache {
         let p = path.to_string_lossy();
         self.db.read(|c| {
             c.query_row(
-                "SELECT sha256 FROM paths WHERE path = ?1 AND size = ?2 AND mtime_ns = ?3",
-                params![p, crate::store::int(stamp.size), stamp.mtime_ns],
+                "SELECT sha256 FROM paths WHERE path = ?1 AND size = ?2 AND mtime_ns = ?3
+                   AND ino = ?4 AND ctime_ns = ?5",
+                params![
+                    p,
+                    crate::store::int(stamp.size),
+                    stamp.mtime_ns,
+                    crate::store::int(stamp.ino),
+                    stamp.ctime_ns
+                ],
                 |r| r.get(0),
             )
             .optional()
@@ -104,21 +143,36 @@ impl DocCache {
         let p = path.to_string_lossy();
         self.db.write(|tx| {
             tx.execute(
-                "INSERT INTO paths (path, size, mtime_ns, sha256) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO paths (path, size, mtime_ns, sha256, ino, ctime_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (path) DO UPDATE SET size = excluded.size,
-                   mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256",
-                params![p, crate::store::int(stamp.size), stamp.mtime_ns, sha256],
+                   mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256,
+                   ino = excluded.ino, ctime_ns = excluded.ctime_ns",
+                params![
+                    p,
+                    crate::store::int(stamp.size),
+                    stamp.mtime_ns,
+                    sha256,
+                    crate::store::int(stamp.ino),
+                    stamp.ctime_ns
+                ],
             )
             .map_err(q("path stamp"))?;
+            tx.execute(
+                "DELETE FROM paths WHERE rowid <= (SELECT max(rowid) FROM paths) - ?1",
+                [MAX_REMEMBERED_PATHS],
+            )
+            .map_err(q("forget old paths"))?;
             Ok(())
         })
     }
 
-    /// Stores `outcome` for `sha256` (not [`ExtractError::Busy`]), then drops the least
+    /// Stores `outcome` for `sha256` (not [`ExtractError::Busy`] or
+    /// [`ExtractError::TimedOut`], which may be about the moment's load), then drops the least
     /// recently used outcomes until the cache fits its budget; an outcome larger than the
     /// whole budget is not kept.
     pub fn put(&self, sha256: &str, outcome: &Outcome) -> Result<(), StoreError> {
-        if matches!(outcome, Outcome::Err(ExtractError::Busy)) {
+        if matches!(outcome, Outcome::Err(ExtractError::Busy | ExtractError::TimedOut { .. })) {
             return Ok(());
         }
         let text = serde_json::to_string(outcome).map_err(|e| StoreError::Query {

@@ -10,6 +10,7 @@
 //! are refused with [`ExtractError::Busy`] rather than piling threads up.
 
 pub mod cache;
+pub mod index;
 pub mod normalize;
 pub mod read;
 
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ErrorKind, StewardError};
 
 pub use cache::DocCache;
+pub use index::{DocsHit, DocsHits, DocsIndexProgress, DocsIndexReport};
 pub use read::{DocError, DocHit, DocHits, DocInfo, DocWindow};
 
 /// Characters a read returns when the question does not say.
@@ -46,7 +48,7 @@ pub const CHUNK_CHARS: usize = 1_800;
 pub const CHUNK_OVERLAP: usize = 200;
 /// Most hits one search inside a document returns.
 /// Fixed (not a setting).
-pub const MAX_DOC_HITS: usize = 20;
+pub const MAX_DOC_HITS: usize = 10;
 /// Hits a search inside a document returns when the question does not say.
 /// Fixed (not a setting).
 pub const DEFAULT_DOC_HITS: usize = 5;
@@ -57,7 +59,8 @@ pub const SNIPPET_CHARS: usize = 300;
 /// Fixed (not a setting).
 pub const MAX_QUERY_CHARS: usize = 512;
 /// Extraction workers that overran their time and still run, at most; more extractions are
-/// refused until one ends.
+/// refused ([`ExtractError::Busy`]) while that many run (one that never ends keeps its place
+/// until the process restarts).
 /// Fixed (not a setting).
 pub const MAX_ABANDONED_WORKERS: usize = 2;
 /// Stack of an extraction worker, bytes (parsers recurse on nested structures).
@@ -212,15 +215,18 @@ impl Extracted {
 pub struct ExtractLimits {
     /// Largest file read, bytes.
     pub max_bytes: u64,
-    /// Longest an extraction may take.
+    /// Longest the caller waits for an extraction (the worker is then abandoned, see the
+    /// module's notes: a thread cannot be stopped).
     pub timeout: Duration,
-    /// Most characters of text kept; more is cut and marked truncated.
+    /// Most bytes of text (UTF-8, as the readers produce it, before normalization) kept; more
+    /// is cut and marked truncated.
     pub max_chars: usize,
     /// Most pages, slides or sheets kept.
     pub max_units: usize,
     /// Most entries an archive (DOCX, XLSX, ODF…) may hold.
     pub max_archive_entries: usize,
-    /// Most bytes an archive's entries may decompress to, together.
+    /// Most bytes an archive's entries may decompress to, together, and all reads of its
+    /// parts together.
     pub max_unpacked_bytes: u64,
     /// Most cells a spreadsheet may declare.
     pub max_cells: u64,
@@ -246,6 +252,19 @@ impl Default for ExtractLimits {
         Self::of(&crate::Limits::default())
     }
 }
+
+/// Longest title kept, characters.
+/// Fixed (not a setting).
+pub const MAX_TITLE_CHARS: usize = 300;
+/// Longest sheet name kept, characters (a window's marker must leave room for text).
+/// Fixed (not a setting).
+pub const MAX_NAME_CHARS: usize = 100;
+/// Most distinct words of a search question used.
+/// Fixed (not a setting).
+pub const MAX_QUERY_TERMS: usize = 32;
+/// The version of the readers' output: cached extractions of another version are read again.
+/// Fixed (not a setting).
+pub const READER_VERSION: u32 = 1;
 
 /// Most pages, slides or sheets kept of one document.
 /// Fixed (not a setting).
@@ -394,10 +413,16 @@ pub fn extract_bounded(
                 let _ = tx.send(out);
             }
         })
-        .map_err(|e| ExtractError::Panicked { kind: "document".into(), reason: e.to_string() })?;
+        // No thread to be had is about the moment, not the file (and is not cached).
+        .map_err(|_| ExtractError::Busy)?;
     match rx.recv_timeout(limits.timeout) {
         Ok(out) => out,
-        Err(_) => {
+        // The worker ended without an answer (it cannot: it catches panics); not counted.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(ExtractError::Panicked {
+            kind: "document".into(),
+            reason: "the reader ended without an answer".into(),
+        }),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
             let mut gone = abandoned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // The worker may have answered between the timeout and the lock: that answer counts.
             if let Ok(out) = rx.try_recv() {

@@ -21,11 +21,11 @@ pub fn normalize(mut e: Extracted) -> Extracted {
     for u in &mut e.units {
         u.text = clean(&u.text, sheet);
         if let Some(n) = &mut u.name {
-            *n = clean(n, false);
+            *n = clean(n, false).replace('\n', " ").chars().take(super::MAX_NAME_CHARS).collect();
         }
     }
     if let Some(t) = &mut e.title {
-        *t = clean(t, false).replace('\n', " ");
+        *t = clean(t, false).replace('\n', " ").chars().take(super::MAX_TITLE_CHARS).collect();
     }
     if e.title.as_deref().is_some_and(str::is_empty) {
         e.title = None;

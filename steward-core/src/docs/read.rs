@@ -190,8 +190,77 @@ struct Loaded {
     size: u64,
     modified: i64,
     sha256: String,
-    doc: Arc<Extracted>,
+    doc: Arc<Prepared>,
     from_cache: bool,
+}
+
+/// Most documents kept prepared in memory (text and passage index) for repeated reads.
+/// Fixed (not a setting).
+pub const MAX_MEMO_DOCS: usize = 8;
+/// Most bytes kept prepared in memory over those documents: their text counted three times
+/// (the text and its passage index).
+/// Fixed (not a setting).
+pub const MAX_MEMO_BYTES: usize = 64 * 1024 * 1024;
+
+/// A document's text, with its passage index built on first search.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    doc: Extracted,
+    bytes: usize,
+    index: std::sync::OnceLock<ChunkIndex>,
+}
+
+impl std::ops::Deref for Prepared {
+    type Target = Extracted;
+    fn deref(&self) -> &Extracted {
+        &self.doc
+    }
+}
+
+impl Prepared {
+    fn new(doc: Extracted) -> Self {
+        // The passage index, built on the first search, is counted as twice the text.
+        let bytes = doc.units.iter().map(|u| u.text.len()).sum::<usize>().saturating_mul(3);
+        Self { doc, bytes, index: std::sync::OnceLock::new() }
+    }
+
+    fn index(&self) -> &ChunkIndex {
+        self.index.get_or_init(|| ChunkIndex::build(&self.doc))
+    }
+}
+
+/// The documents last read, most recent last, within [`MAX_MEMO_DOCS`] and
+/// [`MAX_MEMO_BYTES`].
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    docs: std::sync::Mutex<std::collections::VecDeque<(String, Arc<Prepared>)>>,
+}
+
+impl Memo {
+    fn get(&self, sha: &str) -> Option<Arc<Prepared>> {
+        let mut d = self.docs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let i = d.iter().position(|(s, _)| s == sha)?;
+        let e = d.remove(i)?;
+        let p = Arc::clone(&e.1);
+        d.push_back(e);
+        Some(p)
+    }
+
+    fn put(&self, sha: &str, doc: Extracted) -> Arc<Prepared> {
+        let p = Arc::new(Prepared::new(doc));
+        if p.bytes > MAX_MEMO_BYTES {
+            return p;
+        }
+        let mut d = self.docs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        d.retain(|(s, _)| s != sha);
+        d.push_back((sha.to_owned(), Arc::clone(&p)));
+        while d.len() > MAX_MEMO_DOCS
+            || d.iter().map(|(_, p)| p.bytes).sum::<usize>() > MAX_MEMO_BYTES
+        {
+            d.pop_front();
+        }
+        p
+    }
 }
 
 impl Loaded {
@@ -234,7 +303,14 @@ fn stamp_of(meta: &std::fs::Metadata) -> Stamp {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    Stamp { size: meta.len(), mtime_ns }
+    #[cfg(unix)]
+    let (ino, ctime_ns) = {
+        use std::os::unix::fs::MetadataExt as _;
+        (meta.ino(), meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()))
+    };
+    #[cfg(not(unix))]
+    let (ino, ctime_ns) = (0, 0);
+    Stamp { size: meta.len(), mtime_ns, ino, ctime_ns }
 }
 
 /// Guards `path`, then answers from the cache or extracts (and caches) its text.
@@ -243,6 +319,13 @@ fn load(steward: &Steward, path: &Path) -> Result<Loaded, DocError> {
     let path = steward.guard_path(path)?;
     let io = |e: std::io::Error| DocError::Io { path: path.clone(), reason: e.to_string() };
     let meta = std::fs::metadata(&path).map_err(io)?;
+    // Not a FIFO, a device or a folder: opening a FIFO would wait for a writer forever.
+    if !meta.is_file() {
+        return Err(DocError::Path(PathError::NotAFile {
+            path: path.clone(),
+            why: "it is not a regular file".to_owned(),
+        }));
+    }
     let limits = ExtractLimits::of(steward.limits());
     if meta.len() > limits.max_bytes {
         return Err(DocError::Extract {
@@ -256,26 +339,50 @@ fn load(steward: &Steward, path: &Path) -> Result<Loaded, DocError> {
     let stamp = stamp_of(&meta);
     let modified = stamp.mtime_ns / 1_000_000_000;
     let cache = steward.doc_cache()?;
+    let memo = steward.doc_memo();
+    let loaded = |sha256: String, doc: Arc<Prepared>, from_cache: bool| Loaded {
+        path: path.clone(),
+        size: stamp.size,
+        modified,
+        sha256,
+        doc,
+        from_cache,
+    };
     let done = |sha256: String, outcome: Outcome, from_cache: bool| match outcome {
-        Outcome::Ok(doc) => Ok(Loaded {
-            path: path.clone(),
-            size: stamp.size,
-            modified,
-            sha256,
-            doc: Arc::new(doc),
-            from_cache,
-        }),
+        Outcome::Ok(doc) => {
+            let doc = memo.put(&super::cache::cache_key(&sha256, &limits), doc);
+            Ok(loaded(sha256, doc, from_cache))
+        }
         Outcome::Err(source) => Err(DocError::Extract { path: path.clone(), source }),
     };
-    if let Some(sha) = cache.sha_of(&path, &stamp)?
-        && let Some(outcome) = cache.get(&sha)?
-    {
-        return done(sha, outcome, true);
+    let key = |sha: &str| super::cache::cache_key(sha, &limits);
+    if let Some(sha) = cache.sha_of(&path, &stamp)? {
+        if let Some(doc) = memo.get(&key(&sha)) {
+            return Ok(loaded(sha, doc, true));
+        }
+        if let Some(outcome) = cache.get(&key(&sha))? {
+            return done(sha, outcome, true);
+        }
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    std::fs::File::open(&path)
-        .and_then(|f| f.take(limits.max_bytes.saturating_add(1)).read_to_end(&mut bytes))
-        .map_err(io)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).min(1 << 26));
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    // Non-blocking: a FIFO swapped in after the check must not hold the reader forever.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut open,
+        rustix::fs::OFlags::NONBLOCK.bits() as i32,
+    );
+    let file = open.open(&path).map_err(io)?;
+    // What was opened is what was checked (not something swapped in since).
+    let opened = file.metadata().map_err(io)?;
+    if !opened.is_file() || stamp_of(&opened) != stamp {
+        return Err(DocError::Io {
+            path: path.clone(),
+            reason: "it changed while it was opened: try again".to_owned(),
+        });
+    }
+    file.take(limits.max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > limits.max_bytes {
         return Err(DocError::Extract {
             path: path.clone(),
@@ -286,16 +393,22 @@ fn load(steward: &Steward, path: &Path) -> Result<Loaded, DocError> {
         });
     }
     let sha = hex(&sha2::Sha256::digest(&bytes));
-    // The stamp of the bytes read (the file may have moved on since the first look).
-    cache.remember(&path, &stamp, &sha)?;
-    if let Some(outcome) = cache.get(&sha)? {
+    // The path's stamp is remembered only when the file did not change while it was read:
+    // else the next read hashes it again rather than trust a stamp of other bytes.
+    if std::fs::metadata(&path).map(|m| stamp_of(&m)).ok().as_ref() == Some(&stamp) {
+        cache.remember(&path, &stamp, &sha)?;
+    }
+    if let Some(doc) = memo.get(&key(&sha)) {
+        return Ok(loaded(sha, doc, true));
+    }
+    if let Some(outcome) = cache.get(&key(&sha))? {
         return done(sha, outcome, true);
     }
     let outcome = match super::extract_bounded(&reader, &path, Arc::from(bytes), &limits) {
         Ok(e) => Outcome::Ok(super::normalize::normalize(e)),
         Err(e) => Outcome::Err(e),
     };
-    cache.put(&sha, &outcome)?;
+    cache.put(&key(&sha), &outcome)?;
     done(sha, outcome, false)
 }
 
@@ -309,7 +422,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The cursor of `unit` (0-based) at byte `offset` of the document `sha256`.
-fn cursor(sha256: &str, unit: usize, offset: usize) -> String {
+pub(crate) fn cursor(sha256: &str, unit: usize, offset: usize) -> String {
     format!("{}.{unit}.{offset}", &sha256[..16])
 }
 
@@ -376,12 +489,18 @@ impl Steward {
     /// A window of at most `chars` characters (default [`DEFAULT_READ_CHARS`], between
     /// [`MIN_READ_CHARS`] and [`MAX_READ_CHARS`]) of the document at `path`, from `cursor`
     /// (else its start).
+    /// `page` (from 1) starts at a page, slide or sheet instead; it and `cursor_at` exclude
+    /// each other.
     pub fn read_doc(
         &self,
         path: &Path,
         cursor_at: Option<&str>,
+        page: Option<usize>,
         chars: Option<usize>,
     ) -> Result<DocWindow, DocError> {
+        if cursor_at.is_some() && page.is_some() {
+            return Err(DocError::BadQuery("a cursor or a page, not both".to_owned()));
+        }
         let chars = chars.unwrap_or(DEFAULT_READ_CHARS);
         if !(MIN_READ_CHARS..=MAX_READ_CHARS).contains(&chars) {
             return Err(DocError::BadQuery(format!(
@@ -392,9 +511,18 @@ impl Steward {
         if !l.doc.has_text() {
             return Err(l.no_text());
         }
-        let (mut u, mut off) = match cursor_at {
-            Some(c) => position(&l, c)?,
-            None => (0, 0),
+        let (mut u, mut off) = match (cursor_at, page) {
+            (Some(c), _) => position(&l, c)?,
+            (None, Some(p)) if p == 0 || p > l.doc.units.len() => {
+                return Err(DocError::BadQuery(format!(
+                    "{} {p}: the document has {} {}s",
+                    l.doc.kind.unit().as_str(),
+                    l.doc.units.len(),
+                    l.doc.kind.unit().as_str()
+                )));
+            }
+            (None, Some(p)) => (p - 1, 0),
+            (None, None) => (0, 0),
         };
         let doc = &l.doc;
         let first_unit = u + 1;
@@ -406,7 +534,9 @@ impl Steward {
                 if n >= budget && !text.is_empty() {
                     break;
                 }
-                budget = budget.saturating_sub(n);
+                // A marker (at most a capped sheet name long) never eats the first window
+                // whole: every window moves on.
+                budget = budget.saturating_sub(n).max(if text.is_empty() { 1 } else { 0 });
                 text.push_str(&m);
             }
             let rest = &doc.units[u].text[off..];
@@ -456,12 +586,7 @@ impl Steward {
                 "the question is longer than {MAX_QUERY_CHARS} characters"
             )));
         }
-        let terms = {
-            let mut t = tokens(&crate::docs::normalize::clean(query, false));
-            t.sort();
-            t.dedup();
-            t
-        };
+        let terms = query_terms(query);
         if terms.is_empty() {
             return Err(DocError::BadQuery("the question has no words".to_owned()));
         }
@@ -469,8 +594,9 @@ impl Steward {
         if !l.doc.has_text() {
             return Err(l.no_text());
         }
-        let chunks = chunks(&l.doc);
-        let scored = bm25(&l.doc, &chunks, &terms);
+        let index = l.doc.index();
+        let chunks = &index.chunks;
+        let scored = index.score(&terms);
         let matched = scored.len();
         let hits = scored
             .into_iter()
@@ -491,7 +617,50 @@ impl Steward {
     }
 }
 
+/// The distinct terms of a question.
+pub(crate) fn query_terms(query: &str) -> Vec<String> {
+    let mut t = tokens(&crate::docs::normalize::clean(query, false));
+    t.sort();
+    t.dedup();
+    t.truncate(super::MAX_QUERY_TERMS);
+    t
+}
+
+/// The passages of `doc` as (unit, start, end) byte ranges.
+pub(crate) fn chunk_ranges(doc: &Extracted) -> Vec<(usize, usize, usize)> {
+    chunks(doc).into_iter().map(|c| (c.unit, c.start, c.end)).collect()
+}
+
+/// The extraction of `path` for the index: its SHA-256 and text, or the code of why not.
+pub(crate) fn load_for_index(
+    steward: &Steward,
+    path: &Path,
+) -> Result<(String, Extracted), (bool, String)> {
+    match load(steward, path) {
+        Ok(l) => Ok((l.sha256, l.doc.doc.clone())),
+        Err(e) => {
+            // Busy and a timeout are about the moment: the index keeps what it had.
+            let passing = matches!(
+                e,
+                DocError::Extract {
+                    source: ExtractError::Busy | ExtractError::TimedOut { .. },
+                    ..
+                } | DocError::Io { .. }
+                    | DocError::Store(_)
+            );
+            Err((passing, e.code().to_owned()))
+        }
+    }
+}
+
+/// The SHA-256 `path` held when last read, if its stamp has not moved since (nothing is read).
+pub(crate) fn known_sha(steward: &Steward, path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    steward.doc_cache().ok()?.sha_of(path, &stamp_of(&meta)).ok()?
+}
+
 /// One passage: a byte range of a unit's text.
+#[derive(Debug)]
 struct Chunk {
     unit: usize,
     start: usize,
@@ -559,40 +728,64 @@ fn tokens(text: &str) -> Vec<String> {
     out
 }
 
-/// The chunks holding a term, with their BM25 score, best first (ties: earlier first).
-fn bm25(doc: &Extracted, chunks: &[Chunk], terms: &[String]) -> Vec<(usize, f32)> {
-    const K1: f32 = 1.2;
-    const B: f32 = 0.75;
-    let per_chunk: Vec<Vec<String>> =
-        chunks.iter().map(|c| tokens(&doc.units[c.unit].text[c.start..c.end])).collect();
-    let n = per_chunk.len() as f32;
-    let avg = per_chunk.iter().map(Vec::len).sum::<usize>() as f32 / n.max(1.0);
-    let df: Vec<f32> = terms
-        .iter()
-        .map(|t| per_chunk.iter().filter(|toks| toks.contains(t)).count() as f32)
-        .collect();
-    let mut scored: Vec<(usize, f32)> = per_chunk
-        .iter()
-        .enumerate()
-        .filter_map(|(i, toks)| {
-            let len = toks.len() as f32;
-            let mut score = 0.0;
-            for (t, df) in terms.iter().zip(&df) {
-                let tf = toks.iter().filter(|x| *x == t).count() as f32;
-                if tf > 0.0 {
-                    let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-                    score += idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg.max(1.0)));
-                }
+/// A document's passages as an inverted index for BM25.
+#[derive(Debug)]
+pub(crate) struct ChunkIndex {
+    chunks: Vec<Chunk>,
+    /// Term → (chunk, occurrences in it).
+    postings: std::collections::HashMap<String, Vec<(u32, u32)>>,
+    /// Terms per chunk.
+    lens: Vec<u32>,
+    avg: f32,
+}
+
+impl ChunkIndex {
+    fn build(doc: &Extracted) -> Self {
+        let chunks = chunks(doc);
+        let mut postings: std::collections::HashMap<String, Vec<(u32, u32)>> = Default::default();
+        let mut lens = Vec::with_capacity(chunks.len());
+        for (i, c) in chunks.iter().enumerate() {
+            let toks = tokens(&doc.units[c.unit].text[c.start..c.end]);
+            lens.push(u32::try_from(toks.len()).unwrap_or(u32::MAX));
+            let mut tf: std::collections::HashMap<String, u32> = Default::default();
+            for t in toks {
+                *tf.entry(t).or_default() += 1;
             }
-            (score > 0.0).then_some((i, score))
-        })
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    scored
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            for (t, n) in tf {
+                postings.entry(t).or_default().push((i, n));
+            }
+        }
+        let avg = lens.iter().map(|&l| l as f32).sum::<f32>() / (lens.len().max(1) as f32);
+        Self { chunks, postings, lens, avg }
+    }
+
+    /// The chunks holding a term, with their BM25 score, best first (ties: earlier first).
+    fn score(&self, terms: &[String]) -> Vec<(usize, f32)> {
+        const K1: f32 = 1.2;
+        const B: f32 = 0.75;
+        let n = self.chunks.len() as f32;
+        let mut scores: std::collections::HashMap<u32, f32> = Default::default();
+        for t in terms {
+            let Some(post) = self.postings.get(t) else { continue };
+            let df = post.len() as f32;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(c, tf) in post {
+                let len = self.lens[c as usize] as f32;
+                let tf = tf as f32;
+                *scores.entry(c).or_default() +=
+                    idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / self.avg.max(1.0)));
+            }
+        }
+        let mut scored: Vec<(usize, f32)> =
+            scores.into_iter().filter(|(_, s)| *s > 0.0).map(|(c, s)| (c as usize, s)).collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored
+    }
 }
 
 /// About [`SNIPPET_CHARS`] characters of `text` around the first term found.
-fn snippet(text: &str, terms: &[String]) -> String {
+pub(crate) fn snippet(text: &str, terms: &[String]) -> String {
     let lower = text.to_lowercase();
     // Lowercasing can change lengths: positions are mapped back by character count.
     let at_chars = terms

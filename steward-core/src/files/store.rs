@@ -349,6 +349,22 @@ impl FileStore {
         Ok(rows.unwrap_or_default())
     }
 
+    /// The listed files whose extension is one of `exts` (lowercase), newest first, at most
+    /// `max`.
+    pub fn with_extensions(
+        &self,
+        exts: &[&str],
+        max: usize,
+    ) -> Result<Vec<PathBuf>, FileStoreError> {
+        Ok(self
+            .rows()?
+            .iter()
+            .filter(|r| exts.contains(&r.ext.as_str()))
+            .take(max)
+            .map(|r| r.path.clone())
+            .collect())
+    }
+
     /// The files matching `q`, newest first, one page at a time.
     pub fn find(&self, q: &FileQuery) -> Result<FilePage, FileStoreError> {
         let bad = |m: String| FileStoreError::BadQuery(m);

@@ -396,12 +396,89 @@ pub struct FilesFindInput {
     pub limit: Option<u32>,
 }
 
-/// Read a document.
+/// Run a read-only command (no shell): ls, stat, wc, head, tail, grep, rg, file, git
+/// status|log|diff|show, on files in the shared folders.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FilesReadInput {
-    /// The document's id.
-    pub file_id: String,
+pub struct ShellRunInput {
+    /// The command and its arguments, one per item (`["grep", "-n", "notice", "lease.txt"]`);
+    /// never a shell line: no pipes, redirections or `$(…)`.
+    #[schemars(length(min = 1, max = 64))]
+    pub argv: Vec<String>,
+    /// The folder to run in (inside a shared folder; the first one when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// Run any command (no shell), after the person approves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellExecInput {
+    /// The command and its arguments, one per item; never a shell line.
+    #[schemars(length(min = 1, max = 64))]
+    pub argv: Vec<String>,
+    /// The folder to run in (inside a shared folder; the first one when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Filled by Steward, not the model: the program the name resolves to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// Filled by Steward, not the model: the program's SHA-256, which the approval binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_sha256: Option<String>,
+}
+
+/// Search the passages of every document in the shared folders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocsSearchAllInput {
+    /// The words to look for.
+    pub query: String,
+    /// Passages to return (1-50; 10 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 50))]
+    pub limit: Option<u32>,
+}
+
+/// What a document is: type, pages, size, title, fingerprint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocsInfoInput {
+    /// The document's path (absolute, or relative to a shared folder).
+    pub path: String,
+}
+
+/// Read a document in windows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocsReadInput {
+    /// The document's path (absolute, or relative to a shared folder).
+    pub path: String,
+    /// Where the last window stopped (from its answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// The page (slide, sheet) to start at, from 1; not with a cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub page: Option<u32>,
+    /// Characters to read (200-12000; 6000 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 200, max = 12000))]
+    pub chars: Option<u32>,
+}
+
+/// Search inside one document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DocsSearchInput {
+    /// The document's path (absolute, or relative to a shared folder).
+    pub path: String,
+    /// The words to look for.
+    pub query: String,
+    /// Passages to return (1-10; 5 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub limit: Option<u32>,
 }
 
 /// Delete a document.
@@ -580,9 +657,48 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
             Effect::Read,
             Level::Auto,
         )?,
-        ToolSpec::new::<FilesReadInput>(
-            "files.read",
-            "Read a document.",
+        ToolSpec::new::<ShellRunInput>(
+            "shell.run",
+            "Run a read-only command on files in the shared folders, without a shell: ls, stat, \
+             wc, head, tail, grep, rg, file, git status|log|diff|show, each with its usual \
+             read-only flags; globs are expanded by Steward. Anything else needs shell.exec.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<ShellExecInput>(
+            "shell.exec",
+            "Run any other command, without a shell, in a shared folder: the person sees the exact \
+             arguments, folder and program first and approves it.",
+            dest,
+            Level::Confirm,
+        )?
+        .scopes(&["shell:exec"]),
+        ToolSpec::new::<DocsSearchAllInput>(
+            "docs.search_all",
+            "Find passages holding the given words across every document in the shared folders \
+             (as last indexed), best first, each with its path, page and a cursor for docs.read.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<DocsInfoInput>(
+            "docs.info",
+            "What a document in the shared folders is: its type, pages (slides, sheets), size, \
+             title and fingerprint, and whether it has text.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<DocsReadInput>(
+            "docs.read",
+            "Read a document (PDF, Word, PowerPoint, Excel, OpenDocument, HTML, Markdown, RTF, \
+             text, saved mail) in windows of text with page markers; pass the cursor of the \
+             answer to read on.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<DocsSearchInput>(
+            "docs.search",
+            "Find the passages of one document that hold the given words, best first, each with \
+             its page and a cursor to read from there.",
             Effect::Read,
             Level::Auto,
         )?,

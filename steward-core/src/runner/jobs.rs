@@ -81,6 +81,22 @@ pub(super) fn run(
             } else {
                 String::new()
             };
+            // Then the documents' passages (only new or changed documents are read).
+            if s.reads_documents() {
+                let d = s.index_docs(Some(cancel), &mut |_| {})?;
+                let summary = if d.indexed + d.removed > 0 {
+                    format!(
+                        "{summary}{}{} documents: {} indexed, {} gone",
+                        if summary.is_empty() { "" } else { "; " },
+                        d.documents,
+                        d.indexed,
+                        d.removed
+                    )
+                } else {
+                    summary
+                };
+                return Ok(Done::new(summary, serde_json::json!({ "files": r, "documents": d })));
+            }
             Ok(Done::new(summary, detail(&r)))
         }
         JobName::MailEmbed => {

@@ -501,6 +501,32 @@ pub struct Services {
     pub sender: Option<Sender>,
     /// Tells the person about watch events (default [`FeedDelivery`]).
     pub delivery: Arc<dyn Delivery + Send + Sync>,
+    /// What knows sooner than a schedule that a job has work (a file-system watcher), started
+    /// with the runner and stopped with it. An optimization: a job still runs on its schedule.
+    pub triggers: Vec<Arc<dyn Trigger>>,
+}
+
+/// Something outside the runner that notices work before a job's schedule would (a file
+/// watcher on the shared folders wakes `files-index`).
+pub trait Trigger: Send + Sync {
+    /// What it is, for the log.
+    fn name(&self) -> String;
+    /// Starts noticing; `wake` asks the runner to run a job soon. What it returns is kept
+    /// while the runner runs and dropped when it stops (dropping stops the trigger).
+    fn start(&self, wake: Waker) -> Result<Box<dyn Send>, String>;
+}
+
+/// Wakes a job of a running runner (cheap to clone; a stopped runner ignores it).
+#[derive(Debug, Clone)]
+pub struct Waker {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Waker {
+    /// Asks the runner to run `job` as soon as it is not running.
+    pub fn wake(&self, job: JobName) {
+        let _ = self.tx.send(Msg::Wake(job));
+    }
 }
 
 impl Default for Services {
@@ -512,6 +538,7 @@ impl Default for Services {
             transport: Err("no SMTP server is configured ([mail] smtp_host)".to_owned()),
             sender: None,
             delivery: Arc::new(FeedDelivery),
+            triggers: Vec::new(),
         }
     }
 }
@@ -523,6 +550,7 @@ impl std::fmt::Debug for Services {
             .field("pim_sources", &self.pim_sources.iter().map(|s| s.name()).collect::<Vec<_>>())
             .field("transport", &self.transport.as_ref().map(|_| "configured"))
             .field("sender", &self.sender)
+            .field("triggers", &self.triggers.iter().map(|t| t.name()).collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -566,13 +594,27 @@ enum Msg {
 }
 
 /// A runner working on its own thread; [`RunnerHandle::stop`] (or dropping it) stops it.
-#[derive(Debug)]
 pub struct RunnerHandle {
     tx: mpsc::Sender<Msg>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The started triggers, stopped when the handle goes.
+    _triggers: Vec<Box<dyn Send>>,
+}
+
+impl std::fmt::Debug for RunnerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerHandle")
+            .field("triggers", &self._triggers.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl RunnerHandle {
+    /// A waker for this runner (for a trigger started outside [`Services::triggers`]).
+    pub fn waker(&self) -> Waker {
+        Waker { tx: self.tx.clone() }
+    }
+
     /// Runs `job` as soon as it is not running (a frontend that knows there is work).
     pub fn wake(&self, job: JobName) {
         let _ = self.tx.send(Msg::Wake(job));
@@ -716,11 +758,19 @@ impl Runner {
         board.reset_running()?;
         let (tx, rx) = mpsc::channel();
         let loop_tx = tx.clone();
+        let mut triggers = Vec::new();
+        for t in &self.services.triggers {
+            match t.start(Waker { tx: tx.clone() }) {
+                Ok(guard) => triggers.push(guard),
+                // The schedule still runs the job: the trigger only makes it sooner.
+                Err(e) => tracing::warn!(trigger = t.name(), error = %e, "trigger not started"),
+            }
+        }
         let thread = std::thread::Builder::new()
             .name("steward-runner".to_owned())
             .spawn(move || self.run_loop(&rx, &loop_tx))
             .map_err(|e| RunnerError::Spawn(e.to_string()))?;
-        Ok(RunnerHandle { tx, thread: Some(thread) })
+        Ok(RunnerHandle { tx, thread: Some(thread), _triggers: triggers })
     }
 
     fn run_loop(self: Arc<Self>, rx: &mpsc::Receiver<Msg>, tx: &mpsc::Sender<Msg>) {

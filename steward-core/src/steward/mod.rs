@@ -298,6 +298,8 @@ impl StewardBuilder {
             calendar: std::sync::OnceLock::new(),
             files: std::sync::OnceLock::new(),
             docs: std::sync::OnceLock::new(),
+            docs_index: std::sync::OnceLock::new(),
+            docs_memo: crate::docs::read::Memo::default(),
             extractor: self.extractor,
             calendar_settings: self.calendar.unwrap_or_default(),
             file_roots: self.file_roots.into_iter().take(crate::paths::MAX_FILE_ROOTS).collect(),
@@ -401,6 +403,10 @@ pub struct Steward {
     files: std::sync::OnceLock<crate::files::FileStore>,
     /// `docs.db` (documents' extracted text, a cache), opened on first use.
     docs: std::sync::OnceLock<crate::docs::DocCache>,
+    /// `docs-index.db` (passages of the documents under the roots), opened on first use.
+    pub(crate) docs_index: std::sync::OnceLock<crate::docs::index::DocIndex>,
+    /// The documents last read, prepared in memory (bounded).
+    docs_memo: crate::docs::read::Memo,
     /// Turns documents into text, when installed.
     extractor: Option<Arc<dyn crate::docs::Extractor>>,
     /// The person's zone, addresses and working hours.
@@ -599,7 +605,9 @@ impl Steward {
         &self.file_roots
     }
 
-    fn file_store(&self) -> Result<&crate::files::FileStore, crate::files::FileStoreError> {
+    pub(crate) fn file_store(
+        &self,
+    ) -> Result<&crate::files::FileStore, crate::files::FileStoreError> {
         self.open_once(&self.files, || crate::files::FileStore::open(&self.home, &self.limits))
     }
 
@@ -645,6 +653,10 @@ impl Steward {
     /// Whether documents can be read (a reader is installed).
     pub fn reads_documents(&self) -> bool {
         self.extractor.is_some()
+    }
+
+    pub(crate) fn doc_memo(&self) -> &crate::docs::read::Memo {
+        &self.docs_memo
     }
 
     pub(crate) fn doc_cache(&self) -> Result<&crate::docs::DocCache, crate::store::StoreError> {

@@ -1,21 +1,144 @@
 //! `files.find`: the files under the folders the person shares (`[files] roots`), found in
-//! `files.db`, newest first. File names are data (a download can be named anything).
+//! `files.db`, newest first. `docs.info`, `docs.read`, `docs.search`: a document's text, read
+//! in windows or searched (see [`crate::docs`]). File names and documents' text are data (a
+//! download can be named anything and say anything).
 
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::{ExecError, SourceRef, ToolExecutor, ToolOutput, ToolRun, Typed, cursor, fitting};
-use crate::{files::FileQuery, policy::catalog::FilesFindInput};
+use crate::{
+    files::FileQuery,
+    policy::catalog::{
+        DocsInfoInput, DocsReadInput, DocsSearchAllInput, DocsSearchInput, FilesFindInput,
+    },
+};
 
 pub(super) fn tools() -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
-    vec![(
-        "files.find",
-        Arc::new(Typed::new(
-            |_: &FilesFindInput| "Find files in the shared folders".to_owned(),
-            find,
-        )),
-    )]
+    vec![
+        (
+            "files.find",
+            Arc::new(Typed::new(
+                |_: &FilesFindInput| "Find files in the shared folders".to_owned(),
+                find,
+            )),
+        ),
+        (
+            "docs.info",
+            Arc::new(Typed::new(|i: &DocsInfoInput| format!("Look at {}", i.path), info)),
+        ),
+        ("docs.read", Arc::new(Typed::new(|i: &DocsReadInput| format!("Read {}", i.path), read))),
+        (
+            "docs.search_all",
+            Arc::new(Typed::new(
+                |i: &DocsSearchAllInput| format!("Search the documents for {:?}", i.query),
+                search_all,
+            )),
+        ),
+        (
+            "docs.search",
+            Arc::new(Typed::new(
+                |i: &DocsSearchInput| format!("Search {} for {:?}", i.path, i.query),
+                search,
+            )),
+        ),
+    ]
+}
+
+fn doc_line(i: &crate::docs::DocInfo) -> String {
+    let units = match i.unit {
+        crate::docs::UnitKind::Part => String::new(),
+        u => format!(", {} {}{}", i.units, u.as_str(), if i.units == 1 { "" } else { "s" }),
+    };
+    let title = i.title.as_deref().map(|t| format!(" \"{t}\"")).unwrap_or_default();
+    format!(
+        "{}{title}: {}{units}, {}, {} characters of text{}",
+        i.path.display(),
+        i.kind.as_str(),
+        size(i.size),
+        i.chars,
+        if i.truncated { " (cut at a bound)" } else { "" }
+    )
+}
+
+fn info(run: &ToolRun<'_>, i: DocsInfoInput) -> Result<ToolOutput, ExecError> {
+    let d = run.steward.doc_info(std::path::Path::new(&i.path))?;
+    let text = if d.has_text {
+        doc_line(&d)
+    } else {
+        format!("{} (it has no text: a scan needs OCR)", doc_line(&d))
+    };
+    Ok(ToolOutput {
+        text,
+        data: serde_json::to_value(&d).unwrap_or_default(),
+        sources: vec![SourceRef::File { path: d.path.to_string_lossy().into_owned() }],
+        ..ToolOutput::default()
+    })
+}
+
+fn read(run: &ToolRun<'_>, i: DocsReadInput) -> Result<ToolOutput, ExecError> {
+    // The window fits the tool's result budget, with room for the lines around it (the
+    // header names the path and a title of at most 300 characters).
+    let header = i.path.chars().count() + crate::docs::MAX_TITLE_CHARS + 200;
+    let room = run.budget_chars.saturating_sub(header).max(crate::docs::MIN_READ_CHARS);
+    let chars = i.chars.map_or(crate::docs::DEFAULT_READ_CHARS, |c| c as usize).min(room);
+    let w = run.steward.read_doc(
+        std::path::Path::new(&i.path),
+        i.cursor.as_deref(),
+        i.page.map(|p| p as usize),
+        Some(chars),
+    )?;
+    let more = match &w.next_cursor {
+        Some(c) => format!("\n(more: cursor \"{c}\")"),
+        None => "\n(end of the document)".to_owned(),
+    };
+    Ok(ToolOutput {
+        text: format!("{}\n\n{}{more}", doc_line(&w.info), w.text),
+        data: json!({
+            "path": w.info.path,
+            "fingerprint": w.info.fingerprint,
+            "first_unit": w.first_unit,
+            "last_unit": w.last_unit,
+            "next_cursor": w.next_cursor,
+        }),
+        sources: vec![SourceRef::File { path: w.info.path.to_string_lossy().into_owned() }],
+        ..ToolOutput::default()
+    })
+}
+
+fn search(run: &ToolRun<'_>, i: DocsSearchInput) -> Result<ToolOutput, ExecError> {
+    let h = run.steward.search_doc(
+        std::path::Path::new(&i.path),
+        &i.query,
+        i.limit.map(|l| l as usize),
+    )?;
+    if h.hits.is_empty() {
+        return Ok(ToolOutput {
+            text: format!("No passage of {} holds those words.", h.info.path.display()),
+            data: json!({ "hits": [], "chunks": h.chunks }),
+            ..ToolOutput::default()
+        });
+    }
+    let unit = h.info.unit.as_str();
+    let lines: Vec<String> = h
+        .hits
+        .iter()
+        .map(|x| format!("- {unit} {}: {} (cursor \"{}\")", x.unit, x.snippet, x.cursor))
+        .collect();
+    let header = format!(
+        "{} of {} passages of {} hold those words:",
+        h.hits.len(),
+        h.matched,
+        h.info.path.display()
+    );
+    let keep = fitting(&lines, header.chars().count(), run.budget_chars);
+    Ok(ToolOutput {
+        text: format!("{header}\n{}", lines[..keep].join("\n")),
+        data: json!({ "hits": &h.hits[..keep], "matched": h.matched, "chunks": h.chunks }),
+        sources: vec![SourceRef::File { path: h.info.path.to_string_lossy().into_owned() }],
+        ..ToolOutput::default()
+    })
 }
 
 fn size(bytes: u64) -> String {
@@ -90,6 +213,42 @@ fn find(run: &ToolRun<'_>, i: FilesFindInput) -> Result<ToolOutput, ExecError> {
         sources: kept
             .iter()
             .map(|f| SourceRef::File { path: f.path.to_string_lossy().into_owned() })
+            .collect(),
+        ..ToolOutput::default()
+    })
+}
+
+fn search_all(run: &ToolRun<'_>, i: DocsSearchAllInput) -> Result<ToolOutput, ExecError> {
+    let h = run.steward.search_docs(&i.query, i.limit.map(|l| l as usize))?;
+    if h.hits.is_empty() {
+        return Ok(ToolOutput {
+            text: "No passage of the indexed documents holds those words.".to_owned(),
+            data: json!({ "hits": [] }),
+            ..ToolOutput::default()
+        });
+    }
+    let lines: Vec<String> = h
+        .hits
+        .iter()
+        .map(|x| {
+            format!(
+                "- {} ({} {}): {} (cursor \"{}\")",
+                x.path.display(),
+                x.unit_kind,
+                x.unit,
+                x.snippet,
+                x.cursor
+            )
+        })
+        .collect();
+    let header = format!("{} passages of {} that hold those words:", h.hits.len(), h.matched);
+    let keep = fitting(&lines, header.chars().count(), run.budget_chars);
+    Ok(ToolOutput {
+        text: format!("{header}\n{}", lines[..keep].join("\n")),
+        data: json!({ "hits": &h.hits[..keep], "matched": h.matched }),
+        sources: h.hits[..keep]
+            .iter()
+            .map(|x| SourceRef::File { path: x.path.to_string_lossy().into_owned() })
             .collect(),
         ..ToolOutput::default()
     })

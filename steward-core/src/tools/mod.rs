@@ -24,6 +24,7 @@ mod contacts;
 mod external;
 mod files;
 mod mail;
+mod shell;
 mod system;
 
 pub use client::{
@@ -560,6 +561,7 @@ impl Toolbox {
             .chain(calendar::tools())
             .chain(contacts::tools())
             .chain(files::tools())
+            .chain(shell::tools())
             .chain(system::tools())
         {
             toolbox.insert(name, executor);

@@ -11,7 +11,7 @@ const LOG: &str = r#"
 {"tool": "mail.search", "input": {"query": "invoice"}, "expected": "allow"}
 {"tool": "mail.send", "input": {"to": ["bob@example.org"], "subject": "s", "body": "b"}, "expected": "gate:confirm"}
 {"tool": "mail.delete", "input": {"message_ids": [1]}, "expected": "allow"}
-{"tool": "shell.run", "input": {"cmd": "ls"}, "expected": "gate"}
+{"tool": "printer.print", "input": {"file": "a.pdf"}, "expected": "gate"}
 {"tool": "mail.send", "input": "not an object", "expected": "deny"}
 {"tool": "mail.send", "input": {"to": ["x@example.org"], "subject": "s", "body": "b"}, "headless_grants": ["mail.search"], "expected": "deny"}
 {"tool": "policy.set", "input": {"change": "deny_namespace", "prefix": "mail."}}

@@ -161,7 +161,8 @@ enum Command {
         #[command(subcommand)]
         cmd: contacts::ContactsCmd,
     },
-    /// Files: find them under the folders shared with Steward ([files] roots), newest first
+    /// Files: find them under the folders shared with Steward ([files] roots), newest first;
+    /// read and search documents
     Files {
         #[command(subcommand)]
         cmd: files::FilesCmd,
@@ -281,7 +282,7 @@ enum IndexWhat {
     Calendar(calendar::IndexArgs),
     /// Index address books (a vdir or a .vcf file) into contacts.db.
     Contacts(contacts::ContactsArgs),
-    /// Walk the shared folders ([files] roots) into files.db.
+    /// Walk the shared folders ([files] roots) into files.db, then index the documents' text.
     Files {
         /// Print one JSON object.
         #[arg(long)]

@@ -17,6 +17,7 @@ pub mod background;
 pub mod chats;
 mod devices;
 mod error;
+mod files;
 pub mod idempotency;
 pub mod live;
 mod mail;
@@ -276,6 +277,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(devices::routes());
     all.extend(mail::routes());
     all.extend(pim::routes());
+    all.extend(files::routes());
     all.extend(attachments::routes());
     all.extend(approvals::routes());
     all.extend(policy::routes());

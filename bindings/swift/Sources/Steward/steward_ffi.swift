@@ -519,6 +519,22 @@ fileprivate struct FfiConverterInt64: FfiConverterPrimitive {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterFloat: FfiConverterPrimitive {
+    typealias FfiType = Float
+    typealias SwiftType = Float
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> Float {
+        return try lift(readFloat(&buf))
+    }
+
+    public static func write(_ value: Float, into buf: inout [UInt8]) {
+        writeFloat(&buf, lower(value))
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterDouble: FfiConverterPrimitive {
     typealias FfiType = Double
     typealias SwiftType = Double
@@ -1226,6 +1242,33 @@ public protocol StewardProtocol: AnyObject, Sendable {
     func openAgent() throws  -> ChatAgent
     
     /**
+     * What the document at `path` is.
+     */
+    func docInfo(path: String) throws  -> DocInfoRecord
+    
+    /**
+     * Files whose name holds `name`'s words (and extension `ext`), newest first.
+     */
+    func findFiles(name: String?, ext: String?, limit: UInt32, cursor: String?) throws  -> FilePageRecord
+    
+    /**
+     * Walks the shared folders into `files.db`, then indexes the documents' text.
+     */
+    func indexFiles() throws  -> FilesIndexRecord
+    
+    /**
+     * A window of at most `chars` characters of the document at `path`, from `cursor`, else
+     * `page` (from 1), else its start.
+     */
+    func readDoc(path: String, cursor: String?, page: UInt32?, chars: UInt32?) throws  -> DocWindowRecord
+    
+    /**
+     * The passages of the document at `path` (else of every indexed document) holding the
+     * words of `query`, best first.
+     */
+    func searchDocs(query: String, path: String?, limit: UInt32) throws  -> [DocHitRecord]
+    
+    /**
      * Streams the protocol to `listener`: without `after`, the current state first, then every
      * event; with the cursor of the last event applied, what happened since and then every
      * event. A bad cursor is an error here; later failures go to `on_error`.
@@ -1631,6 +1674,80 @@ open func openAgent()throws  -> ChatAgent  {
         uniffiCallStatus in
     uniffi_steward_ffi_fn_method_steward_open_agent(
             self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * What the document at `path` is.
+     */
+open func docInfo(path: String)throws  -> DocInfoRecord  {
+    return try  FfiConverterTypeDocInfoRecord_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_doc_info(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(path),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Files whose name holds `name`'s words (and extension `ext`), newest first.
+     */
+open func findFiles(name: String?, ext: String?, limit: UInt32, cursor: String?)throws  -> FilePageRecord  {
+    return try  FfiConverterTypeFilePageRecord_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_find_files(
+            self.uniffiCloneHandle(),
+        FfiConverterOptionString.lower(name),
+        FfiConverterOptionString.lower(ext),
+        FfiConverterUInt32.lower(limit),
+        FfiConverterOptionString.lower(cursor),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Walks the shared folders into `files.db`, then indexes the documents' text.
+     */
+open func indexFiles()throws  -> FilesIndexRecord  {
+    return try  FfiConverterTypeFilesIndexRecord_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_index_files(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * A window of at most `chars` characters of the document at `path`, from `cursor`, else
+     * `page` (from 1), else its start.
+     */
+open func readDoc(path: String, cursor: String?, page: UInt32?, chars: UInt32?)throws  -> DocWindowRecord  {
+    return try  FfiConverterTypeDocWindowRecord_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_read_doc(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(path),
+        FfiConverterOptionString.lower(cursor),
+        FfiConverterOptionUInt32.lower(page),
+        FfiConverterOptionUInt32.lower(chars),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The passages of the document at `path` (else of every indexed document) holding the
+     * words of `query`, best first.
+     */
+open func searchDocs(query: String, path: String?, limit: UInt32)throws  -> [DocHitRecord]  {
+    return try  FfiConverterSequenceTypeDocHitRecord.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_search_docs(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(query),
+        FfiConverterOptionString.lower(path),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
     )
 })
 }
@@ -3925,6 +4042,333 @@ public func FfiConverterTypeContactsIndexReport_lower(_ value: ContactsIndexRepo
 
 
 /**
+ * A passage found.
+ */
+public struct DocHitRecord: Equatable, Hashable {
+    /**
+     * The document.
+     */
+    public var path: String
+    /**
+     * Its page, slide, sheet or part (from 1).
+     */
+    public var unit: UInt64
+    /**
+     * Score (higher is better).
+     */
+    public var score: Float
+    /**
+     * Words around the match.
+     */
+    public var snippet: String
+    /**
+     * Reads on from the passage.
+     */
+    public var cursor: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The document.
+         */path: String, 
+        /**
+         * Its page, slide, sheet or part (from 1).
+         */unit: UInt64, 
+        /**
+         * Score (higher is better).
+         */score: Float, 
+        /**
+         * Words around the match.
+         */snippet: String, 
+        /**
+         * Reads on from the passage.
+         */cursor: String) {
+        self.path = path
+        self.unit = unit
+        self.score = score
+        self.snippet = snippet
+        self.cursor = cursor
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension DocHitRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeDocHitRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> DocHitRecord {
+        return
+            try DocHitRecord(
+                path: FfiConverterString.read(from: &buf), 
+                unit: FfiConverterUInt64.read(from: &buf), 
+                score: FfiConverterFloat.read(from: &buf), 
+                snippet: FfiConverterString.read(from: &buf), 
+                cursor: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: DocHitRecord, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.path, into: &buf)
+        FfiConverterUInt64.write(value.unit, into: &buf)
+        FfiConverterFloat.write(value.score, into: &buf)
+        FfiConverterString.write(value.snippet, into: &buf)
+        FfiConverterString.write(value.cursor, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDocHitRecord_lift(_ buf: RustBuffer) throws -> DocHitRecord {
+    return try FfiConverterTypeDocHitRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDocHitRecord_lower(_ value: DocHitRecord) -> RustBuffer {
+    return FfiConverterTypeDocHitRecord.lower(value)
+}
+
+
+/**
+ * What a document is.
+ */
+public struct DocInfoRecord: Equatable, Hashable {
+    /**
+     * Its path.
+     */
+    public var path: String
+    /**
+     * Its kind (`pdf`, `docx`…).
+     */
+    public var kind: String
+    /**
+     * What a reader moves through (`page`, `slide`, `sheet`, `part`).
+     */
+    public var unit: String
+    /**
+     * How many.
+     */
+    public var units: UInt64
+    /**
+     * Bytes.
+     */
+    public var size: UInt64
+    /**
+     * Its title.
+     */
+    public var title: String?
+    /**
+     * SHA-256 of its bytes.
+     */
+    public var fingerprint: String
+    /**
+     * Characters of text.
+     */
+    public var chars: UInt64
+    /**
+     * Whether it has text.
+     */
+    public var hasText: Bool
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its path.
+         */path: String, 
+        /**
+         * Its kind (`pdf`, `docx`…).
+         */kind: String, 
+        /**
+         * What a reader moves through (`page`, `slide`, `sheet`, `part`).
+         */unit: String, 
+        /**
+         * How many.
+         */units: UInt64, 
+        /**
+         * Bytes.
+         */size: UInt64, 
+        /**
+         * Its title.
+         */title: String?, 
+        /**
+         * SHA-256 of its bytes.
+         */fingerprint: String, 
+        /**
+         * Characters of text.
+         */chars: UInt64, 
+        /**
+         * Whether it has text.
+         */hasText: Bool) {
+        self.path = path
+        self.kind = kind
+        self.unit = unit
+        self.units = units
+        self.size = size
+        self.title = title
+        self.fingerprint = fingerprint
+        self.chars = chars
+        self.hasText = hasText
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension DocInfoRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeDocInfoRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> DocInfoRecord {
+        return
+            try DocInfoRecord(
+                path: FfiConverterString.read(from: &buf), 
+                kind: FfiConverterString.read(from: &buf), 
+                unit: FfiConverterString.read(from: &buf), 
+                units: FfiConverterUInt64.read(from: &buf), 
+                size: FfiConverterUInt64.read(from: &buf), 
+                title: FfiConverterOptionString.read(from: &buf), 
+                fingerprint: FfiConverterString.read(from: &buf), 
+                chars: FfiConverterUInt64.read(from: &buf), 
+                hasText: FfiConverterBool.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: DocInfoRecord, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.path, into: &buf)
+        FfiConverterString.write(value.kind, into: &buf)
+        FfiConverterString.write(value.unit, into: &buf)
+        FfiConverterUInt64.write(value.units, into: &buf)
+        FfiConverterUInt64.write(value.size, into: &buf)
+        FfiConverterOptionString.write(value.title, into: &buf)
+        FfiConverterString.write(value.fingerprint, into: &buf)
+        FfiConverterUInt64.write(value.chars, into: &buf)
+        FfiConverterBool.write(value.hasText, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDocInfoRecord_lift(_ buf: RustBuffer) throws -> DocInfoRecord {
+    return try FfiConverterTypeDocInfoRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDocInfoRecord_lower(_ value: DocInfoRecord) -> RustBuffer {
+    return FfiConverterTypeDocInfoRecord.lower(value)
+}
+
+
+/**
+ * A window of a document's text.
+ */
+public struct DocWindowRecord: Equatable, Hashable {
+    /**
+     * The text, with page markers.
+     */
+    public var text: String
+    /**
+     * The first and last unit it covers (from 1).
+     */
+    public var firstUnit: UInt64
+    /**
+     * The last.
+     */
+    public var lastUnit: UInt64
+    /**
+     * Where the next window starts.
+     */
+    public var nextCursor: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The text, with page markers.
+         */text: String, 
+        /**
+         * The first and last unit it covers (from 1).
+         */firstUnit: UInt64, 
+        /**
+         * The last.
+         */lastUnit: UInt64, 
+        /**
+         * Where the next window starts.
+         */nextCursor: String?) {
+        self.text = text
+        self.firstUnit = firstUnit
+        self.lastUnit = lastUnit
+        self.nextCursor = nextCursor
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension DocWindowRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeDocWindowRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> DocWindowRecord {
+        return
+            try DocWindowRecord(
+                text: FfiConverterString.read(from: &buf), 
+                firstUnit: FfiConverterUInt64.read(from: &buf), 
+                lastUnit: FfiConverterUInt64.read(from: &buf), 
+                nextCursor: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: DocWindowRecord, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterUInt64.write(value.firstUnit, into: &buf)
+        FfiConverterUInt64.write(value.lastUnit, into: &buf)
+        FfiConverterOptionString.write(value.nextCursor, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDocWindowRecord_lift(_ buf: RustBuffer) throws -> DocWindowRecord {
+    return try FfiConverterTypeDocWindowRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeDocWindowRecord_lower(_ value: DocWindowRecord) -> RustBuffer {
+    return FfiConverterTypeDocWindowRecord.lower(value)
+}
+
+
+/**
  * What one drain of the embedding queue did (see `steward_core::embed::EmbedReport`).
  */
 public struct EmbedReport: Equatable, Hashable {
@@ -4159,6 +4603,293 @@ public func FfiConverterTypeEventFound_lift(_ buf: RustBuffer) throws -> EventFo
 #endif
 public func FfiConverterTypeEventFound_lower(_ value: EventFound) -> RustBuffer {
     return FfiConverterTypeEventFound.lower(value)
+}
+
+
+/**
+ * One page of files, newest first.
+ */
+public struct FilePageRecord: Equatable, Hashable {
+    /**
+     * The files.
+     */
+    public var files: [FoundFileRecord]
+    /**
+     * How many match in all.
+     */
+    public var total: UInt64
+    /**
+     * The next page's cursor.
+     */
+    public var nextCursor: String?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The files.
+         */files: [FoundFileRecord], 
+        /**
+         * How many match in all.
+         */total: UInt64, 
+        /**
+         * The next page's cursor.
+         */nextCursor: String?) {
+        self.files = files
+        self.total = total
+        self.nextCursor = nextCursor
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension FilePageRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeFilePageRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> FilePageRecord {
+        return
+            try FilePageRecord(
+                files: FfiConverterSequenceTypeFoundFileRecord.read(from: &buf), 
+                total: FfiConverterUInt64.read(from: &buf), 
+                nextCursor: FfiConverterOptionString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: FilePageRecord, into buf: inout [UInt8]) {
+        FfiConverterSequenceTypeFoundFileRecord.write(value.files, into: &buf)
+        FfiConverterUInt64.write(value.total, into: &buf)
+        FfiConverterOptionString.write(value.nextCursor, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFilePageRecord_lift(_ buf: RustBuffer) throws -> FilePageRecord {
+    return try FfiConverterTypeFilePageRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFilePageRecord_lower(_ value: FilePageRecord) -> RustBuffer {
+    return FfiConverterTypeFilePageRecord.lower(value)
+}
+
+
+/**
+ * What indexing the shared folders did.
+ */
+public struct FilesIndexRecord: Equatable, Hashable {
+    /**
+     * Files listed.
+     */
+    public var files: UInt64
+    /**
+     * Documents among them.
+     */
+    public var documents: UInt64
+    /**
+     * Documents read and indexed now.
+     */
+    public var indexed: UInt64
+    /**
+     * Documents unchanged (skipped).
+     */
+    public var unchanged: UInt64
+    /**
+     * Documents gone.
+     */
+    public var removed: UInt64
+    /**
+     * Documents without text (a code each in `failed`).
+     */
+    public var failed: [String]
+    /**
+     * Passages in the index.
+     */
+    public var chunks: UInt64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Files listed.
+         */files: UInt64, 
+        /**
+         * Documents among them.
+         */documents: UInt64, 
+        /**
+         * Documents read and indexed now.
+         */indexed: UInt64, 
+        /**
+         * Documents unchanged (skipped).
+         */unchanged: UInt64, 
+        /**
+         * Documents gone.
+         */removed: UInt64, 
+        /**
+         * Documents without text (a code each in `failed`).
+         */failed: [String], 
+        /**
+         * Passages in the index.
+         */chunks: UInt64) {
+        self.files = files
+        self.documents = documents
+        self.indexed = indexed
+        self.unchanged = unchanged
+        self.removed = removed
+        self.failed = failed
+        self.chunks = chunks
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension FilesIndexRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeFilesIndexRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> FilesIndexRecord {
+        return
+            try FilesIndexRecord(
+                files: FfiConverterUInt64.read(from: &buf), 
+                documents: FfiConverterUInt64.read(from: &buf), 
+                indexed: FfiConverterUInt64.read(from: &buf), 
+                unchanged: FfiConverterUInt64.read(from: &buf), 
+                removed: FfiConverterUInt64.read(from: &buf), 
+                failed: FfiConverterSequenceString.read(from: &buf), 
+                chunks: FfiConverterUInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: FilesIndexRecord, into buf: inout [UInt8]) {
+        FfiConverterUInt64.write(value.files, into: &buf)
+        FfiConverterUInt64.write(value.documents, into: &buf)
+        FfiConverterUInt64.write(value.indexed, into: &buf)
+        FfiConverterUInt64.write(value.unchanged, into: &buf)
+        FfiConverterUInt64.write(value.removed, into: &buf)
+        FfiConverterSequenceString.write(value.failed, into: &buf)
+        FfiConverterUInt64.write(value.chunks, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFilesIndexRecord_lift(_ buf: RustBuffer) throws -> FilesIndexRecord {
+    return try FfiConverterTypeFilesIndexRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFilesIndexRecord_lower(_ value: FilesIndexRecord) -> RustBuffer {
+    return FfiConverterTypeFilesIndexRecord.lower(value)
+}
+
+
+/**
+ * A file found.
+ */
+public struct FoundFileRecord: Equatable, Hashable {
+    /**
+     * Its path.
+     */
+    public var path: String
+    /**
+     * The shared folder it lies under.
+     */
+    public var root: String
+    /**
+     * Bytes.
+     */
+    public var size: UInt64
+    /**
+     * Last modified (Unix seconds).
+     */
+    public var modified: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its path.
+         */path: String, 
+        /**
+         * The shared folder it lies under.
+         */root: String, 
+        /**
+         * Bytes.
+         */size: UInt64, 
+        /**
+         * Last modified (Unix seconds).
+         */modified: Int64) {
+        self.path = path
+        self.root = root
+        self.size = size
+        self.modified = modified
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension FoundFileRecord: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeFoundFileRecord: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> FoundFileRecord {
+        return
+            try FoundFileRecord(
+                path: FfiConverterString.read(from: &buf), 
+                root: FfiConverterString.read(from: &buf), 
+                size: FfiConverterUInt64.read(from: &buf), 
+                modified: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: FoundFileRecord, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.path, into: &buf)
+        FfiConverterString.write(value.root, into: &buf)
+        FfiConverterUInt64.write(value.size, into: &buf)
+        FfiConverterInt64.write(value.modified, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFoundFileRecord_lift(_ buf: RustBuffer) throws -> FoundFileRecord {
+    return try FfiConverterTypeFoundFileRecord.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeFoundFileRecord_lower(_ value: FoundFileRecord) -> RustBuffer {
+    return FfiConverterTypeFoundFileRecord.lower(value)
 }
 
 
@@ -9736,6 +10467,31 @@ fileprivate struct FfiConverterSequenceTypeChatInfo: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeDocHitRecord: FfiConverterRustBuffer {
+    typealias SwiftType = [DocHitRecord]
+
+    public static func write(_ value: [DocHitRecord], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeDocHitRecord.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [DocHitRecord] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [DocHitRecord]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeDocHitRecord.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeEventFound: FfiConverterRustBuffer {
     typealias SwiftType = [EventFound]
 
@@ -9753,6 +10509,31 @@ fileprivate struct FfiConverterSequenceTypeEventFound: FfiConverterRustBuffer {
         seq.reserveCapacity(Int(len))
         for _ in 0 ..< len {
             seq.append(try FfiConverterTypeEventFound.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeFoundFileRecord: FfiConverterRustBuffer {
+    typealias SwiftType = [FoundFileRecord]
+
+    public static func write(_ value: [FoundFileRecord], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeFoundFileRecord.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [FoundFileRecord] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [FoundFileRecord]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeFoundFileRecord.read(from: &buf))
         }
         return seq
     }
@@ -10332,6 +11113,21 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_open_agent() != 35460) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_doc_info() != 8587) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_find_files() != 41651) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_index_files() != 37529) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_read_doc() != 928) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_search_docs() != 6753) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {

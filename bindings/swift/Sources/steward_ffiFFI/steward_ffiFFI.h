@@ -575,6 +575,31 @@ uint64_t uniffi_steward_ffi_fn_method_steward_backup_create_async(uint64_t ptr, 
 uint64_t uniffi_steward_ffi_fn_method_steward_open_agent(uint64_t ptr, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_DOC_INFO
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_DOC_INFO
+RustBuffer uniffi_steward_ffi_fn_method_steward_doc_info(uint64_t ptr, RustBuffer path, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_FIND_FILES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_FIND_FILES
+RustBuffer uniffi_steward_ffi_fn_method_steward_find_files(uint64_t ptr, RustBuffer name, RustBuffer ext, uint32_t limit, RustBuffer cursor, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_FILES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_INDEX_FILES
+RustBuffer uniffi_steward_ffi_fn_method_steward_index_files(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_READ_DOC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_READ_DOC
+RustBuffer uniffi_steward_ffi_fn_method_steward_read_doc(uint64_t ptr, RustBuffer path, RustBuffer cursor, RustBuffer page, RustBuffer chars, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_DOCS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SEARCH_DOCS
+RustBuffer uniffi_steward_ffi_fn_method_steward_search_docs(uint64_t ptr, RustBuffer query, RustBuffer path, uint32_t limit, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
 uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer after, uint64_t listener, RustCallStatus *_Nonnull out_status
@@ -1263,6 +1288,36 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_backup_create_async(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_OPEN_AGENT
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_OPEN_AGENT
 uint16_t uniffi_steward_ffi_checksum_method_steward_open_agent(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_DOC_INFO
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_DOC_INFO
+uint16_t uniffi_steward_ffi_checksum_method_steward_doc_info(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_FIND_FILES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_FIND_FILES
+uint16_t uniffi_steward_ffi_checksum_method_steward_find_files(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_FILES
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_INDEX_FILES
+uint16_t uniffi_steward_ffi_checksum_method_steward_index_files(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_READ_DOC
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_READ_DOC
+uint16_t uniffi_steward_ffi_checksum_method_steward_read_doc(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_DOCS
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SEARCH_DOCS
+uint16_t uniffi_steward_ffi_checksum_method_steward_search_docs(void
     
 );
 #endif
