@@ -197,3 +197,53 @@ fn a_change_under_a_root_wakes_the_files_index_job_before_its_schedule() {
     assert!(eventually(300, || found("later report")), "a change woke files-index");
     handle.stop();
 }
+
+#[test]
+fn the_first_question_answered_by_sqlite_agrees_with_the_copy_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (docs, home) = (base.join("Documents"), base.join("home"));
+    std::fs::create_dir_all(&home).unwrap();
+    for i in 0..300i64 {
+        let ext = ["pdf", "txt", "docx"][(i % 3) as usize];
+        file(
+            &docs.join(format!("d{}/Invoice {i} ACME.{ext}", i % 7)),
+            (i * 10) as usize,
+            1_700_000_000 + (i % 50) * 3600,
+        );
+    }
+    std::fs::write(home.join("config.toml"), format!("[files]\nroots = [{docs:?}]\n")).unwrap();
+    steward_connectors::home::open(Some(home.clone())).unwrap().index_files().unwrap();
+    let queries = [
+        FileQuery::default(),
+        FileQuery { name: Some("invoice 1".into()), ..FileQuery::default() },
+        FileQuery {
+            name: Some("ACME".into()),
+            extension: Some("PDF".into()),
+            limit: Some(7),
+            cursor: Some("14".into()),
+            ..FileQuery::default()
+        },
+        FileQuery {
+            min_size: Some(500),
+            max_size: Some(1500),
+            modified_after: Some(1_700_036_000),
+            ..FileQuery::default()
+        },
+        FileQuery {
+            modified_before: Some(1_700_010_000),
+            root: Some(docs),
+            ..FileQuery::default()
+        },
+    ];
+    let warm = steward_connectors::home::open(Some(home.clone())).unwrap();
+    warm.find_files(&FileQuery::default()).unwrap();
+    for q in &queries {
+        // A fresh handle's first question is answered by SQLite; the warm one's from memory.
+        let cold = steward_connectors::home::open(Some(home.clone())).unwrap();
+        let a = cold.find_files(q).unwrap();
+        let b = warm.find_files(q).unwrap();
+        assert_eq!(a, b, "{q:?}");
+        assert!(!a.files.is_empty() || a.total == 0);
+    }
+}

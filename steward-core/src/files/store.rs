@@ -81,6 +81,9 @@ pub struct FileStore {
     db: Database,
     /// Every listed file, newest first.
     rows: Snapshot<Vec<Row>>,
+    /// Whether a question was asked already: the first is answered by SQLite alone (what a
+    /// one-shot command pays), later ones from the copy in memory.
+    asked: std::sync::atomic::AtomicBool,
 }
 
 /// One file a walk found.
@@ -197,7 +200,7 @@ impl FileStore {
         let path = home.join("files.db");
         let db = Database::open(&path, &SCHEMA, OpenOptions::small_writes(limits))?;
         crate::store::restrict_file(&path);
-        Ok(Self { db, rows: Snapshot::default() })
+        Ok(Self { db, rows: Snapshot::default(), asked: std::sync::atomic::AtomicBool::new(false) })
     }
 
     /// Walks every root and brings the list up to date: new, changed and gone files counted;
@@ -365,6 +368,82 @@ impl FileStore {
             .collect())
     }
 
+    /// [`Self::find`] answered by SQLite: every condition but a glob, newest first.
+    fn find_sql(
+        &self,
+        q: &FileQuery,
+        words: &[String],
+        ext: Option<&str>,
+        root: Option<&Path>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<FilePage, FileStoreError> {
+        use rusqlite::types::Value;
+        let mut cond = vec!["1 = 1".to_owned()];
+        let mut args: Vec<Value> = Vec::new();
+        for w in words {
+            args.push(Value::Text(w.clone()));
+            cond.push(format!("instr(folded, ?{}) > 0", args.len()));
+        }
+        if let Some(e) = ext {
+            args.push(Value::Text(e.to_owned()));
+            cond.push(format!("ext = ?{}", args.len()));
+        }
+        if let Some(r) = root {
+            args.push(Value::Text(r.to_string_lossy().into_owned()));
+            cond.push(format!("root = ?{}", args.len()));
+        }
+        for (v, op) in [(q.modified_after, "mtime >="), (q.modified_before, "mtime <")] {
+            if let Some(v) = v {
+                args.push(Value::Integer(v));
+                cond.push(format!("{op} ?{}", args.len()));
+            }
+        }
+        for (v, op) in [(q.min_size, "size >="), (q.max_size, "size <=")] {
+            if let Some(v) = v {
+                args.push(Value::Integer(crate::store::int(v)));
+                cond.push(format!("{op} ?{}", args.len()));
+            }
+        }
+        let filter = cond.join(" AND ");
+        let qe = |ctx: &'static str| move |e| StoreError::query(ctx, e);
+        let (files, total) = self.db.read(|c| {
+            let total: i64 = c
+                .query_row(
+                    &format!("SELECT count(*) FROM files WHERE {filter}"),
+                    rusqlite::params_from_iter(args.iter()),
+                    |r| r.get(0),
+                )
+                .map_err(qe("count files"))?;
+            let mut page_args = args.clone();
+            page_args.push(Value::Integer(crate::store::int(limit)));
+            page_args.push(Value::Integer(crate::store::int(offset)));
+            let n = args.len();
+            let mut stmt = c
+                .prepare(&format!(
+                    "SELECT path, root, size, mtime FROM files WHERE {filter}
+                     ORDER BY mtime DESC, path LIMIT ?{} OFFSET ?{}",
+                    n + 1,
+                    n + 2
+                ))
+                .map_err(qe("prepare find"))?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(page_args.iter()), |r| {
+                    Ok(FoundFile {
+                        path: PathBuf::from(r.get::<_, String>(0)?),
+                        root: PathBuf::from(r.get::<_, String>(1)?),
+                        size: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                        modified: r.get(3)?,
+                    })
+                })
+                .map_err(qe("find"))?;
+            let files = rows.collect::<Result<Vec<_>, _>>().map_err(qe("found file"))?;
+            Ok::<_, FileStoreError>((files, usize::try_from(total).unwrap_or(0)))
+        })?;
+        let next = offset + files.len();
+        Ok(FilePage { files, total, next_cursor: (next < total).then(|| next.to_string()) })
+    }
+
     /// The files matching `q`, newest first, one page at a time.
     pub fn find(&self, q: &FileQuery) -> Result<FilePage, FileStoreError> {
         let bad = |m: String| FileStoreError::BadQuery(m);
@@ -399,6 +478,11 @@ impl FileStore {
             })?),
             None => None,
         };
+        // The first question without a glob: SQLite answers it alone (the same conditions and
+        // order as the copy in memory), so a one-shot command does not load every row.
+        if glob.is_none() && !self.asked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return self.find_sql(q, &words, ext.as_deref(), root.as_deref(), offset, limit);
+        }
         let rows = self.rows()?;
         let mut total = 0;
         let mut files = Vec::new();
