@@ -423,7 +423,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The cursor of `unit` (0-based) at byte `offset` of the document `sha256`.
 pub(crate) fn cursor(sha256: &str, unit: usize, offset: usize) -> String {
-    format!("{}.{unit}.{offset}", &sha256[..16])
+    format!("{}.{unit}.{offset}", sha256.get(..16).unwrap_or(sha256))
 }
 
 /// Where `cursor` points in `l`.

@@ -32,7 +32,9 @@ pub(super) fn tools() -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
                             i.argv.join(" "),
                             i.cwd.as_deref().unwrap_or("the first shared folder"),
                             i.program.as_deref().unwrap_or("?"),
-                            i.program_sha256.as_deref().map_or("?", |h| &h[..h.len().min(16)])
+                            i.program_sha256
+                                .as_deref()
+                                .map_or_else(|| "?".to_owned(), |h| h.chars().take(16).collect())
                         )
                     },
                     run_gated,
