@@ -120,9 +120,11 @@ fn info(i: steward_core::docs::DocInfo) -> DocInfoRecord {
 impl Steward {
     /// Walks the shared folders into `files.db`, then indexes the documents' text.
     pub fn index_files(&self) -> Result<FilesIndexRecord, FfiError> {
-        let s = self.inner();
-        let f = s.index_files().map_err(|e| FfiError::from_core(&e))?;
-        let d = s.index_docs(None, &mut |_| {}).map_err(|e| FfiError::from_core(&e))?;
+        let r = self
+            .inner()
+            .index_shared_folders(None, &mut |_| {})
+            .map_err(|e| FfiError::from_core(&e))?;
+        let (f, d) = (r.files, r.documents.unwrap_or_default());
         Ok(FilesIndexRecord {
             files: f.files as u64,
             documents: d.documents as u64,

@@ -9,12 +9,10 @@ impl PySteward {
     /// Walks the shared folders into files.db, then indexes the documents' text: a dict with
     /// `files` (the walk) and `documents` (`indexed`, `unchanged`, `removed`, `failed`, `chunks`).
     fn index_files<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (files, docs) = py.detach(|| {
-            let f = self.inner.index_files().map_err(|e| to_py(&e))?;
-            let d = self.inner.index_docs(None, &mut |_| {}).map_err(|e| to_py(&e))?;
-            Ok::<_, PyErr>((f, d))
-        })?;
-        to_python(py, &serde_json::json!({ "files": files, "documents": docs }))
+        let report = py
+            .detach(|| self.inner.index_shared_folders(None, &mut |_| {}))
+            .map_err(|e| to_py(&e))?;
+        to_python(py, &report)
     }
 
     /// Files under the shared folders whose name holds `name`'s words (and extension `ext`),

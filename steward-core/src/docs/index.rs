@@ -84,6 +84,15 @@ pub struct DocsIndexReport {
     pub cancelled: bool,
 }
 
+/// What one pass over the shared folders did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SharedFoldersReport {
+    /// The walk of the folders into `files.db`.
+    pub files: crate::files::FilesReport,
+    /// The documents' passages (`None` without a document reader).
+    pub documents: Option<DocsIndexReport>,
+}
+
 /// How far an indexing run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DocsIndexProgress {
@@ -152,11 +161,7 @@ impl Steward {
         cancel: Option<&std::sync::atomic::AtomicBool>,
         progress: &mut dyn FnMut(DocsIndexProgress),
     ) -> Result<DocsIndexReport, DocError> {
-        let files = self
-            .file_store()
-            .map_err(|e| DocError::BadQuery(e.to_string()))?
-            .with_extensions(INDEXED_EXTENSIONS, MAX_INDEXED_DOCS)
-            .map_err(|e| DocError::BadQuery(e.to_string()))?;
+        let files = self.file_store()?.with_extensions(INDEXED_EXTENSIONS, MAX_INDEXED_DOCS)?;
         let index = self.doc_index()?;
         let known: std::collections::HashMap<String, String> = index.db.read(|c| {
             let mut stmt =
@@ -222,6 +227,21 @@ impl Steward {
                 .map_err(q("count chunks"))
         })? as usize;
         Ok(report)
+    }
+
+    /// Walks the shared folders into `files.db` ([`Steward::index_files`]), then, when a
+    /// document reader is installed, brings the documents' passages up to date
+    /// ([`Steward::index_docs`]): what `steward index files`, the `files-index` job and the
+    /// bindings run.
+    pub fn index_shared_folders(
+        &self,
+        cancel: Option<&std::sync::atomic::AtomicBool>,
+        progress: &mut dyn FnMut(DocsIndexProgress),
+    ) -> Result<SharedFoldersReport, DocError> {
+        let files = self.index_files()?;
+        let documents =
+            if self.reads_documents() { Some(self.index_docs(cancel, progress)?) } else { None };
+        Ok(SharedFoldersReport { files, documents })
     }
 
     /// The passages of the indexed documents that hold words of `query`, best first, at most

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ErrorKind, StewardError};
 
 pub use cache::DocCache;
-pub use index::{DocsHit, DocsHits, DocsIndexProgress, DocsIndexReport};
+pub use index::{DocsHit, DocsHits, DocsIndexProgress, DocsIndexReport, SharedFoldersReport};
 pub use read::{DocError, DocHit, DocHits, DocInfo, DocWindow};
 
 /// Characters a read returns when the question does not say.

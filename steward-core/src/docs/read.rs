@@ -76,6 +76,9 @@ pub enum DocError {
     /// The cache failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The list of the shared folders' files failed (no roots, its store).
+    #[error(transparent)]
+    Files(#[from] crate::files::FileStoreError),
 }
 
 impl StewardError for DocError {
@@ -90,6 +93,7 @@ impl StewardError for DocError {
             Self::BadQuery(_) => "DOCS_BAD_QUERY",
             Self::NoReader => "DOCS_NO_READER",
             Self::Store(e) => e.code(),
+            Self::Files(e) => e.code(),
         }
     }
 
@@ -103,6 +107,7 @@ impl StewardError for DocError {
             Self::BadCursor(_) | Self::BadQuery(_) => ErrorKind::InvalidInput,
             Self::NoReader => ErrorKind::Unavailable,
             Self::Store(e) => e.kind(),
+            Self::Files(e) => e.kind(),
         }
     }
 }

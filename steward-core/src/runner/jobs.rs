@@ -64,9 +64,12 @@ pub(super) fn run(
         JobName::MailReconcile => reconcile(runner, cancel),
         JobName::PimSync => pim_sync(runner, cancel),
         JobName::FilesIndex => {
-            let r = s.index_files()?;
-            let summary = if r.added + r.changed + r.removed > 0 || !r.unreadable.is_empty() {
-                format!(
+            // The walk, then the documents' passages (only new or changed documents are read).
+            let report = s.index_shared_folders(Some(cancel), &mut |_| {})?;
+            let r = &report.files;
+            let mut parts = Vec::new();
+            if r.added + r.changed + r.removed > 0 || !r.unreadable.is_empty() {
+                parts.push(format!(
                     "{} files: {} new, {} changed, {} gone{}",
                     r.files,
                     r.added,
@@ -77,27 +80,15 @@ pub(super) fn run(
                     } else {
                         format!("; {} folder(s) unreadable", r.unreadable.len())
                     }
-                )
-            } else {
-                String::new()
-            };
-            // Then the documents' passages (only new or changed documents are read).
-            if s.reads_documents() {
-                let d = s.index_docs(Some(cancel), &mut |_| {})?;
-                let summary = if d.indexed + d.removed > 0 {
-                    format!(
-                        "{summary}{}{} documents: {} indexed, {} gone",
-                        if summary.is_empty() { "" } else { "; " },
-                        d.documents,
-                        d.indexed,
-                        d.removed
-                    )
-                } else {
-                    summary
-                };
-                return Ok(Done::new(summary, serde_json::json!({ "files": r, "documents": d })));
+                ));
             }
-            Ok(Done::new(summary, detail(&r)))
+            if let Some(d) = report.documents.as_ref().filter(|d| d.indexed + d.removed > 0) {
+                parts.push(format!(
+                    "{} documents: {} indexed, {} gone",
+                    d.documents, d.indexed, d.removed
+                ));
+            }
+            Ok(Done::new(parts.join("; "), detail(&report)))
         }
         JobName::MailEmbed => {
             let opts = crate::embed::EmbedOptions {

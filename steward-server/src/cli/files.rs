@@ -98,19 +98,33 @@ pub(super) struct FindArgs {
 
 pub(super) fn index_files(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
     let steward = open(home)?;
-    let r = steward.index_files().map_err(Failure::from)?;
-    // Then the documents' passages, with a bar on a terminal.
+    // The walk, then the documents' passages, with a bar on a terminal.
     let bar = super::progress_bar();
-    let d = steward
-        .index_docs(None, &mut |p| {
+    let report = steward
+        .index_shared_folders(None, &mut |p| {
             bar.set_length(p.total as u64);
             bar.set_position(p.done as u64);
         })
         .map_err(Failure::from)?;
     bar.finish_and_clear();
+    let r = &report.files;
     if json {
-        json_line(&serde_json::json!({ "files": r, "documents": d }));
-    } else {
+        json_line(&report);
+        return Ok(());
+    }
+    out!(
+        "{} files under {} folder(s): {} new, {} changed, {} gone{}",
+        r.files,
+        r.roots,
+        r.added,
+        r.changed,
+        r.removed,
+        if r.truncated { " (stopped at the bound: nothing removed)" } else { "" }
+    );
+    for u in &r.unreadable {
+        eprintln!("unreadable: {u}");
+    }
+    if let Some(d) = &report.documents {
         out!(
             "{} documents: {} indexed, {} unchanged, {} gone, {} without text; {} passages",
             d.documents,
@@ -120,18 +134,6 @@ pub(super) fn index_files(home: Option<PathBuf>, json: bool) -> Result<(), Failu
             d.failed_total,
             d.chunks
         );
-        out!(
-            "{} files under {} folder(s): {} new, {} changed, {} gone{}",
-            r.files,
-            r.roots,
-            r.added,
-            r.changed,
-            r.removed,
-            if r.truncated { " (stopped at the bound: nothing removed)" } else { "" }
-        );
-        for u in &r.unreadable {
-            eprintln!("unreadable: {u}");
-        }
     }
     Ok(())
 }
