@@ -51,7 +51,9 @@ impl Trigger for RootsTrigger {
             homes.push(c);
         }
         let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-            let ours = |p: &std::path::Path| homes.iter().any(|h| p.starts_with(h));
+            let ours = |p: &std::path::Path| {
+                homes.iter().any(|h| steward_core::paths::in_private_home(p, h))
+            };
             match ev {
                 // An event without paths (the queue overflowed: rescan) counts as a change.
                 Ok(ev)

@@ -226,13 +226,71 @@ pub fn file_roots(home: &Path) -> Result<Vec<PathBuf>, ConfigError> {
         if !r.is_absolute() {
             return Err(bad(format!("root {} is not an absolute path", r.display())));
         }
+        if r.components().any(|c| c == std::path::Component::ParentDir) {
+            return Err(bad(format!(
+                "root {} goes up with ..: name the folder itself",
+                r.display()
+            )));
+        }
         let c = r.canonicalize().unwrap_or_else(|_| r.clone());
-        // A root holding the home is fine: the guard refuses what lies in the home.
-        if c.starts_with(&home_c) {
+        // A root holding the home is fine: the guard refuses what lies in the home. Inside
+        // it, only the demo's shareable folder may be a root.
+        if steward_core::paths::in_private_home(&c, &home_c) {
             return Err(bad(format!("root {} is inside the Steward home", r.display())));
         }
     }
     Ok(roots)
+}
+
+/// What [`share_demo_documents`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DemoShare {
+    /// `[files] roots = ["<home>/demo-documents"]` was written into `config.toml`.
+    Configured(PathBuf),
+    /// The folder is shared already.
+    AlreadyShared(PathBuf),
+    /// Other folders are configured (`[files]` or `STEWARD_FILES_ROOTS`): nothing was changed.
+    OtherRoots(PathBuf),
+}
+
+/// Shares `<home>/demo-documents` (what `steward demo` writes) when no folder is shared yet:
+/// `[files] roots` is added to `<home>/config.toml` (created when missing). A config that
+/// already has a `[files]` table, or `STEWARD_FILES_ROOTS`, is left as it is.
+pub fn share_demo_documents(home: &Path) -> Result<DemoShare, ConfigError> {
+    // The root written must be absolute (`--home ./h` is relative).
+    let home = &home.canonicalize().map_err(|e| ConfigError(format!("{}: {e}", home.display())))?;
+    let folder = home.join(steward_core::paths::DEMO_DOCUMENTS_DIR);
+    let path = home.join(crate::mail::smtp::CONFIG_FILE);
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    if file_roots(home)?.iter().any(|r| canonical(r) == canonical(&folder)) {
+        return Ok(DemoShare::AlreadyShared(folder));
+    }
+    if std::env::var_os("STEWARD_FILES_ROOTS").is_some() || read_config(home)?.files.is_some() {
+        return Ok(DemoShare::OtherRoots(folder));
+    }
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(ConfigError(format!("{}: {e}", path.display()))),
+    };
+    let root = toml::Value::String(folder.to_string_lossy().into_owned());
+    let sep = if existing.is_empty() || existing.ends_with('\n') { "" } else { "\n" };
+    let text = format!(
+        "{existing}{sep}\n# Added by `steward demo`: the folder of sample documents.\n[files]\nroots = [{root}]\n"
+    );
+    // Checked before it is written: the result must still read as a config.
+    toml::from_str::<ConfigFile>(&text).map_err(|e| {
+        ConfigError(format!("{}: adding [files] would break it: {e}", path.display()))
+    })?;
+    // Replaced whole (a temporary file renamed over it), with the old file's permissions.
+    let fail = |e: std::io::Error| ConfigError(format!("{}: {e}", path.display()));
+    let tmp = home.join(".config.toml.demo-tmp");
+    std::fs::write(&tmp, text).map_err(fail)?;
+    if let Ok(meta) = std::fs::metadata(&path) {
+        std::fs::set_permissions(&tmp, meta.permissions()).map_err(fail)?;
+    }
+    std::fs::rename(&tmp, &path).map_err(fail)?;
+    Ok(DemoShare::Configured(folder))
 }
 
 /// One `[[calendar.sources]]` or `[[contacts.sources]]`: a `path` (vdir, ics, vcf) or a `url`

@@ -2,7 +2,8 @@
 //! checked here before anything reads it. The model may be steered by an injection into asking
 //! for `~/.ssh/id_ed25519`; deterministic code refuses.
 //!
-//! Refused: anything under the Steward home; secret stores (`.ssh`, `.gnupg`, `.aws`, `.azure`,
+//! Refused: anything under the Steward home but its one shareable folder
+//! ([`DEMO_DOCUMENTS_DIR`], where `steward demo` writes its sample documents); secret stores (`.ssh`, `.gnupg`, `.aws`, `.azure`,
 //! `.kube`, `.docker`, `.config/gcloud`, `.password-store`, keychains); dotenv files; private keys
 //! and certificate bundles by name or extension; credential files (`.netrc`, `.git-credentials`,
 //! `.pgpass`, `credentials.json`…). The path is resolved first (symlinks, `..`), so a link to a
@@ -11,6 +12,17 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{ErrorKind, StewardError};
+
+/// The one folder of the Steward home that may be shared (`<home>/demo-documents`, written by
+/// `steward demo`): what lies in it is refused like anything else only when it is a secret.
+/// A link inside it that leads elsewhere in the home is still refused (paths are resolved
+/// first).
+pub const DEMO_DOCUMENTS_DIR: &str = "demo-documents";
+
+/// Whether `path` (resolved) lies in the Steward home `home` outside its shareable folder.
+pub fn in_private_home(path: &Path, home: &Path) -> bool {
+    path.starts_with(home) && !path.starts_with(home.join(DEMO_DOCUMENTS_DIR))
+}
 
 /// Most folders `[files] roots` may name.
 /// Fixed (not a setting).
@@ -135,7 +147,7 @@ pub(crate) fn fold_name(name: &str) -> String {
 /// Why `resolved` (already canonical) is sensitive, if it is.
 fn sensitive(resolved: &Path, home: Option<&Path>) -> Option<String> {
     if let Some(home) = home
-        && resolved.starts_with(home)
+        && in_private_home(resolved, home)
     {
         return Some("it is inside the Steward home".to_owned());
     }
@@ -221,7 +233,7 @@ pub fn guard_in_roots(
     if !roots.iter().any(|r| resolved.starts_with(r)) {
         return Err(PathError::OutsideRoots { path: resolved });
     }
-    if home.is_some_and(|h| resolved.starts_with(h)) {
+    if home.is_some_and(|h| in_private_home(&resolved, h)) {
         let why = "it is inside the Steward home".to_owned();
         return Err(PathError::Sensitive { path: resolved, why });
     }
@@ -280,6 +292,27 @@ mod tests {
             let into_home = root.join("notes.txt");
             std::os::unix::fs::symlink(home.join("ops.db"), &into_home).unwrap();
             assert_eq!(code(&into_home), "PATH_SENSITIVE");
+        }
+        // The home's one shareable folder: its documents pass, the rest of the home does
+        // not, by `..` or by a link from inside it.
+        let shared = home.join(DEMO_DOCUMENTS_DIR);
+        std::fs::create_dir_all(&shared).unwrap();
+        std::fs::write(shared.join("lease.pdf"), b"%PDF").unwrap();
+        assert_eq!(guard_file(&shared.join("lease.pdf"), &home).unwrap(), shared.join("lease.pdf"));
+        assert_eq!(code(&shared.join("../ops.db")), "PATH_SENSITIVE");
+        assert_eq!(
+            guard_in_roots(&shared.join("../ops.db"), std::slice::from_ref(&shared), &home)
+                .unwrap_err()
+                .code(),
+            "PATH_OUTSIDE_ROOTS"
+        );
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(home.join("ops.db"), shared.join("db.pdf")).unwrap();
+            assert_eq!(code(&shared.join("db.pdf")), "PATH_SENSITIVE");
+            let in_roots =
+                guard_in_roots(&shared.join("db.pdf"), std::slice::from_ref(&home), &home);
+            assert_eq!(in_roots.unwrap_err().code(), "PATH_SENSITIVE");
         }
         assert_eq!(code(&root.join("missing.pdf")), "PATH_NOT_A_FILE");
         assert_eq!(code(&root), "PATH_NOT_A_FILE");

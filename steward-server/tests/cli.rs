@@ -86,6 +86,35 @@ fn demo_then_index_then_stats() {
     assert_eq!(school["candidates"][0]["email"], "anna.ricci@scuola-manzoni.example.it");
     let marco = resolve("Marco Rossi");
     assert_eq!(marco["candidates"][0]["email"], "marco.rossi@studio-rossi.it");
+
+    // The sample documents came too, shared through config.toml and indexed: a question finds
+    // the lease's notice clause on its second page.
+    let config = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    assert!(config.contains("demo-documents"), "{config}");
+    let found = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["files", "search", "notice registered letter", "--json"])
+        .output()
+        .unwrap();
+    assert!(found.status.success(), "{}", String::from_utf8_lossy(&found.stderr));
+    // One JSON line per passage, best first.
+    let found = String::from_utf8_lossy(&found.stdout).into_owned();
+    let first: serde_json::Value = serde_json::from_str(found.lines().next().unwrap()).unwrap();
+    assert!(
+        first["path"].as_str().unwrap().ends_with("Home/lease-via-roma-12-signed.pdf"),
+        "{found}"
+    );
+    assert_eq!(first["unit"], 2, "{found}");
+    // A second demo keeps the config as it is (the folder is shared once).
+    let again = steward()
+        .arg("--home")
+        .arg(&home)
+        .args(["demo", "--messages", "20", "--json", "--no-serve"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(std::fs::read_to_string(home.join("config.toml")).unwrap(), config);
 }
 
 #[test]

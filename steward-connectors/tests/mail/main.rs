@@ -13,6 +13,7 @@ mod fixtures;
 mod lexical;
 mod notify;
 mod reads;
+mod save;
 mod search;
 mod smtp;
 mod sources;

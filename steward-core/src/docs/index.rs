@@ -2,12 +2,18 @@
 //! chunks with 200 overlap as [`Steward::search_doc`]) in an FTS5 table, for `docs.search_all`.
 //! Derived: built from `files.db`'s list and `docs.db`'s extractions by [`Steward::index_docs`]
 //! (an unchanged file, by its SHA-256, is skipped; a gone one is removed), one document per
-//! transaction so memory holds one document at a time. A search returns only passages that hold
-//! a word of the question (BM25), never the nearest ones.
+//! transaction so memory holds one document at a time.
+//!
+//! With an embedder, each run also gives passages without a vector one (at most
+//! [`MAX_EMBED_PER_RUN`] per run, in batches of [`super::semantic::DOC_EMBED_BATCH`]; the rest
+//! wait for the next run, and a failing embedder stops the pass until then), and a search fuses
+//! the BM25 ranking with the passages nearest in meaning, by rank, as mail does: only passages
+//! within the embedder's `max_distance` count, so a question about something no document holds
+//! finds nothing by meaning.
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 
 use super::{DocError, Extracted, MAX_QUERY_CHARS, read};
@@ -18,11 +24,18 @@ use crate::{
 
 const SCHEMA: Schema = Schema {
     name: "docs-index",
-    migrations: &[Migration {
-        version: 1,
-        name: "docs_index",
-        sql: include_str!("../../migrations/docs-index/001_docs_index.sql"),
-    }],
+    migrations: &[
+        Migration {
+            version: 1,
+            name: "docs_index",
+            sql: include_str!("../../migrations/docs-index/001_docs_index.sql"),
+        },
+        Migration {
+            version: 2,
+            name: "chunk_vectors",
+            sql: include_str!("../../migrations/docs-index/002_chunk_vectors.sql"),
+        },
+    ],
 };
 
 /// The extensions indexed (what the readers read).
@@ -42,6 +55,15 @@ pub const DEFAULT_ALL_HITS: usize = 10;
 /// Most passages of one document among a search's results (others fill the rest).
 /// Fixed (not a setting).
 pub const MAX_HITS_PER_DOC: usize = 3;
+/// Most passages one indexing run gives a vector (the rest wait for the next run).
+/// Fixed (not a setting).
+pub const MAX_EMBED_PER_RUN: usize = 2_048;
+/// Most passage vectors one search compares with the question.
+/// Fixed (not a setting).
+pub const MAX_SCANNED_VECTORS: usize = 200_000;
+/// Most passages the BM25 ranking across documents hands to the fusion.
+/// Fixed (not a setting).
+pub const MAX_LEXICAL_ROWS: usize = 500;
 
 /// The store.
 #[derive(Debug)]
@@ -82,6 +104,19 @@ pub struct DocsIndexReport {
     pub failed_total: usize,
     /// Whether the run was stopped before every document was looked at.
     pub cancelled: bool,
+    /// The passages' vectors (`None` without an embedder).
+    pub vectors: Option<DocsEmbedReport>,
+}
+
+/// What one run did for the passages' vectors.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct DocsEmbedReport {
+    /// Passages given a vector now.
+    pub embedded: usize,
+    /// Passages still without one (the next run goes on).
+    pub pending: usize,
+    /// Whether the embedder failed (the pass stopped there).
+    pub failed: bool,
 }
 
 /// What one pass over the shared folders did.
@@ -114,9 +149,15 @@ pub struct DocsHit {
     /// The sheet's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_name: Option<String>,
-    /// BM25 score (higher is better).
+    /// BM25 score (higher is better; 0 for a passage found by meaning only).
     pub score: f32,
-    /// The words around the first match.
+    /// Its rank by words (1 is best), when the words found it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical_rank: Option<u32>,
+    /// Its rank by meaning (1 is best), when an embedder found it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_rank: Option<u32>,
+    /// The words around the first match (the passage's start when only its meaning matched).
     pub snippet: String,
     /// Reads on from the passage (with `docs.read` on `path`).
     pub cursor: String,
@@ -127,12 +168,16 @@ pub struct DocsHit {
 pub struct DocsHits {
     /// The passages.
     pub hits: Vec<DocsHit>,
-    /// Passages holding a word of the question, in all (at most 500 counted).
+    /// Passages holding a word of the question, in all (at most [`MAX_LEXICAL_ROWS`] counted).
     pub matched: usize,
+    /// How the meaning side went: `selected` counts the indexed passages, `embedded` those
+    /// with a vector of the embedder's space.
+    pub semantic: super::semantic::SemanticReport,
 }
 
 /// One passage as the search query returns it.
 struct HitRow {
+    id: i64,
     path: String,
     sha: String,
     unit_kind: String,
@@ -140,7 +185,7 @@ struct HitRow {
     name: Option<String>,
     start: i64,
     text: String,
-    score: f64,
+    score: Option<f64>,
 }
 
 /// The FTS5 query of `terms`: each a quoted string, any of them.
@@ -226,6 +271,11 @@ impl Steward {
             c.query_row("SELECT count(*) FROM chunks", [], |r| r.get::<_, i64>(0))
                 .map_err(q("count chunks"))
         })? as usize;
+        if let Some(e) = self.embedder_ref()
+            && !report.cancelled
+        {
+            report.vectors = Some(embed_chunks(index, e, MAX_EMBED_PER_RUN, cancel)?);
+        }
         Ok(report)
     }
 
@@ -262,39 +312,58 @@ impl Steward {
             return Err(DocError::BadQuery("the question has no words".to_owned()));
         }
         let index = self.doc_index()?;
-        let rows: Vec<HitRow> = index.db.read(|c| {
+        let mut rows: std::collections::HashMap<i64, HitRow> = Default::default();
+        let lexical: Vec<i64> = index.db.read(|c| {
             let mut stmt = c
                 .prepare(
-                    "SELECT c.path, f.sha256, f.unit, c.unit, c.name, c.start, c.text,
+                    "SELECT c.id, c.path, f.sha256, f.unit, c.unit, c.name, c.start, c.text,
                             bm25(chunks_fts)
                      FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
                      JOIN doc_files f ON f.path = c.path
-                     WHERE chunks_fts MATCH ?1 ORDER BY bm25(chunks_fts) LIMIT 500",
+                     WHERE chunks_fts MATCH ?1 ORDER BY bm25(chunks_fts) LIMIT ?2",
                 )
                 .map_err(q("prepare search"))?;
-            let rows = stmt
-                .query_map([fts_query(&terms)], |r| {
-                    Ok(HitRow {
-                        path: r.get(0)?,
-                        sha: r.get(1)?,
-                        unit_kind: r.get(2)?,
-                        unit: r.get(3)?,
-                        name: r.get(4)?,
-                        start: r.get(5)?,
-                        text: r.get(6)?,
-                        score: r.get(7)?,
-                    })
-                })
+            let found = stmt
+                .query_map(params![fts_query(&terms), crate::store::int(MAX_LEXICAL_ROWS)], hit_row)
                 .map_err(q("search"))?;
-            rows.collect::<Result<Vec<_>, _>>().map_err(q("search row"))
+            let mut order = Vec::new();
+            for row in found {
+                let row = row.map_err(q("search row"))?;
+                order.push(row.id);
+                rows.insert(row.id, row);
+            }
+            Ok::<_, StoreError>(order)
         })?;
-        let matched = rows.len();
+        let matched = lexical.len();
+        let (vector, semantic) = nearest(index, self.embedder_ref(), query)?;
+        // Passages found by meaning only are read now.
+        let missing: Vec<i64> =
+            vector.iter().copied().filter(|id| !rows.contains_key(id)).collect();
+        index.db.read(|c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT c.id, c.path, f.sha256, f.unit, c.unit, c.name, c.start, c.text, NULL
+                     FROM chunks c JOIN doc_files f ON f.path = c.path WHERE c.id = ?1",
+                )
+                .map_err(q("prepare passage"))?;
+            for id in &missing {
+                if let Some(row) = stmt.query_row([id], hit_row).optional().map_err(q("passage"))? {
+                    rows.insert(row.id, row);
+                }
+            }
+            Ok::<_, StoreError>(())
+        })?;
         let mut per_doc: std::collections::HashMap<String, usize> = Default::default();
         let mut hits = Vec::new();
-        for HitRow { path, sha, unit_kind, unit, name, start, text, score } in rows {
+        for f in super::semantic::fuse(&lexical, &vector) {
             if hits.len() >= limit {
                 break;
             }
+            let Some(HitRow { path, sha, unit_kind, unit, name, start, text, score, .. }) =
+                rows.remove(&f.chunk)
+            else {
+                continue;
+            };
             let n = per_doc.entry(path.clone()).or_default();
             if *n >= MAX_HITS_PER_DOC {
                 continue;
@@ -310,7 +379,9 @@ impl Steward {
                 unit_kind,
                 unit_name: name,
                 // bm25() is lower for better matches.
-                score: -(score as f32),
+                score: score.map_or(0.0, |s| -(s as f32)),
+                lexical_rank: f.lexical,
+                vector_rank: f.vector,
                 snippet: read::snippet(&text, &terms),
                 cursor: read::cursor(
                     &sha,
@@ -319,8 +390,210 @@ impl Steward {
                 ),
             });
         }
-        Ok(DocsHits { hits, matched })
+        Ok(DocsHits { hits, matched, semantic })
     }
+}
+
+fn hit_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HitRow> {
+    Ok(HitRow {
+        id: r.get(0)?,
+        path: r.get(1)?,
+        sha: r.get(2)?,
+        unit_kind: r.get(3)?,
+        unit: r.get(4)?,
+        name: r.get(5)?,
+        start: r.get(6)?,
+        text: r.get(7)?,
+        score: r.get(8)?,
+    })
+}
+
+fn vec_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn bytes_vec(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Gives passages without a vector one, oldest first, at most `max`; another model's vectors
+/// go first (another space), and a new dimension under the same model replaces the old ones.
+fn embed_chunks(
+    index: &DocIndex,
+    e: &dyn crate::index::Embedder,
+    max: usize,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<DocsEmbedReport, StoreError> {
+    let model = e.model().to_owned();
+    let mut report = DocsEmbedReport::default();
+    let pending = |report: &mut DocsEmbedReport| -> Result<(), StoreError> {
+        report.pending = index
+            .db
+            .read(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id
+                     WHERE v.chunk_id IS NULL",
+                    [],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(q("passages without vectors"))
+            })?
+            .try_into()
+            .unwrap_or(0);
+        Ok(())
+    };
+    // The space: the configured dimension, else what a probe answers (a model that changed
+    // its dimension under the same name is noticed even when nothing is waiting).
+    let dim = match e.dimension() {
+        Some(d) => d,
+        None => match e.embed_query("dimension probe").ok().and_then(super::semantic::unit) {
+            Some(v) => v.len(),
+            None => {
+                report.failed = true;
+                pending(&mut report)?;
+                return Ok(report);
+            }
+        },
+    };
+    index.db.write(|tx| {
+        tx.execute(
+            "DELETE FROM chunk_vectors WHERE model <> ?1 OR dim <> ?2",
+            params![&model, crate::store::int(dim)],
+        )
+        .map_err(q("vectors of another space"))?;
+        Ok::<_, StoreError>(())
+    })?;
+    let batch = e.batch_size().clamp(1, super::semantic::DOC_EMBED_BATCH);
+    let mut after = 0_i64;
+    let mut tried = 0;
+    while tried < max && !cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+        let take = batch.min(max - tried);
+        let todo: Vec<(i64, String)> = index.db.read(|c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT c.id, c.text FROM chunks c
+                     LEFT JOIN chunk_vectors v ON v.chunk_id = c.id
+                     WHERE v.chunk_id IS NULL AND c.id > ?1 ORDER BY c.id LIMIT ?2",
+                )
+                .map_err(q("prepare passages to embed"))?;
+            let rows = stmt
+                .query_map(params![after, crate::store::int(take)], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(q("passages to embed"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(q("passage to embed"))
+        })?;
+        let Some(last) = todo.last() else { break };
+        after = last.0;
+        tried += todo.len();
+        let texts: Vec<&str> = todo.iter().map(|(_, t)| t.as_str()).collect();
+        let vectors: Vec<Option<Vec<f32>>> = match e.embed(&texts) {
+            Ok(v) if v.len() == todo.len() => v.into_iter().map(Some).collect(),
+            // The endpoint refused this input: each passage alone, so one it cannot take
+            // never holds back the others (that one stays without a vector, reported pending).
+            Err(crate::index::EmbedError::Rejected(_)) => {
+                texts.iter().map(|t| e.embed(&[*t]).ok().and_then(|mut v| v.pop())).collect()
+            }
+            _ => {
+                report.failed = true;
+                break;
+            }
+        };
+        let good: Vec<(i64, Vec<f32>)> = todo
+            .iter()
+            .zip(vectors)
+            .filter_map(|((id, _), v)| {
+                v.and_then(super::semantic::unit).filter(|v| v.len() == dim).map(|v| (*id, v))
+            })
+            .collect();
+        let written = index.db.write(|tx| {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO chunk_vectors (chunk_id, model, dim, vec)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(q("prepare vector"))?;
+            for (id, v) in &good {
+                ins.execute(params![id, &model, crate::store::int(dim), vec_bytes(v)])
+                    .map_err(q("vector"))?;
+            }
+            Ok::<_, StoreError>(good.len())
+        })?;
+        report.embedded += written;
+    }
+    pending(&mut report)?;
+    Ok(report)
+}
+
+/// The passages nearest in meaning to `query` (within the embedder's distance, at most
+/// [`super::semantic::SEMANTIC_CANDIDATES`]), best first, and how it went.
+fn nearest(
+    index: &DocIndex,
+    embedder: Option<&dyn crate::index::Embedder>,
+    query: &str,
+) -> Result<(Vec<i64>, super::semantic::SemanticReport), StoreError> {
+    use super::semantic::{SemanticReport, SemanticStatus};
+    let total: usize = index
+        .db
+        .read(|c| {
+            c.query_row("SELECT count(*) FROM chunks", [], |r| r.get::<_, i64>(0))
+                .map_err(q("count chunks"))
+        })?
+        .try_into()
+        .unwrap_or(0);
+    let report = |status, embedded| SemanticReport { status, selected: total, embedded };
+    let Some(e) = embedder else { return Ok((Vec::new(), report(SemanticStatus::Disabled, 0))) };
+    // Nothing indexed: nothing to compare, and nothing failed.
+    if total == 0 {
+        return Ok((Vec::new(), report(SemanticStatus::Full, 0)));
+    }
+    let Some(qv) = e.embed_query(query).ok().and_then(super::semantic::unit) else {
+        return Ok((Vec::new(), report(SemanticStatus::Unavailable, 0)));
+    };
+    let cutoff = e.max_distance();
+    let (near, scanned) = index.db.read(|c| {
+        let mut stmt = c
+            .prepare_cached(
+                "SELECT chunk_id, vec FROM chunk_vectors WHERE model = ?1 AND dim = ?2 LIMIT ?3",
+            )
+            .map_err(q("prepare vectors"))?;
+        let rows = stmt
+            .query_map(
+                params![
+                    e.model(),
+                    crate::store::int(qv.len()),
+                    crate::store::int(MAX_SCANNED_VECTORS)
+                ],
+                |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)),
+            )
+            .map_err(q("vectors"))?;
+        let mut near: Vec<(i64, f32)> = Vec::new();
+        let mut scanned = 0;
+        for row in rows {
+            let (id, bytes) = row.map_err(q("vector row"))?;
+            scanned += 1;
+            let v = bytes_vec(&bytes);
+            if v.len() != qv.len() {
+                continue;
+            }
+            let d = 1.0 - v.iter().zip(&qv).map(|(a, b)| a * b).sum::<f32>();
+            if d <= cutoff {
+                near.push((id, d));
+            }
+        }
+        Ok::<_, StoreError>((near, scanned))
+    })?;
+    let mut near = near;
+    near.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    near.truncate(super::semantic::SEMANTIC_CANDIDATES);
+    let status = if scanned == 0 {
+        SemanticStatus::Unavailable
+    } else if scanned >= MAX_SCANNED_VECTORS && scanned < total {
+        SemanticStatus::Sampled
+    } else if scanned < total {
+        SemanticStatus::Partial
+    } else {
+        SemanticStatus::Full
+    };
+    Ok((near.into_iter().map(|(id, _)| id).collect(), report(status, scanned)))
 }
 
 /// Replaces the passages of `path` with those of `doc`.

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod index;
 pub mod normalize;
 pub mod read;
+pub mod semantic;
 
 use std::{
     path::Path,
@@ -28,8 +29,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ErrorKind, StewardError};
 
 pub use cache::DocCache;
-pub use index::{DocsHit, DocsHits, DocsIndexProgress, DocsIndexReport, SharedFoldersReport};
+pub use index::{
+    DocsEmbedReport, DocsHit, DocsHits, DocsIndexProgress, DocsIndexReport, SharedFoldersReport,
+};
 pub use read::{DocError, DocHit, DocHits, DocInfo, DocWindow};
+pub use semantic::{SemanticReport, SemanticStatus};
 
 /// Characters a read returns when the question does not say.
 /// Fixed (not a setting).

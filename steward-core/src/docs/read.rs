@@ -168,9 +168,15 @@ pub struct DocHit {
     /// The sheet's name, for spreadsheets.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit_name: Option<String>,
-    /// BM25 score (higher is better).
+    /// BM25 score (higher is better; 0 for a passage found by meaning only).
     pub score: f32,
-    /// The words around the first match.
+    /// Its rank by words (1 is best), when the words found it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lexical_rank: Option<u32>,
+    /// Its rank by meaning (1 is best), when an embedder found it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_rank: Option<u32>,
+    /// The words around the first match (the passage's start when only its meaning matched).
     pub snippet: String,
     /// Reads on from the passage's start.
     pub cursor: String,
@@ -185,8 +191,10 @@ pub struct DocHits {
     pub chunks: usize,
     /// How many hold a word of the question.
     pub matched: usize,
-    /// The best of them.
+    /// The best passages by words and meaning, fused (see [`super::semantic`]).
     pub hits: Vec<DocHit>,
+    /// How the meaning side went.
+    pub semantic: super::semantic::SemanticReport,
 }
 
 /// A document's extraction, loaded.
@@ -213,6 +221,9 @@ pub(crate) struct Prepared {
     doc: Extracted,
     bytes: usize,
     index: std::sync::OnceLock<ChunkIndex>,
+    /// Passage vectors, filled by searches with an embedder (at most
+    /// [`super::semantic::MAX_SEMANTIC_CHUNKS`] of one dimension).
+    vectors: std::sync::Mutex<super::semantic::ChunkVectors>,
 }
 
 impl std::ops::Deref for Prepared {
@@ -224,9 +235,17 @@ impl std::ops::Deref for Prepared {
 
 impl Prepared {
     fn new(doc: Extracted) -> Self {
-        // The passage index, built on the first search, is counted as twice the text.
-        let bytes = doc.units.iter().map(|u| u.text.len()).sum::<usize>().saturating_mul(3);
-        Self { doc, bytes, index: std::sync::OnceLock::new() }
+        // The passage index, built on the first search, is counted as twice the text, and the
+        // passages' vectors (a search with an embedder) as 256 of 1,024 dimensions.
+        let vectors = super::semantic::MAX_SEMANTIC_CHUNKS * 1024 * 4;
+        let bytes = doc
+            .units
+            .iter()
+            .map(|u| u.text.len())
+            .sum::<usize>()
+            .saturating_mul(3)
+            .saturating_add(vectors);
+        Self { doc, bytes, index: std::sync::OnceLock::new(), vectors: Default::default() }
     }
 
     fn index(&self) -> &ChunkIndex {
@@ -572,10 +591,12 @@ impl Steward {
         })
     }
 
-    /// The passages of the document at `path` that hold words of `query`, best first (BM25
-    /// over chunks of about [`CHUNK_CHARS`] characters; a passage without any of the words is
-    /// never returned), at most `limit` (default [`DEFAULT_DOC_HITS`], at most
-    /// [`MAX_DOC_HITS`]).
+    /// The passages of the document at `path` that match `query`, best first, at most `limit`
+    /// (default [`DEFAULT_DOC_HITS`], at most [`MAX_DOC_HITS`]): BM25 over every chunk of about
+    /// [`CHUNK_CHARS`] characters and, with an embedder, meaning over at most
+    /// [`super::semantic::MAX_SEMANTIC_CHUNKS`] of them, fused by rank (see
+    /// [`super::semantic`]). A passage neither holds a word of the question nor comes
+    /// within the embedder's distance is never returned.
     pub fn search_doc(
         &self,
         path: &Path,
@@ -601,24 +622,39 @@ impl Steward {
         }
         let index = l.doc.index();
         let chunks = &index.chunks;
+        let text_of = |i: usize| {
+            let c = &chunks[i];
+            &l.doc.units[c.unit].text[c.start..c.end]
+        };
         let scored = index.score(&terms);
         let matched = scored.len();
-        let hits = scored
+        let bm25: std::collections::HashMap<usize, f32> = scored.iter().copied().collect();
+        let lexical: Vec<usize> =
+            scored.iter().take(super::semantic::LEXICAL_CANDIDATES).map(|(i, _)| *i).collect();
+        let (vector, semantic) = super::semantic::rank(
+            self.embedder_ref(),
+            &l.doc.vectors,
+            chunks.len(),
+            text_of,
+            query,
+        );
+        let hits = super::semantic::fuse(&lexical, &vector)
             .into_iter()
             .take(limit)
-            .map(|(i, score)| {
-                let c = &chunks[i];
-                let text = &l.doc.units[c.unit].text[c.start..c.end];
+            .map(|f| {
+                let c = &chunks[f.chunk];
                 DocHit {
                     unit: c.unit + 1,
                     unit_name: l.doc.units[c.unit].name.clone(),
-                    score,
-                    snippet: snippet(text, &terms),
+                    score: bm25.get(&f.chunk).copied().unwrap_or(0.0),
+                    lexical_rank: f.lexical,
+                    vector_rank: f.vector,
+                    snippet: snippet(text_of(f.chunk), &terms),
                     cursor: cursor(&l.sha256, c.unit, c.start),
                 }
             })
             .collect();
-        Ok(DocHits { chunks: chunks.len(), matched, hits, info: l.info() })
+        Ok(DocHits { chunks: chunks.len(), matched, hits, info: l.info(), semantic })
     }
 }
 

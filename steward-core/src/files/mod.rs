@@ -7,12 +7,14 @@
 //! that cannot be listed keeps what was stored for it; a walk that stopped early removes
 //! nothing. Questions are answered from a copy kept in memory until a walk changes the list.
 
+pub mod save;
 pub mod store;
 
 use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use save::{SaveError, SaveOutcome, SavePlan, SavedAttachment};
 pub use store::{FileStore, FileStoreError};
 
 /// Most files one walk lists, over every root.

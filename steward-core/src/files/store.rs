@@ -129,7 +129,7 @@ fn walk(
             };
             let below = path.strip_prefix(root).unwrap_or(&path);
             if kind.is_symlink()
-                || home.is_some_and(|h| path.starts_with(h))
+                || home.is_some_and(|h| crate::paths::in_private_home(&path, h))
                 || crate::paths::is_secret(below)
             {
                 continue;

@@ -428,6 +428,28 @@ pub struct ShellExecInput {
     pub program_sha256: Option<String>,
 }
 
+/// Save an attachment of a mirrored message into a shared folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilesSaveAttachmentInput {
+    /// The message id.
+    pub message_id: i64,
+    /// The attachment's position, as a read lists it.
+    pub position: i64,
+    /// The folder to save into, inside a shared folder (the first shared folder when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// A plain file name (the attachment's own, cleaned, when absent); never a path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Filled by Steward, not the model: the bytes' SHA-256, which the approval binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Filled by Steward, not the model: the size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
 /// Search the passages of every document in the shared folders.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -702,6 +724,16 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
             Effect::Read,
             Level::Auto,
         )?,
+        ToolSpec::new::<FilesSaveAttachmentInput>(
+            "files.save_attachment",
+            "Save an attachment of a mirrored message into a shared folder. The person sees the \
+             folder, the name and the bytes' hash first and approves; a file is never \
+             overwritten (the same bytes are not saved twice, other bytes under the name get a \
+             numbered name).",
+            Effect::Write { reversible: true },
+            Level::Confirm,
+        )?
+        .scopes(&["files:write"]),
         ToolSpec::new::<FilesDeleteInput>(
             "files.delete",
             "Delete a document.",

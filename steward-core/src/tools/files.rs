@@ -12,6 +12,7 @@ use crate::{
     files::FileQuery,
     policy::catalog::{
         DocsInfoInput, DocsReadInput, DocsSearchAllInput, DocsSearchInput, FilesFindInput,
+        FilesSaveAttachmentInput,
     },
 };
 
@@ -23,6 +24,28 @@ pub(super) fn tools() -> Vec<(&'static str, Arc<dyn ToolExecutor>)> {
                 |_: &FilesFindInput| "Find files in the shared folders".to_owned(),
                 find,
             )),
+        ),
+        (
+            "files.save_attachment",
+            Arc::new(
+                Typed::new(
+                    |i: &FilesSaveAttachmentInput| {
+                        format!(
+                            "Save attachment {} of message {} as {} in {} ({}, sha256 {})",
+                            i.position,
+                            i.message_id,
+                            i.name.as_deref().unwrap_or("?"),
+                            i.folder.as_deref().unwrap_or("?"),
+                            i.size.map_or_else(|| "?".to_owned(), size),
+                            i.sha256
+                                .as_deref()
+                                .map_or_else(|| "?".to_owned(), |h| h.chars().take(16).collect())
+                        )
+                    },
+                    save_attachment,
+                )
+                .check(plan_save),
+            ),
         ),
         (
             "docs.info",
@@ -113,10 +136,11 @@ fn search(run: &ToolRun<'_>, i: DocsSearchInput) -> Result<ToolOutput, ExecError
         &i.query,
         i.limit.map(|l| l as usize),
     )?;
+    let how = semantic_line(&h.semantic, h.chunks);
     if h.hits.is_empty() {
         return Ok(ToolOutput {
-            text: format!("No passage of {} holds those words.", h.info.path.display()),
-            data: json!({ "hits": [], "chunks": h.chunks }),
+            text: format!("No passage of {} matches ({how}).", h.info.path.display()),
+            data: json!({ "hits": [], "chunks": h.chunks, "semantic": h.semantic }),
             ..ToolOutput::default()
         });
     }
@@ -127,18 +151,41 @@ fn search(run: &ToolRun<'_>, i: DocsSearchInput) -> Result<ToolOutput, ExecError
         .map(|x| format!("- {unit} {}: {} (cursor \"{}\")", x.unit, x.snippet, x.cursor))
         .collect();
     let header = format!(
-        "{} of {} passages of {} hold those words:",
+        "The best {} passages of {} ({} hold words of the question; {how}):",
         h.hits.len(),
+        h.info.path.display(),
         h.matched,
-        h.info.path.display()
     );
     let keep = fitting(&lines, header.chars().count(), run.budget_chars);
     Ok(ToolOutput {
         text: format!("{header}\n{}", lines[..keep].join("\n")),
-        data: json!({ "hits": &h.hits[..keep], "matched": h.matched, "chunks": h.chunks }),
+        data: json!({
+            "hits": &h.hits[..keep],
+            "matched": h.matched,
+            "chunks": h.chunks,
+            "semantic": h.semantic,
+        }),
         sources: vec![SourceRef::File { path: h.info.path.to_string_lossy().into_owned() }],
         ..ToolOutput::default()
     })
+}
+
+/// How the meaning side of a document search went, in words.
+fn semantic_line(r: &crate::docs::SemanticReport, chunks: usize) -> String {
+    use crate::docs::SemanticStatus as S;
+    match r.status {
+        S::Disabled => "by words only: no embedder is configured".to_owned(),
+        S::Unavailable => "by words only: the embedder failed".to_owned(),
+        S::Full => "by words and meaning".to_owned(),
+        S::Sampled => format!(
+            "by words over all {chunks} passages, by meaning over a sample of {}",
+            r.embedded
+        ),
+        S::Partial => format!(
+            "by words, and by meaning over {} of {} passages (the rest later)",
+            r.embedded, r.selected
+        ),
+    }
 }
 
 fn size(bytes: u64) -> String {
@@ -220,10 +267,20 @@ fn find(run: &ToolRun<'_>, i: FilesFindInput) -> Result<ToolOutput, ExecError> {
 
 fn search_all(run: &ToolRun<'_>, i: DocsSearchAllInput) -> Result<ToolOutput, ExecError> {
     let h = run.steward.search_docs(&i.query, i.limit.map(|l| l as usize))?;
+    let how = match h.semantic.status {
+        crate::docs::SemanticStatus::Partial => format!(
+            "by words, and by meaning over the {} of {} passages with a vector so far",
+            h.semantic.embedded, h.semantic.selected
+        ),
+        crate::docs::SemanticStatus::Unavailable => {
+            "by words only: no passage vectors, or the embedder failed".to_owned()
+        }
+        _ => semantic_line(&h.semantic, h.semantic.selected),
+    };
     if h.hits.is_empty() {
         return Ok(ToolOutput {
-            text: "No passage of the indexed documents holds those words.".to_owned(),
-            data: json!({ "hits": [] }),
+            text: format!("No passage of the indexed documents matches ({how})."),
+            data: json!({ "hits": [], "semantic": h.semantic }),
             ..ToolOutput::default()
         });
     }
@@ -241,15 +298,88 @@ fn search_all(run: &ToolRun<'_>, i: DocsSearchAllInput) -> Result<ToolOutput, Ex
             )
         })
         .collect();
-    let header = format!("{} passages of {} that hold those words:", h.hits.len(), h.matched);
+    let header = format!(
+        "The best {} passages ({} hold words of the question; {how}):",
+        h.hits.len(),
+        h.matched
+    );
     let keep = fitting(&lines, header.chars().count(), run.budget_chars);
     Ok(ToolOutput {
         text: format!("{header}\n{}", lines[..keep].join("\n")),
-        data: json!({ "hits": &h.hits[..keep], "matched": h.matched }),
+        data: json!({ "hits": &h.hits[..keep], "matched": h.matched, "semantic": h.semantic }),
         sources: h.hits[..keep]
             .iter()
             .map(|x| SourceRef::File { path: x.path.to_string_lossy().into_owned() })
             .collect(),
+        ..ToolOutput::default()
+    })
+}
+
+/// Fills the folder, the name, the size and the hash the person approves.
+fn plan_save(
+    steward: &crate::Steward,
+    mut i: FilesSaveAttachmentInput,
+) -> Result<FilesSaveAttachmentInput, String> {
+    use crate::StewardError as _;
+    let p = steward
+        .plan_attachment_save(
+            i.message_id,
+            i.position,
+            i.folder.as_deref().map(std::path::Path::new),
+            i.name.as_deref(),
+        )
+        .map_err(|e| format!("{}: {e}", e.code()))?;
+    i.folder = Some(p.folder.to_string_lossy().into_owned());
+    i.name = Some(p.name);
+    i.sha256 = Some(p.sha256);
+    i.size = Some(p.size);
+    Ok(i)
+}
+
+fn save_attachment(
+    run: &ToolRun<'_>,
+    i: FilesSaveAttachmentInput,
+) -> Result<ToolOutput, ExecError> {
+    let (Some(folder), Some(name), Some(sha256), Some(bytes)) =
+        (i.folder, i.name, i.sha256, i.size)
+    else {
+        return Err(ExecError::invalid("the approved call names no folder, name, size or hash"));
+    };
+    let plan = crate::files::SavePlan {
+        message_id: i.message_id,
+        position: i.position,
+        folder: std::path::PathBuf::from(folder),
+        name,
+        sha256,
+        size: bytes,
+        mime_type: String::new(),
+    };
+    let saved = run.steward.save_attachment(&plan)?;
+    let path = saved.path.display();
+    let text = match (saved.outcome, saved.renamed) {
+        (crate::files::SaveOutcome::AlreadyThere, _) => {
+            format!("{path} already holds these bytes: nothing was written.")
+        }
+        (crate::files::SaveOutcome::Written, false) => {
+            format!("Saved {} as {path}.", size(saved.size))
+        }
+        (crate::files::SaveOutcome::Written, true) => format!(
+            "{} holds other bytes: saved {} as {path} instead.",
+            plan.folder.join(&plan.name).display(),
+            size(saved.size)
+        ),
+    };
+    Ok(ToolOutput {
+        text,
+        data: serde_json::to_value(&saved).unwrap_or_default(),
+        sources: vec![
+            SourceRef::Attachment {
+                message_id: plan.message_id,
+                position: plan.position,
+                name: Some(plan.name),
+            },
+            SourceRef::File { path: saved.path.to_string_lossy().into_owned() },
+        ],
         ..ToolOutput::default()
     })
 }

@@ -134,6 +134,14 @@ pub(super) fn index_files(home: Option<PathBuf>, json: bool) -> Result<(), Failu
             d.failed_total,
             d.chunks
         );
+        if let Some(v) = &d.vectors {
+            out!(
+                "passage vectors: {} added, {} waiting for the next run{}",
+                v.embedded,
+                v.pending,
+                if v.failed { " (the embedder failed: words-only search until then)" } else { "" }
+            );
+        }
     }
     Ok(())
 }

@@ -604,6 +604,20 @@ fn demo(
         return Err(usage(format!("--messages must be between 1 and {MAX_DEMO_MESSAGES}")));
     }
     let steward = open(home)?;
+    // The sample documents first: sharing them may change the config the handle opens with.
+    let home_dir = steward.home().to_path_buf();
+    // Written over its own files only: anything else saved there stays.
+    let documents = home_dir.join(steward_core::paths::DEMO_DOCUMENTS_DIR);
+    let docs = steward_connectors::docs::demo::write_demo_documents(&documents)
+        .map_err(|source| DemoError::Write { root: documents.clone(), source })?;
+    let share = steward_connectors::home::share_demo_documents(&home_dir).map_err(Failure::from)?;
+    let steward = match share {
+        steward_connectors::home::DemoShare::Configured(_) => {
+            drop(steward);
+            open(Some(home_dir))?
+        }
+        _ => steward,
+    };
     let maildir = steward.home().join("demo-maildir");
     if maildir.exists() {
         std::fs::remove_dir_all(&maildir)
@@ -639,6 +653,19 @@ fn demo(
     )
     .map_err(Failure::from)?
     .report;
+    // The shared folders (the sample documents among them) walked and their passages indexed.
+    let shared = match share {
+        steward_connectors::home::DemoShare::OtherRoots(_) => None,
+        _ => {
+            let bar = progress_bar();
+            let r = steward.index_shared_folders(None, &mut |p| {
+                bar.set_length(p.total as u64);
+                bar.set_position(p.done as u64);
+            });
+            bar.finish_and_clear();
+            Some(r.map_err(Failure::from)?)
+        }
+    };
     if !json {
         let home = steward.home().display();
         out!();
@@ -657,8 +684,24 @@ fn demo(
             pim.cards,
             people.contacts
         );
+        match (&share, shared.as_ref().and_then(|r| r.documents.as_ref())) {
+            (steward_connectors::home::DemoShare::OtherRoots(_), _) => out!(
+                "Wrote {} sample documents in {} (other folders are shared in config.toml: add it to [files] roots to search it).",
+                docs.files,
+                documents.display()
+            ),
+            (_, Some(d)) => out!(
+                "Wrote {} sample documents in {} (a shared folder); {} documents indexed, {} passages.",
+                docs.files,
+                documents.display(),
+                d.documents,
+                d.chunks
+            ),
+            (_, None) => out!("Wrote {} sample documents in {}.", docs.files, documents.display()),
+        }
         out!("Try next:");
         out!("  steward --home {home} stats");
+        out!("  steward --home {home} files search \"notice registered letter\"");
         out!(
             "  steward --home {home} calendar agenda --from $(date +%F) --to $(date -d '+7 days' +%F)"
         );
