@@ -1179,6 +1179,11 @@ impl Shared {
         if let Err(e) = self.store.append_event(run, chat, event, now_secs()) {
             tracing::warn!(error = %e, "a turn event could not be recorded");
         }
+        self.notify();
+    }
+
+    /// Wakes whoever waits for a change (events, turn ends).
+    pub(crate) fn notify(&self) {
         let (lock, cv) = &self.changed;
         let mut n = lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *n = n.wrapping_add(1);

@@ -645,9 +645,18 @@ impl ChatStore {
         cost_micros: i64,
         error: Option<&str>,
         next_run: Option<&str>,
+        ended: (&str, &TurnEvent),
         now: i64,
     ) -> Result<(), AgentError> {
+        let (chat, event) = ended;
+        let json = serde_json::to_string(event).map_err(|e| AgentError::Invalid(e.to_string()))?;
         self.db.write(|tx| {
+            // The end event in the same write: whoever sees the turn ended sees its event.
+            tx.execute(
+                "INSERT INTO events (run_id, chat_id, event, at) VALUES (?1, ?2, ?3, ?4)",
+                params![run, chat, json, now],
+            )
+            .map_err(q("append end event"))?;
             tx.execute(
                 "UPDATE turns SET status = 'ended', end_reason = ?2, model_calls = ?3, \
                  tool_calls = ?4, input_tokens = ?5, output_tokens = ?6, error = ?7, ended_at = ?8, \

@@ -180,7 +180,8 @@ pub(super) fn run(
     // The lane closes first, so the end and the run that takes what waits are one write: a
     // client that sees the end also sees where its message went.
     let next_run = close_lane(shared, chat);
-    if let Err(e) = shared.store.end_turn(
+    let ended = TurnEvent::TurnEnded { reason, error: error.clone(), next_run: next_run.clone() };
+    match shared.store.end_turn(
         run,
         reason,
         i64::from(t.model_calls),
@@ -189,11 +190,16 @@ pub(super) fn run(
         t.cost,
         error.as_deref(),
         next_run.as_deref(),
+        (chat, &ended),
         now_secs(),
     ) {
-        tracing::error!(error = %e, "the end of a turn could not be recorded");
+        // The end and its event were one write: wake the waiters.
+        Ok(()) => shared.notify(),
+        Err(e) => {
+            tracing::error!(error = %e, "the end of a turn could not be recorded");
+            shared.event(run, chat, &ended);
+        }
     }
-    shared.event(run, chat, &TurnEvent::TurnEnded { reason, error, next_run });
 }
 
 /// The run takes no more messages: later ones go to the next run, whose id is reserved now
