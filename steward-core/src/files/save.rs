@@ -432,11 +432,9 @@ impl Steward {
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| format!("attachment-{position}")),
         };
-        if name.starts_with(".steward-save-") || is_secret(Path::new(&name)) {
-            return Err(SaveError::BadName {
-                name,
-                why: "it would name a secret or one of Steward's own files".to_owned(),
-            });
+        // A cleaned name never starts with a dot, so it is never one of the `.part` files.
+        if is_secret(Path::new(&name)) {
+            return Err(SaveError::BadName { name, why: "it would name a secret".to_owned() });
         }
         Ok(SavePlan {
             message_id,
