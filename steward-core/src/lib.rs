@@ -29,6 +29,7 @@ pub mod journal;
 mod jsonl;
 pub mod limits;
 pub mod llm;
+pub mod memory;
 pub mod mirror;
 pub mod net;
 pub mod outbox;

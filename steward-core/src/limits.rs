@@ -22,6 +22,9 @@ pub const SHELL_TIMEOUT_SECS: u64 = 10;
 /// Most standard output kept of one command, KiB (a quarter of it for standard error).
 /// Default of [`Limits::shell_output_kib`](crate::Limits) (`[limits] shell_output_kib`).
 pub const SHELL_OUTPUT_KIB: u64 = 64;
+/// Days a memory proposal waits in the inbox unreviewed before it expires.
+/// Default of [`Limits::memory_proposal_days`](crate::Limits) (`[limits] memory_proposal_days`).
+pub const MEMORY_PROPOSAL_DAYS: u64 = 30;
 /// Messages parsed and written per ingest transaction.
 /// Default of [`Limits::ingest_batch`](crate::Limits) (`[limits] ingest_batch`).
 pub const INGEST_BATCH: usize = 1024;
@@ -138,6 +141,8 @@ pub struct Limits {
     pub shell_timeout_secs: u64,
     /// See [`SHELL_OUTPUT_KIB`].
     pub shell_output_kib: u64,
+    /// See [`MEMORY_PROPOSAL_DAYS`].
+    pub memory_proposal_days: u64,
 }
 
 impl Default for Limits {
@@ -168,6 +173,7 @@ impl Default for Limits {
             docs_cache_mb: DOCS_CACHE_MB,
             shell_timeout_secs: SHELL_TIMEOUT_SECS,
             shell_output_kib: SHELL_OUTPUT_KIB,
+            memory_proposal_days: MEMORY_PROPOSAL_DAYS,
         }
     }
 }
@@ -235,6 +241,9 @@ impl Limits {
         if !(1..=16 * 1024).contains(&self.shell_output_kib) {
             return Err("shell_output_kib");
         }
+        if !(1..=3_650).contains(&self.memory_proposal_days) {
+            return Err("memory_proposal_days");
+        }
         Ok(())
     }
 
@@ -293,6 +302,7 @@ limits_section!(
     docs_cache_mb: u64,
     shell_timeout_secs: u64,
     shell_output_kib: u64,
+    memory_proposal_days: u64,
 );
 
 #[derive(Debug, Default, serde::Deserialize)]

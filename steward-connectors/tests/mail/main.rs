@@ -11,6 +11,7 @@ mod embed;
 mod eval;
 mod fixtures;
 mod lexical;
+mod memory;
 mod notify;
 mod reads;
 mod save;

@@ -37,6 +37,7 @@ fn source_label(s: &SourceRef) -> String {
         SourceRef::Contact { id } => format!("contact:{id}"),
         SourceRef::Event { id } => format!("event:{id}"),
         SourceRef::File { path } => format!("file:{path}"),
+        SourceRef::Memory { id } => format!("memory:{id}"),
         SourceRef::External { server, tool } => format!("mcp:{server}:{tool}"),
     }
 }

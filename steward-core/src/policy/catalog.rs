@@ -428,6 +428,80 @@ pub struct ShellExecInput {
     pub program_sha256: Option<String>,
 }
 
+/// Search the person's memory: the notes they accepted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearchInput {
+    /// Words to look for.
+    pub query: String,
+    /// Only these kinds of note.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 6))]
+    pub kinds: Vec<crate::memory::MemoryKind>,
+    /// Only notes about this subject (`person:anna@example.org`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Answer from what was true and known at this time (RFC 3339); default now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<chrono::DateTime<chrono::Utc>>,
+    /// Notes to return (1-20; 10 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 20))]
+    pub limit: Option<u32>,
+}
+
+/// Read one note of the person's memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryReadInput {
+    /// The note's id (`m` and 12 letters or digits).
+    pub id: String,
+}
+
+/// A mail that says the fact, and its words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryMailEvidence {
+    /// The message id from a mail search or read.
+    pub message_id: i64,
+    /// The words of the mail that say it, exactly as written (at most 500 characters).
+    pub quote: String,
+}
+
+/// A fact for the person's memory, with where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryFactInput {
+    /// The fact, in a sentence or a few.
+    pub text: String,
+    /// What it is about.
+    pub kind: crate::memory::MemoryKind,
+    /// Whom or what it is about: `<type>:<value>` (`person:anna@example.org`, `project:roof`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Since when it is true (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<chrono::DateTime<chrono::Utc>>,
+    /// Until when it is true (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<chrono::DateTime<chrono::Utc>>,
+    /// How sure you are, 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub confidence: Option<f32>,
+    /// Mails that say it, each with its words (checked against the mail).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5))]
+    pub mail: Vec<MemoryMailEvidence>,
+    /// Ids of accepted notes this fact replaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub supersedes: Vec<String>,
+    /// How careful a model must be with it (normal when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitivity: Option<crate::memory::Sensitivity>,
+}
+
 /// Save an attachment of a mirrored message into a shared folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -724,6 +798,34 @@ pub fn builtin() -> Result<ToolRegistry, PolicyError> {
             Effect::Read,
             Level::Auto,
         )?,
+        ToolSpec::new::<MemorySearchInput>(
+            "memory.search",
+            "Search the person's memory (notes they accepted), each with where it came from; \
+             as_of answers from what was true and known then.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<MemoryReadInput>(
+            "memory.read",
+            "Read one note of the person's memory with its provenance and history.",
+            Effect::Read,
+            Level::Auto,
+        )?,
+        ToolSpec::new::<MemoryFactInput>(
+            "memory.propose",
+            "Propose a durable fact for the person's memory. It waits in their review inbox; \
+             nothing is remembered until they accept it, and a fact they rejected is not \
+             proposed again.",
+            Effect::Write { reversible: true },
+            Level::Logged,
+        )?,
+        ToolSpec::new::<MemoryFactInput>(
+            "memory.write",
+            "Write a fact straight into the person's memory (they approve it first).",
+            Effect::Write { reversible: true },
+            Level::Confirm,
+        )?
+        .scopes(&["memory:write"]),
         ToolSpec::new::<FilesSaveAttachmentInput>(
             "files.save_attachment",
             "Save an attachment of a mirrored message into a shared folder. The person sees the \

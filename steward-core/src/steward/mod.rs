@@ -285,6 +285,8 @@ impl StewardBuilder {
             lexical: std::sync::OnceLock::new(),
             vectors: std::sync::OnceLock::new(),
             event_vectors: std::sync::OnceLock::new(),
+            memory: std::sync::OnceLock::new(),
+            memory_vectors: std::sync::OnceLock::new(),
             events_embedded: std::sync::Mutex::new(None),
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
@@ -369,6 +371,10 @@ pub struct Steward {
     vectors: std::sync::OnceLock<VectorStore>,
     /// The event vectors (`calendar-index/vectors.db`).
     event_vectors: std::sync::OnceLock<VectorStore>,
+    /// The memory index (`memory-index/index.db`), opened on first use.
+    pub(crate) memory: std::sync::OnceLock<crate::memory::MemoryIndexHandle>,
+    /// The note vectors (`memory-index/vectors.db`), opened on first use.
+    pub(crate) memory_vectors: std::sync::OnceLock<VectorStore>,
     /// The model and calendar generation of the last event drain that finished.
     pub(crate) events_embedded: std::sync::Mutex<Option<(String, i64)>>,
     /// `steward.db`, opened on first use.
@@ -831,8 +837,25 @@ impl Steward {
     /// The authority of `person`, for a frontend that has authenticated them (the command, the
     /// server after its token check, the launcher, a notebook). This is the only constructor of
     /// [`HumanAuthority`], and agent and tool-execution code never holds a `Steward`.
+    /// An agent identity (`agent:…`) is refused, and the refusal audited.
     pub fn human(&self, person: &str) -> Result<HumanAuthority, ApprovalError> {
-        HumanAuthority::new(person)
+        let made = HumanAuthority::new(person);
+        if made.is_err()
+            && person.trim().starts_with(crate::approval::AGENT_PREFIX)
+            && let Ok(audit) = self.audit()
+        {
+            audit.record(&crate::audit::AuditEvent {
+                actor: person.trim(),
+                event_type: "authority.refused",
+                risk: crate::audit::Risk::High,
+                chat: None,
+                tool: None,
+                correlation_id: None,
+                payload: &serde_json::json!({ "reason": "an agent identity cannot act as a person" }),
+                at: crate::time::now_secs(),
+            });
+        }
+        made
     }
 
     /// The text index, opened on first use (commands that only read the mirror never pay for

@@ -169,6 +169,9 @@ pub(crate) struct OpenOptions {
     pub(crate) mmap_bytes: i64,
     pub(crate) readers: usize,
     pub(crate) wal_autocheckpoint_pages: i64,
+    /// Freed pages are overwritten with zeros (`PRAGMA secure_delete`): for a store whose
+    /// deleted rows must not linger in the file (memory's forget).
+    pub(crate) secure_delete: bool,
 }
 
 impl OpenOptions {
@@ -179,7 +182,13 @@ impl OpenOptions {
             mmap_bytes: limits.mmap_bytes,
             readers: limits.reader_connections,
             wal_autocheckpoint_pages: limits.wal_autocheckpoint_pages,
+            secure_delete: false,
         }
+    }
+
+    /// These options with freed pages zeroed ([`Self::secure_delete`]).
+    pub(crate) fn zeroing_deletes(self) -> Self {
+        Self { secure_delete: true, ..self }
     }
 
     /// For a store written in many small transactions: a WAL kept small and reused
@@ -223,6 +232,9 @@ fn open_connection(path: &Path, opts: &OpenOptions, read_only: bool) -> StoreRes
     let mut pragmas = format!(
         "PRAGMA foreign_keys = ON; PRAGMA cache_size = -{cache_kib}; PRAGMA temp_store = MEMORY;"
     );
+    if opts.secure_delete {
+        pragmas.push_str(" PRAGMA secure_delete = ON;");
+    }
     if !read_only {
         pragmas.push_str(&format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = {};

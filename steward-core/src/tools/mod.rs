@@ -24,6 +24,7 @@ mod contacts;
 mod external;
 mod files;
 mod mail;
+mod memory;
 mod shell;
 mod system;
 
@@ -40,6 +41,7 @@ pub use external::{
     check_external_input, external_name, valid_provider_name,
 };
 pub use mail::{MAX_ATTACHMENT_TEXT_BYTES, SEARCH_DEFAULT_LIMIT};
+pub use memory::{MAX_QUOTE_SEARCH_CHARS, MEMORY_DEFAULT_LIMIT};
 pub use system::{USAGE_DEFAULT_SINCE, WATCH_PAGE};
 
 use std::{
@@ -134,6 +136,11 @@ pub enum SourceRef {
         /// Its path.
         path: String,
     },
+    /// A note of the person's memory.
+    Memory {
+        /// The note's id.
+        id: String,
+    },
     /// A tool of an outside server (`[[mcp.servers]]`).
     External {
         /// The server's name.
@@ -158,6 +165,8 @@ impl SourceRef {
                 | Self::Event { .. }
                 // Names of downloads and shared files.
                 | Self::File { .. }
+                // Reviewed by the person, but distilled from mail and chats: recalled as data.
+                | Self::Memory { .. }
         )
     }
 }
@@ -561,6 +570,7 @@ impl Toolbox {
             .chain(calendar::tools())
             .chain(contacts::tools())
             .chain(files::tools())
+            .chain(memory::tools())
             .chain(shell::tools())
             .chain(system::tools())
         {
