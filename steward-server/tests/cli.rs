@@ -1476,3 +1476,69 @@ fn index_files_then_find_them_with_json_pages_and_typed_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("FILES_BAD_QUERY"));
 }
+
+#[test]
+fn memory_commands_review_search_and_forget_with_a_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let vault = dir.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(
+        vault.join("MEMORY.md"),
+        "- Ada's locker code is 4471.\n- Ada rides a red bicycle.\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| steward().arg("--home").arg(&home).args(args).output().unwrap();
+    let import = json(&run(&["memory", "import", vault.to_str().unwrap(), "--json"]));
+    assert_eq!(import["added"], 2);
+    let inbox = run(&["memory", "inbox", "--json"]);
+    assert!(inbox.status.success());
+    let ids: Vec<String> = String::from_utf8_lossy(&inbox.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["note"]["meta"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    // An agent identity is refused; nothing is accepted.
+    let refused = run(&["memory", "accept", &ids[0], "--as", "agent:steward"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    let none = run(&["memory", "search", "locker", "--json"]);
+    assert!(none.stdout.is_empty());
+    // Accepted, edited, found.
+    let edited = json(&run(&[
+        "memory",
+        "edit",
+        &ids[0],
+        "--text",
+        "Ada's gym locker code is 4471.",
+        "--as",
+        "ada",
+        "--json",
+    ]));
+    assert_eq!(edited["meta"]["review"]["decision"], "edited");
+    let found = json(&run(&["memory", "search", "gym locker", "--json"]));
+    assert_eq!(found["note"]["meta"]["id"], ids[0].as_str());
+    // Rejected: not proposed again by a second import of other bytes holding it.
+    assert!(run(&["memory", "reject", &ids[1], "--as", "ada"]).status.success());
+    std::fs::write(vault.join("MEMORY.md"), "- Ada rides a red bicycle!\n").unwrap();
+    let again = json(&run(&["memory", "import", vault.to_str().unwrap(), "--json"]));
+    assert_eq!(
+        (again["added"].as_u64(), again["suppressed"].as_u64()),
+        (Some(0), Some(1)),
+        "{again}"
+    );
+    // Forget prints the receipt; the note is gone.
+    let receipt = json(&run(&["memory", "forget", "--query", "locker", "--as", "ada", "--json"]));
+    assert_eq!(receipt["notes"][0]["id"], ids[0].as_str());
+    assert_eq!(receipt["dry_run"], false);
+    assert!(run(&["memory", "search", "locker", "--json"]).stdout.is_empty());
+    let shown = run(&["memory", "show", &ids[0]]);
+    assert_eq!(shown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&shown.stderr).contains("MEMORY_NOT_FOUND"));
+    // A forget needs a selector.
+    assert_eq!(run(&["memory", "forget"]).status.code(), Some(2));
+}

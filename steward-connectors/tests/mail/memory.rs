@@ -476,3 +476,107 @@ fn forget_removes_every_copy_and_hands_back_a_receipt() {
     }
     assert!(!holding(&dir.path().join("home"), "chess").is_empty(), "the scan can find words");
 }
+
+#[test]
+fn import_follows_the_collision_table_and_never_overwrites_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = dir.path().join("vault");
+    std::fs::create_dir_all(vault.join("people")).unwrap();
+    std::fs::create_dir_all(vault.join(".obsidian")).unwrap();
+    std::fs::write(
+        vault.join("MEMORY.md"),
+        "# Memory\n\n- Ada prefers tea to coffee.\n- The dentist is Dr. Rossi,\n  in Via Roma 3.\n- Bruno's birthday is on 12 October.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        vault.join("people/anna.md"),
+        "---\ntitle: Anna\ntags: [people]\n---\n# Anna\n\nAnna Bianchi works at Polimi.\n\nShe is vegetarian.\n",
+    )
+    .unwrap();
+    // Hidden folders (an editor's settings) and links are not read.
+    std::fs::write(vault.join(".obsidian/workspace.md"), "- hidden one\n- hidden two\n").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("/etc/passwd", vault.join("passwd.md")).unwrap();
+    std::fs::write(vault.join("big.md"), "x ".repeat(600_000)).unwrap();
+    let s = Steward::builder().home(dir.path().join("home")).open().unwrap();
+
+    let r = s.memory_import(&vault, None).unwrap();
+    assert_eq!((r.files, r.added, r.known, r.unchanged), (2, 5, 0, 0), "{r:?}");
+    assert_eq!(r.skipped.len(), 1, "the big file: {r:?}");
+    let texts = |s: &Steward| -> Vec<String> {
+        let mut v: Vec<String> =
+            s.memory_inbox().unwrap().into_iter().map(|p| p.note.body).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        texts(&s),
+        [
+            "Ada prefers tea to coffee.",
+            "Anna Bianchi works at Polimi.",
+            "Bruno's birthday is on 12 October.",
+            "She is vegetarian.",
+            "The dentist is Dr. Rossi, in Via Roma 3.",
+        ]
+    );
+    let inbox = s.memory_inbox().unwrap();
+    assert!(inbox.iter().all(|p| p.note.meta.proposed_by == "import"));
+    assert!(search(&s, "tea").is_empty(), "imports only propose");
+
+    // The person accepts one, rejects one.
+    let ada = s.human("Ada").unwrap();
+    let id_of = |s: &Steward, t: &str| {
+        s.memory_inbox()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.note.body.contains(t))
+            .unwrap()
+            .note
+            .meta
+            .id
+    };
+    let bruno = id_of(&s, "Bruno");
+    s.memory_accept(&ada, &bruno, None).unwrap();
+    s.memory_reject(&ada, &id_of(&s, "dentist"), None).unwrap();
+
+    // Same bytes: skipped, tracking kept.
+    let again = s.memory_import(&vault, None).unwrap();
+    assert_eq!((again.unchanged, again.added), (2, 0), "{again:?}");
+    // Changed bytes of a known origin: its waiting proposals give way to the new ones; the
+    // accepted note stays as it is; the rejected fact stays rejected.
+    let mut text = std::fs::read_to_string(vault.join("MEMORY.md")).unwrap();
+    text = text.replace("tea to coffee", "green tea to coffee");
+    text.push_str("- Carla lives in Turin.\n");
+    std::fs::write(vault.join("MEMORY.md"), text).unwrap();
+    let changed = s.memory_import(&vault, None).unwrap();
+    assert_eq!(
+        (changed.unchanged, changed.replaced, changed.added, changed.known, changed.suppressed),
+        (1, 1, 2, 1, 1),
+        "{changed:?}"
+    );
+    let now = texts(&s);
+    assert!(now.contains(&"Ada prefers green tea to coffee.".to_owned()), "{now:?}");
+    assert!(!now.contains(&"Ada prefers tea to coffee.".to_owned()), "{now:?}");
+    assert!(!now.iter().any(|t| t.contains("dentist")), "{now:?}");
+    assert_eq!(s.memory_note(&bruno).unwrap().note.body, "Bruno's birthday is on 12 October.");
+
+    // Imported with the person's acceptance: notes of theirs; known facts are not doubled.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("notes.md"),
+        "- Bruno's birthday is on 12 October.\n- The car is a blue Fiat.\n",
+    )
+    .unwrap();
+    let accepted = s.memory_import(&other, Some(&ada)).unwrap();
+    assert_eq!((accepted.added, accepted.known), (1, 1), "{accepted:?}");
+    let car = search(&s, "blue Fiat");
+    assert_eq!(car.len(), 1);
+    let review = s.memory_note(&car[0]).unwrap().note.meta.review.unwrap();
+    assert_eq!((review.by.as_str(), review.decision), ("Ada", ReviewDecision::Accepted));
+    // The memory folder cannot import itself.
+    assert_eq!(
+        s.memory_import(&dir.path().join("home/memory"), None).unwrap_err().code(),
+        "MEMORY_BAD_NOTE"
+    );
+}

@@ -14,10 +14,15 @@
 //! [`Steward::memory_forget`] removes notes, their index rows and vectors and the proposals
 //! derived from the same sources, writes tombstones and hands back a [`ForgetReceipt`].
 
+mod import;
 mod index;
 pub mod note;
 mod vectors;
 
+pub use import::{
+    ImportReport, MAX_IMPORT_DEPTH, MAX_IMPORT_FACTS_PER_FILE, MAX_IMPORT_FILE_BYTES,
+    MAX_IMPORT_FILES,
+};
 pub use vectors::{MEMORY_EMBED_BATCH, MEMORY_VECTOR_CANDIDATES};
 
 use std::{
@@ -946,6 +951,44 @@ impl Steward {
         Ok(note)
     }
 
+    /// A person writes a note directly (an import they accept): `Proposed` names the note
+    /// written; a fact already a note is `AlreadyKnown`; one they rejected or forgot before is
+    /// `Suppressed` (they can still accept it from a proposal or write the file).
+    pub(crate) fn memory_write_reviewed(
+        &self,
+        who: &HumanAuthority,
+        m: &NewMemory,
+    ) -> Result<ProposeOutcome, MemoryError> {
+        let files = self.memory_files();
+        let _lock = files.lock()?;
+        let now = now_utc();
+        let mut n = note_from(m, note::new_id()?, who.person(), now);
+        n.meta.review = Some(Review {
+            by: who.person().to_owned(),
+            at: now,
+            decision: ReviewDecision::Accepted,
+        });
+        note::check(&n)?;
+        let hash = content_hash(n.meta.subject.as_deref(), &n.body);
+        if files.tombstoned()?.contains(&hash) {
+            return Ok(ProposeOutcome::Suppressed);
+        }
+        let index = self.memory_index()?;
+        if let Some(known) =
+            index.with_hash(&hash)?.into_iter().find(|r| r.note.meta.superseded_at.is_none())
+        {
+            return Ok(ProposeOutcome::AlreadyKnown { id: known.note.meta.id });
+        }
+        let note = self.admit(&files, n, now)?;
+        self.memory_audit(
+            who.person(),
+            "memory.accepted",
+            Risk::Low,
+            &json!({ "id": note.meta.id, "edited": false, "imported": true, "hash": hash }),
+        );
+        Ok(ProposeOutcome::Proposed { id: note.meta.id })
+    }
+
     /// Whether a fact was rejected or forgotten before.
     pub fn memory_tombstoned(
         &self,
@@ -1267,15 +1310,21 @@ impl Steward {
         // Proposals derived from the same sources.
         let keys: HashSet<String> = notes
             .values()
-            .flat_map(|r| r.note.meta.sources.iter().filter_map(MemorySource::key))
+            .flat_map(|r| r.note.meta.sources.iter().filter_map(MemorySource::derived_key))
             .chain(
                 proposals
                     .values()
-                    .flat_map(|p| p.1.meta.sources.iter().filter_map(MemorySource::key)),
+                    .flat_map(|p| p.1.meta.sources.iter().filter_map(MemorySource::derived_key)),
             )
             .collect();
         for (id, p) in &inbox {
-            if p.1.meta.sources.iter().filter_map(MemorySource::key).any(|k| keys.contains(&k)) {
+            if p.1
+                .meta
+                .sources
+                .iter()
+                .filter_map(MemorySource::derived_key)
+                .any(|k| keys.contains(&k))
+            {
                 proposals.insert(id.clone(), p.clone());
             }
         }

@@ -122,15 +122,16 @@ pub enum MemorySource {
 }
 
 impl MemorySource {
-    /// A key two notes derived from the same source share (`mail:<id>`, `chat:<id>`, …);
-    /// `None` for the person.
-    pub fn key(&self) -> Option<String> {
+    /// The key a forget follows to the proposals derived from the same source: a mail, a
+    /// document's page. A chat or an imported file holds many unrelated facts, so forgetting
+    /// one of them does not take the others.
+    pub fn derived_key(&self) -> Option<String> {
         match self {
             Self::Mail { message_id, .. } => Some(format!("mail:{message_id}")),
-            Self::Chat { chat } => Some(format!("chat:{chat}")),
-            Self::Document { fingerprint, .. } => Some(format!("document:{fingerprint}")),
-            Self::Person => None,
-            Self::Import { path } => Some(format!("import:{path}")),
+            Self::Document { fingerprint, page } => {
+                Some(format!("document:{fingerprint}:{}", page.unwrap_or(0)))
+            }
+            Self::Chat { .. } | Self::Person | Self::Import { .. } => None,
         }
     }
 }

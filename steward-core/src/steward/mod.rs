@@ -355,6 +355,10 @@ impl StewardError for SyncError {
 pub struct RebuildReport {
     /// Messages in the text index (BM25 and substring fields).
     pub lexical_documents: u64,
+    /// Notes in the memory index, rebuilt from `memory/notes/`.
+    pub memory_notes: Option<usize>,
+    /// Why the memory index could not be rebuilt.
+    pub memory_error: Option<String>,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -867,10 +871,21 @@ impl Steward {
         self.open_once(&self.lexical, || LexicalIndex::open(&self.lexical_index_dir()))
     }
 
-    /// Drops and rebuilds every derived index from the mirror (today: the lexical index).
+    /// Drops and rebuilds every derived index: the lexical index from the mirror, the memory
+    /// index from the note files.
     pub fn rebuild_indexes(&self) -> Result<RebuildReport, crate::index::IndexError> {
         let started = std::time::Instant::now();
         let documents = self.lexical_index()?.rebuild(&self.mirror)?;
-        Ok(RebuildReport { lexical_documents: documents, seconds: started.elapsed().as_secs_f64() })
+        // The memory index is rebuilt from its note files; its failure does not undo the mail's.
+        let (memory_notes, memory_error) = match self.memory_rebuild() {
+            Ok(r) => (Some(r.notes), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        Ok(RebuildReport {
+            lexical_documents: documents,
+            memory_notes,
+            memory_error,
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
 }

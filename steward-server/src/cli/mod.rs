@@ -42,6 +42,7 @@ mod embed;
 mod files;
 mod jobs;
 mod mail;
+mod memory;
 mod ops;
 mod serve;
 mod tools;
@@ -154,6 +155,12 @@ enum Command {
     Calendar {
         #[command(subcommand)]
         cmd: calendar::CalendarCmd,
+    },
+    /// Memory: review the proposals (accept, edit, reject), search the notes, forget with a
+    /// receipt, reconcile after editing the note files, import existing markdown
+    Memory {
+        #[command(subcommand)]
+        cmd: memory::MemoryCmd,
     },
     /// Contacts: search the indexed address books, resolve who a description means (never a
     /// guess: ambiguous descriptions list the candidates)
@@ -379,6 +386,7 @@ pub(crate) fn run(args: Args) -> ExitCode {
         Command::Trains { cmd } => trains::trains(cmd),
         Command::Calendar { cmd } => calendar::calendar(args.home, cmd),
         Command::Contacts { cmd } => contacts::contacts(args.home, cmd),
+        Command::Memory { cmd } => memory::memory(args.home, cmd),
         Command::Tools { cmd } => tools::tools(args.home, cmd),
         Command::Chat(a) => chat::chat(args.home, *a),
         Command::Chats { cmd } => chat::chats(args.home, cmd),
@@ -871,6 +879,11 @@ fn rebuild(home: Option<PathBuf>, json: bool) -> Result<(), Failure> {
             report.lexical_documents,
             report.seconds
         );
+        match (&report.memory_notes, &report.memory_error) {
+            (Some(n), _) => out!("memory index: {n} notes"),
+            (None, Some(e)) => out!("memory index: not rebuilt: {e}"),
+            (None, None) => {}
+        }
     }
     Ok(())
 }
