@@ -25,6 +25,10 @@ pub const SHELL_OUTPUT_KIB: u64 = 64;
 /// Days a memory proposal waits in the inbox unreviewed before it expires.
 /// Default of [`Limits::memory_proposal_days`](crate::Limits) (`[limits] memory_proposal_days`).
 pub const MEMORY_PROPOSAL_DAYS: u64 = 30;
+/// Model calls one mail → memory promotion pass makes at most (one per thread); the rest wait
+/// for the next pass.
+/// Default of [`Limits::memory_promotion_calls`](crate::Limits) (`[limits] memory_promotion_calls`).
+pub const MEMORY_PROMOTION_CALLS: usize = 20;
 /// Messages parsed and written per ingest transaction.
 /// Default of [`Limits::ingest_batch`](crate::Limits) (`[limits] ingest_batch`).
 pub const INGEST_BATCH: usize = 1024;
@@ -143,6 +147,8 @@ pub struct Limits {
     pub shell_output_kib: u64,
     /// See [`MEMORY_PROPOSAL_DAYS`].
     pub memory_proposal_days: u64,
+    /// See [`MEMORY_PROMOTION_CALLS`].
+    pub memory_promotion_calls: usize,
 }
 
 impl Default for Limits {
@@ -174,6 +180,7 @@ impl Default for Limits {
             shell_timeout_secs: SHELL_TIMEOUT_SECS,
             shell_output_kib: SHELL_OUTPUT_KIB,
             memory_proposal_days: MEMORY_PROPOSAL_DAYS,
+            memory_promotion_calls: MEMORY_PROMOTION_CALLS,
         }
     }
 }
@@ -244,6 +251,9 @@ impl Limits {
         if !(1..=3_650).contains(&self.memory_proposal_days) {
             return Err("memory_proposal_days");
         }
+        if self.memory_promotion_calls > 1_000 {
+            return Err("memory_promotion_calls");
+        }
         Ok(())
     }
 
@@ -303,6 +313,7 @@ limits_section!(
     shell_timeout_secs: u64,
     shell_output_kib: u64,
     memory_proposal_days: u64,
+    memory_promotion_calls: usize,
 );
 
 #[derive(Debug, Default, serde::Deserialize)]

@@ -61,14 +61,16 @@ pub struct Cursor {
     pub deliveries: i64,
     /// Position in the chats' turn-event feed.
     pub chats: i64,
+    /// Position in the memory feed (the audit trail's `memory.*` events).
+    pub memory: i64,
 }
 
 impl std::fmt::Display for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "a{}-j{}-w{}-d{}-c{}",
-            self.approvals, self.journal, self.watches, self.deliveries, self.chats
+            "a{}-j{}-w{}-d{}-c{}-m{}",
+            self.approvals, self.journal, self.watches, self.deliveries, self.chats, self.memory
         )
     }
 }
@@ -92,11 +94,23 @@ impl std::str::FromStr for Cursor {
             watches: num('w')?,
             deliveries: num('d')?,
             chats: num('c')?,
+            memory: 0,
+        };
+        // A cursor from before the memory feed has no `-m` part: the feed from its start.
+        let memory = match parts.next() {
+            None => 0,
+            Some(p) => {
+                let n = p.strip_prefix('m').ok_or_else(bad)?;
+                if n.is_empty() || n.len() > 18 || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                n.parse().map_err(|_| bad())?
+            }
         };
         if parts.next().is_some() {
             return Err(bad());
         }
-        Ok(c)
+        Ok(Self { memory, ..c })
     }
 }
 
@@ -109,6 +123,7 @@ impl Cursor {
             ProtocolEvent::Watch { seq, .. } => *seq <= self.watches,
             ProtocolEvent::WatchDelivery { seq, .. } => *seq <= self.deliveries,
             ProtocolEvent::Chat { seq, .. } => *seq <= self.chats,
+            ProtocolEvent::Memory { seq, .. } => *seq <= self.memory,
             // Observations have no feed position: always new.
             ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => false,
         }
@@ -124,6 +139,7 @@ impl Cursor {
                 self.deliveries = self.deliveries.max(*seq);
             }
             ProtocolEvent::Chat { seq, .. } => self.chats = self.chats.max(*seq),
+            ProtocolEvent::Memory { seq, .. } => self.memory = self.memory.max(*seq),
             ProtocolEvent::Ingest { .. } | ProtocolEvent::Status { .. } => {}
         }
         self
@@ -205,6 +221,24 @@ pub enum ProtocolEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// Memory changed: a proposal arrived (`proposed`), a person accepted, rejected or forgot
+    /// (`accepted`, `rejected`, `forgotten`), a note was written after an approval
+    /// (`written`), edited outside Steward (`edited_outside`), a proposal expired or a
+    /// rejected fact came back and was dropped (`expired`, `suppressed`). Ids only, never
+    /// the words.
+    Memory {
+        /// Position in the memory feed.
+        seq: i64,
+        /// What happened.
+        event: String,
+        /// The note or proposal, when the event has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// Who.
+        actor: String,
+        /// Unix seconds.
+        at: i64,
+    },
     /// A sync run started, progressed (at most every [`INGEST_PROGRESS_INTERVAL`]) or
     /// finished. An observation: no feed position.
     Ingest {
@@ -236,6 +270,7 @@ impl ProtocolEvent {
             | Self::Watch { at, .. }
             | Self::WatchDelivery { at, .. }
             | Self::Chat { at, .. }
+            | Self::Memory { at, .. }
             | Self::Ingest { at, .. }
             | Self::Status { at, .. } => *at,
         }
@@ -310,7 +345,8 @@ pub struct ProtocolSnapshot {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProtocolError {
-    /// A cursor that is not `a<N>-j<N>-w<N>-d<N>-c<N>`.
+    /// A cursor that is not `a<N>-j<N>-w<N>-d<N>-c<N>-m<N>` (or, from before the memory
+    /// feed, without `-m<N>`).
     #[error("{0:?} is not a protocol cursor (expected the cursor of a snapshot or event)")]
     BadCursor(String),
     /// A page size out of range.
@@ -331,6 +367,9 @@ pub enum ProtocolError {
     /// The chats' event feed failed.
     #[error(transparent)]
     Chats(Box<crate::agent::AgentError>),
+    /// The memory feed (the audit trail) failed.
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
 }
 
 impl From<crate::agent::AgentError> for ProtocolError {
@@ -349,6 +388,7 @@ impl StewardError for ProtocolError {
             Self::Watch(e) => e.code(),
             Self::Mirror(e) => e.code(),
             Self::Chats(e) => e.code(),
+            Self::Audit(e) => e.code(),
         }
     }
 
@@ -360,6 +400,7 @@ impl StewardError for ProtocolError {
             Self::Watch(e) => e.kind(),
             Self::Mirror(e) => e.kind(),
             Self::Chats(e) => e.kind(),
+            Self::Audit(e) => e.kind(),
         }
     }
 }
@@ -449,6 +490,7 @@ impl Steward {
                 watches: watches_at,
                 deliveries: deliveries_at,
                 chats: chats_at,
+                memory: self.audit()?.position()?,
             }
             .to_string(),
             pending_approvals: sub.pending,
@@ -527,7 +569,8 @@ impl Steward {
         let watches = self.watches()?.feed_position()?;
         let deliveries = self.watches()?.delivery_position()?;
         let chats = self.chat_store()?.event_position(None)?;
-        Ok(Cursor { approvals, journal, watches, deliveries, chats })
+        let memory = self.audit()?.position()?;
+        Ok(Cursor { approvals, journal, watches, deliveries, chats, memory })
     }
 
     /// Up to `limit` events after `cursor`, in time order (each feed in its own order).
@@ -544,6 +587,7 @@ impl Steward {
         let watch_events = self.watches()?.events_after(cursor.watches, limit)?;
         let deliveries = self.watches()?.deliveries_after(cursor.deliveries, limit)?;
         let chat_events = self.chat_store()?.events_after(None, cursor.chats, limit)?;
+        let memory_events = self.audit()?.memory_after(cursor.memory, limit)?;
         let approvals = approvals.into_iter().map(|e| ProtocolEvent::Approval {
             seq: e.seq,
             approval_id: e.approval_id,
@@ -581,14 +625,24 @@ impl Steward {
             event: e.event,
             at: e.at,
         });
+        let memory = memory_events.into_iter().map(|(seq, at, actor, event, payload)| {
+            ProtocolEvent::Memory {
+                seq,
+                event: event.strip_prefix("memory.").unwrap_or(&event).to_owned(),
+                id: payload.get("id").and_then(|v| v.as_str()).map(str::to_owned),
+                actor,
+                at,
+            }
+        });
         // Each feed is in order; merging by time keeps every feed's order (ties: approvals,
-        // then the journal, then watches, then deliveries, then chats).
+        // then the journal, then watches, then deliveries, then chats, then memory).
         let mut feeds: Vec<std::iter::Peekable<Box<dyn Iterator<Item = ProtocolEvent>>>> = vec![
             (Box::new(approvals) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(ops) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(watches) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(deliveries) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
             (Box::new(chats) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
+            (Box::new(memory) as Box<dyn Iterator<Item = ProtocolEvent>>).peekable(),
         ];
         let mut out = Vec::new();
         let mut at = cursor;
@@ -613,9 +667,15 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bad_ones_are_typed() {
-        let c: Cursor = "a12-j7-w3-d2-c5".parse().unwrap();
-        assert_eq!(c, Cursor { approvals: 12, journal: 7, watches: 3, deliveries: 2, chats: 5 });
-        assert_eq!(c.to_string(), "a12-j7-w3-d2-c5");
+        let c: Cursor = "a12-j7-w3-d2-c5-m4".parse().unwrap();
+        assert_eq!(
+            c,
+            Cursor { approvals: 12, journal: 7, watches: 3, deliveries: 2, chats: 5, memory: 4 }
+        );
+        assert_eq!(c.to_string(), "a12-j7-w3-d2-c5-m4");
+        // A cursor from before the memory feed: the feed from its start.
+        let old: Cursor = "a12-j7-w3-d2-c5".parse().unwrap();
+        assert_eq!(old.memory, 0);
         for bad in [
             "",
             "a-j-w",
@@ -631,6 +691,9 @@ mod tests {
             "a1-j1-w1-d1-c1-x1",
             "a1-j1-w1-d1-x1",
             "a1-j1-w1-x1",
+            "a1-j1-w1-d1-c1-m",
+            "a1-j1-w1-d1-c1-mx",
+            "a1-j1-w1-d1-c1-m1-x1",
         ] {
             assert_eq!(bad.parse::<Cursor>().unwrap_err().code(), "PROTOCOL_BAD_CURSOR", "{bad}");
         }
@@ -643,7 +706,7 @@ mod tests {
         };
         assert!(!c.covers(&e));
         assert!(c.after(&e).covers(&e));
-        assert_eq!(c.after(&e).to_string(), "a12-j8-w3-d2-c5");
+        assert_eq!(c.after(&e).to_string(), "a12-j8-w3-d2-c5-m4");
         let turn = ProtocolEvent::Chat {
             seq: 9,
             run_id: "run_1".into(),
@@ -652,6 +715,6 @@ mod tests {
             at: 0,
         };
         assert!(!c.covers(&turn));
-        assert_eq!(c.after(&turn).to_string(), "a12-j7-w3-d2-c9");
+        assert_eq!(c.after(&turn).to_string(), "a12-j7-w3-d2-c9-m4");
     }
 }

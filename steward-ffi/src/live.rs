@@ -124,6 +124,20 @@ pub enum LiveEvent {
         /// Unix seconds.
         at: i64,
     },
+    /// Memory changed: `proposed`, `accepted`, `rejected`, `forgotten`, `written`,
+    /// `edited_outside`, `expired`, `suppressed` (ids only, never the words).
+    Memory {
+        /// Where to resume after this event.
+        cursor: String,
+        /// What happened.
+        event: String,
+        /// The note or proposal, when the event has one.
+        id: Option<String>,
+        /// Who.
+        actor: String,
+        /// Unix seconds.
+        at: i64,
+    },
     /// A sync run progressed or finished (an observation: the cursor does not move).
     Ingest {
         /// Where to resume after this event.
@@ -176,6 +190,9 @@ impl From<Envelope> for LiveEvent {
             }
             ProtocolEvent::Chat { run_id, chat_id, event, at, .. } => {
                 Self::Chat { cursor, run_id, chat_id, event_json: event.to_json(), at }
+            }
+            ProtocolEvent::Memory { event, id, actor, at, .. } => {
+                Self::Memory { cursor, event, id, actor, at }
             }
             ProtocolEvent::Ingest { progress, at } => Self::Ingest {
                 cursor,

@@ -7,7 +7,13 @@ import pytest
 
 import steward
 
-AVAILABLE = ["watch-poll", "watch-deliver", "confirm-writes", "approval-expiry"]
+AVAILABLE = [
+    "watch-poll",
+    "watch-deliver",
+    "confirm-writes",
+    "approval-expiry",
+    "memory-reconcile",
+]
 
 
 def status(s):
@@ -26,9 +32,11 @@ def test_one_pass_runs_what_can_run_and_says_why_the_rest_cannot(tmp_path):
         "send-due",
         "pim-sync",
         "files-index",
+        "memory-promote",
     }
     assert "calendar.sources" in st["pim-sync"]["unavailable"]
     assert "files] roots" in st["files-index"]["unavailable"]
+    assert "chat model" in st["memory-promote"]["unavailable"]
     assert "SMTP" in st["send-due"]["unavailable"]
     assert "mail.sources" in st["mail-reconcile"]["unavailable"]
     assert all(st[j]["runs"] == 1 and st[j]["last_outcome"] == "ok" for j in AVAILABLE)

@@ -1297,3 +1297,69 @@ async fn chats_start_turns_that_run_on_the_server_and_are_followed_by_cursor() {
     let (status, _) = get(&app, &format!("/chats/{id}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn memory_review_search_and_forget_over_http() {
+    use steward_core::memory::{MemoryKind, MemorySource, NewMemory, ProposeOutcome, Sensitivity};
+    let f = fixture();
+    let fact = |text: &str| NewMemory {
+        text: text.to_owned(),
+        kind: MemoryKind::Preference,
+        subject: Some("person:ada@example.org".to_owned()),
+        valid_from: None,
+        valid_to: None,
+        confidence: None,
+        sources: vec![MemorySource::Chat { chat: "c1".to_owned() }],
+        supersedes: Vec::new(),
+        sensitivity: Sensitivity::Normal,
+    };
+    let ProposeOutcome::Proposed { id } =
+        f.steward.memory_propose("agent:steward", &fact("Ada drinks oolong tea.")).unwrap()
+    else {
+        panic!()
+    };
+    let ProposeOutcome::Proposed { id: other } =
+        f.steward.memory_propose("agent:steward", &fact("Ada hates mornings.")).unwrap()
+    else {
+        panic!()
+    };
+    let (s, inbox) = get(&f.app, "/memory/inbox").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(inbox.as_array().unwrap().len(), 2);
+    // Searching finds nothing before a person accepts.
+    let (_, hits) = get(&f.app, "/memory/search?q=oolong").await;
+    assert_eq!(hits, json!([]));
+    let (s, note) = post(
+        &f.app,
+        &format!("/memory/proposals/{id}/accept"),
+        json!({"text": "Ada drinks oolong tea, no sugar."}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{note}");
+    assert_eq!(note["meta"]["review"]["by"], "ada");
+    assert_eq!(note["meta"]["review"]["decision"], "edited");
+    let (s, t) =
+        post(&f.app, &format!("/memory/proposals/{other}/reject"), json!({"reason": "no"})).await;
+    assert_eq!((s, t["by"].as_str()), (StatusCode::OK, Some("ada")));
+    let (s, again) = post(&f.app, &format!("/memory/proposals/{other}/reject"), json!({})).await;
+    assert_eq!((s, code(&again)), (StatusCode::NOT_FOUND, "MEMORY_NOT_FOUND"));
+    let (_, hits) = get(&f.app, "/memory/search?q=oolong&kinds=preference").await;
+    assert_eq!(hits[0]["note"]["meta"]["id"], id.as_str());
+    let (s, bad) = get(&f.app, "/memory/search?q=oolong&kinds=rumour").await;
+    assert_eq!((s, code(&bad)), (StatusCode::BAD_REQUEST, "MEMORY_BAD_QUERY"));
+    let (s, dry) = post(
+        &f.app,
+        "/memory/forget",
+        json!({"selector": {"by": "subject", "value": "person:ada@example.org"}, "dry_run": true}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{dry}");
+    assert_eq!(dry["notes"].as_array().unwrap().len(), 1);
+    let (_, gone) =
+        post(&f.app, "/memory/forget", json!({"selector": {"by": "id", "value": id}})).await;
+    assert_eq!(gone["notes"][0]["id"], id.as_str());
+    let (s, missing) = get(&f.app, &format!("/memory/notes/{id}")).await;
+    assert_eq!((s, code(&missing)), (StatusCode::NOT_FOUND, "MEMORY_NOT_FOUND"));
+    let (s, r) = post(&f.app, "/memory/reconcile", json!(null)).await;
+    assert_eq!((s, r["notes"].as_u64()), (StatusCode::OK, Some(0)), "{r}");
+}

@@ -371,7 +371,33 @@ pub fn parse_message(
         body_text: body,
         body_state,
         attachments,
+        bulk: bulk_marker(&header_text),
     })
+}
+
+/// Why the headers mark a message as bulk or automated (RFC 2369 list headers, RFC 3834
+/// `Auto-Submitted`, the de facto `Precedence`), or `None`.
+fn bulk_marker(header: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(p) = header("Precedence") {
+        let p = p.to_ascii_lowercase();
+        if ["bulk", "list", "junk"].contains(&p.as_str()) {
+            return Some(format!("precedence: {p}"));
+        }
+    }
+    if let Some(a) = header("Auto-Submitted") {
+        let a = a.to_ascii_lowercase();
+        let value = a.split(';').next().unwrap_or("").trim().to_owned();
+        if !value.is_empty() && value != "no" {
+            return Some(format!("auto-submitted: {value}"));
+        }
+    }
+    if header("List-Unsubscribe").is_some() {
+        return Some("list-unsubscribe".to_owned());
+    }
+    if header("List-Id").is_some() {
+        return Some("list-id".to_owned());
+    }
+    None
 }
 
 fn field_addresses(

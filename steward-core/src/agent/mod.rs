@@ -23,7 +23,7 @@
 
 pub mod notify;
 pub(crate) mod store;
-mod taint;
+pub(crate) mod taint;
 mod turn;
 
 pub(crate) use turn::for_model;

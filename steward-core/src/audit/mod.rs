@@ -191,6 +191,9 @@ pub struct AuditLog {
     failures: AtomicU64,
 }
 
+/// One row of a feed read from the trail: `(id, at, actor, event_type, payload)`.
+pub(crate) type FeedRow = (i64, i64, String, String, Value);
+
 impl AuditLog {
     /// Opens (creating) `<home>/audit.db`.
     #[cfg_attr(feature = "testing", visibility::make(pub))]
@@ -237,6 +240,43 @@ impl AuditLog {
     /// Writes that failed since this handle opened.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// The memory events (`memory.*`) after row `after`, oldest first, at most `limit`:
+    /// `(id, at, actor, event_type, payload)`.
+    pub(crate) fn memory_after(
+        &self,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<FeedRow>, AuditError> {
+        Ok(self.db.read(|c| {
+            c.prepare_cached(
+                "SELECT id, at, actor, event_type, payload FROM audit_events
+                 WHERE id > ?1 AND event_type LIKE 'memory.%' ORDER BY id LIMIT ?2",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![after, i64::try_from(limit).unwrap_or(100)], |r| {
+                    let payload: String = r.get(4)?;
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        serde_json::from_str(&payload).unwrap_or(Value::Null),
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(|e| StoreError::query("memory events", e))
+        })?)
+    }
+
+    /// The newest row's id (0 when empty): where the memory feed stands.
+    pub(crate) fn position(&self) -> Result<i64, AuditError> {
+        Ok(self.db.read(|c| {
+            c.query_row("SELECT coalesce(max(id), 0) FROM audit_events", [], |r| r.get(0))
+                .map_err(|e| StoreError::query("audit position", e))
+        })?)
     }
 
     /// A page of events, newest first.

@@ -374,6 +374,10 @@ impl LlmClient {
         if let Some(t) = req.temperature {
             body["temperature"] = t.into();
         }
+        if let Some((name, schema)) = &req.json_schema {
+            body["response_format"] = json!({"type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": true}});
+        }
         if sink.is_some() && native {
             body["stream"] = true.into();
             body["stream_options"] = json!({"include_usage": true});

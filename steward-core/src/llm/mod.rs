@@ -494,6 +494,10 @@ pub struct ChatRequest {
     /// For the ledger.
     #[serde(default)]
     pub attribution: Attribution,
+    /// A JSON Schema the answer must follow (sent as an OpenAI-compatible `response_format`
+    /// of type `json_schema`; the caller still checks the answer).
+    #[serde(default)]
+    pub json_schema: Option<(String, Value)>,
 }
 
 impl ChatRequest {
@@ -506,6 +510,7 @@ impl ChatRequest {
             max_tokens: None,
             temperature: None,
             attribution: Attribution::default(),
+            json_schema: None,
         }
     }
 

@@ -17,11 +17,18 @@
 mod import;
 mod index;
 pub mod note;
+mod promote;
 mod vectors;
 
 pub use import::{
     ImportReport, MAX_IMPORT_DEPTH, MAX_IMPORT_FACTS_PER_FILE, MAX_IMPORT_FILE_BYTES,
     MAX_IMPORT_FILES,
+};
+pub(crate) use promote::PromotionStore;
+pub use promote::{
+    MAX_PROMOTION_ATTEMPTS, MAX_PROMOTION_FACTS, MAX_PROMOTION_MESSAGES, MAX_PROMOTION_THREADS,
+    PROMOTER, PROMOTION_BACKOFF_SECS, PROMOTION_INPUT_CHARS, PROMOTION_MAX_TOKENS,
+    PROMOTION_MESSAGE_CHARS, PROMOTION_WINDOW_DAYS, PromotionReport,
 };
 pub use vectors::{MEMORY_EMBED_BATCH, MEMORY_VECTOR_CANDIDATES};
 
@@ -115,6 +122,9 @@ pub enum MemoryError {
     /// The vectors.
     #[error(transparent)]
     Vectors(#[from] crate::index::VectorError),
+    /// The person's authority could not be made (an agent identity, a bad name).
+    #[error(transparent)]
+    Authority(#[from] crate::approval::ApprovalError),
 }
 
 impl StewardError for MemoryError {
@@ -129,6 +139,7 @@ impl StewardError for MemoryError {
             Self::Io(_) => "MEMORY_IO",
             Self::Store(e) => e.code(),
             Self::Vectors(e) => e.code(),
+            Self::Authority(e) => e.code(),
         }
     }
 
@@ -140,6 +151,7 @@ impl StewardError for MemoryError {
             Self::Io(_) => ErrorKind::Unavailable,
             Self::Store(e) => e.kind(),
             Self::Vectors(e) => e.kind(),
+            Self::Authority(e) => e.kind(),
         }
     }
 }

@@ -87,6 +87,11 @@ pub const SCHEMA: Schema = Schema {
             name: "sync_progress",
             sql: include_str!("../../migrations/mirror/005_sync_progress.sql"),
         },
+        Migration {
+            version: 6,
+            name: "bulk",
+            sql: include_str!("../../migrations/mirror/006_bulk.sql"),
+        },
     ],
 };
 

@@ -258,6 +258,9 @@ pub struct ParsedMessage {
     pub body_state: BodyState,
     /// Attachments.
     pub attachments: Vec<ParsedAttachment>,
+    /// Why the headers mark it as bulk or automated mail (`list-unsubscribe`, `list-id`,
+    /// `precedence: bulk`, `auto-submitted: auto-generated`), when they do.
+    pub bulk: Option<String>,
 }
 
 /// Bounds a source applies while parsing (taken from [`crate::Limits`]).

@@ -517,8 +517,8 @@ impl<'t, 'c> Writer<'t, 'c> {
             .prepare_cached(
                 "INSERT INTO messages (account_id, identity, rfc_message_id, thread_id, mailbox_id, subject,
                    from_name, from_addr, date, received_at, flags, body_state, size, attachment_count,
-                   content_hash, ingested_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)",
+                   content_hash, ingested_at, updated_at, bulk)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16, ?17)",
             )
             .map_err(q("prepare insert message"))?
             .insert(
@@ -538,7 +538,8 @@ impl<'t, 'c> Writer<'t, 'c> {
                     i64::try_from(m.size).unwrap_or(i64::MAX),
                     int(m.attachments.len()),
                     content_hash,
-                    self.now
+                    self.now,
+                    m.bulk.as_deref()
                 ],
             )
             .map_err(q("insert message"))?;
@@ -570,7 +571,8 @@ impl<'t, 'c> Writer<'t, 'c> {
             }
             tx.prepare_cached(
                 "UPDATE messages SET subject = ?2, from_name = ?3, from_addr = ?4, date = ?5, received_at = ?6,
-                   body_state = ?7, size = ?8, attachment_count = ?9, content_hash = ?10 WHERE id = ?1",
+                   body_state = ?7, size = ?8, attachment_count = ?9, content_hash = ?10, bulk = ?11
+                 WHERE id = ?1",
             )
             .map_err(q("prepare update content"))?
             .execute(params![
@@ -583,7 +585,8 @@ impl<'t, 'c> Writer<'t, 'c> {
                 m.body_state.as_str(),
                 i64::try_from(m.size).unwrap_or(i64::MAX),
                 int(m.attachments.len()),
-                hex(&m.content_hash)
+                hex(&m.content_hash),
+                m.bulk.as_deref()
             ])
             .map_err(q("update content"))?;
         }

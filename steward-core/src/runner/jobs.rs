@@ -90,6 +90,47 @@ pub(super) fn run(
             }
             Ok(Done::new(parts.join("; "), detail(&report)))
         }
+        JobName::MemoryReconcile => {
+            let r = s.memory_reconcile()?;
+            let summary = if r.read + r.removed + r.expired + r.embedded > 0 || r.problem_count > 0
+            {
+                format!(
+                    "{} notes: {} read, {} changed outside Steward, {} dropped, {} proposals \
+                     expired, {} embedded{}",
+                    r.notes,
+                    r.read,
+                    r.outside_changes,
+                    r.removed,
+                    r.expired,
+                    r.embedded,
+                    if r.problem_count > 0 {
+                        format!("; {} file(s) not indexed", r.problem_count)
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                String::new()
+            };
+            Ok(Done::new(summary, detail(&r)))
+        }
+        JobName::MemoryPromote => {
+            let r = s.promote_mail(Some(cancel))?;
+            let summary = match &r.unavailable {
+                Some(why) => format!("the chat model is unavailable: {why}"),
+                None if r.calls + r.filtered == 0 => String::new(),
+                None => format!(
+                    "{} threads read: {} proposals, {} filtered, {} with nothing durable, {} \
+                     deferred, {} left",
+                    r.calls, r.proposals, r.filtered, r.skipped, r.deferred, r.remaining
+                ),
+            };
+            let mut done = Done::new(summary, detail(&r));
+            if r.remaining > 0 && r.unavailable.is_none() {
+                done.next_in = Some(60);
+            }
+            Ok(done)
+        }
         JobName::MailEmbed => {
             let opts = crate::embed::EmbedOptions {
                 max_items: runner.config.embed_pass_items,

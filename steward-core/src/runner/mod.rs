@@ -113,11 +113,15 @@ pub enum JobName {
     PimSync,
     /// Walk the shared folders (`[files] roots`) into `files.db`.
     FilesIndex,
+    /// Read the memory note files again (a person's edits), expire old proposals, embed notes.
+    MemoryReconcile,
+    /// Propose durable facts from recently active mail threads (with a chat model configured).
+    MemoryPromote,
 }
 
 impl JobName {
     /// Every job.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::MailReconcile,
         Self::MailEmbed,
         Self::WatchPoll,
@@ -127,6 +131,8 @@ impl JobName {
         Self::ApprovalExpiry,
         Self::PimSync,
         Self::FilesIndex,
+        Self::MemoryReconcile,
+        Self::MemoryPromote,
     ];
 
     /// The name in config, on the command line and in the status.
@@ -141,6 +147,8 @@ impl JobName {
             Self::ApprovalExpiry => "approval-expiry",
             Self::PimSync => "pim-sync",
             Self::FilesIndex => "files-index",
+            Self::MemoryReconcile => "memory-reconcile",
+            Self::MemoryPromote => "memory-promote",
         }
     }
 
@@ -166,6 +174,8 @@ impl JobName {
             Self::ApprovalExpiry => (60, 30),
             Self::PimSync => (900, 300),
             Self::FilesIndex => (1800, 300),
+            Self::MemoryReconcile => (300, 60),
+            Self::MemoryPromote => (1800, 600),
         };
         JobConfig { enabled: true, interval_secs, budget_secs }
     }
@@ -686,6 +696,11 @@ impl Runner {
                     .to_owned(),
             ),
             JobName::SendDue => self.services.transport.as_ref().err().cloned(),
+            JobName::MemoryPromote if self.steward.llm_config().is_none() => Some(
+                "no chat model is configured ([llm] or STEWARD_LLM_BASE_URL): mail is not \
+                 promoted to memory"
+                    .to_owned(),
+            ),
             JobName::FilesIndex if self.steward.file_roots().is_empty() => {
                 Some("no folder is shared ([files] roots in config.toml)".to_owned())
             }

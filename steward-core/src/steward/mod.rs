@@ -287,6 +287,7 @@ impl StewardBuilder {
             event_vectors: std::sync::OnceLock::new(),
             memory: std::sync::OnceLock::new(),
             memory_vectors: std::sync::OnceLock::new(),
+            promotion: std::sync::OnceLock::new(),
             events_embedded: std::sync::Mutex::new(None),
             approvals: std::sync::OnceLock::new(),
             audit: std::sync::OnceLock::new(),
@@ -379,6 +380,8 @@ pub struct Steward {
     pub(crate) memory: std::sync::OnceLock<crate::memory::MemoryIndexHandle>,
     /// The note vectors (`memory-index/vectors.db`), opened on first use.
     pub(crate) memory_vectors: std::sync::OnceLock<VectorStore>,
+    /// The mail promotion's outcomes (`memory-promotion.db`), opened on first use.
+    pub(crate) promotion: std::sync::OnceLock<crate::memory::PromotionStore>,
     /// The model and calendar generation of the last event drain that finished.
     pub(crate) events_embedded: std::sync::Mutex<Option<(String, i64)>>,
     /// `steward.db`, opened on first use.

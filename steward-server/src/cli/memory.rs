@@ -130,6 +130,13 @@ pub(super) enum MemoryCmd {
         #[arg(long)]
         json: bool,
     },
+    /// One mail-to-memory pass now: recently active threads, prefiltered, one model call per
+    /// thread; its facts become proposals (needs a chat model).
+    Promote {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Import existing markdown (Obsidian, basic-memory, a MEMORY.md) as proposals.
     Import {
         /// The folder.
@@ -366,6 +373,37 @@ pub(super) fn memory(home: Option<PathBuf>, cmd: MemoryCmd) -> Result<(), Failur
                 }
                 if let Some(e) = &r.embed_error {
                     out!("  not embedded: {e}");
+                }
+            }
+        }
+        MemoryCmd::Promote { json } => {
+            let r = steward.promote_mail(None)?;
+            if json {
+                json_line(&r);
+            } else {
+                out!(
+                    "{} threads: {} unchanged, {} filtered, {} asked ({} with nothing durable, {} \
+                     proposed, {} deferred, {} failed), {} left for the next pass",
+                    r.threads,
+                    r.unchanged,
+                    r.filtered,
+                    r.calls,
+                    r.skipped,
+                    r.proposed,
+                    r.deferred,
+                    r.failed,
+                    r.remaining
+                );
+                out!(
+                    "{} proposals in the inbox; {} already known, {} rejected before, {} dropped \
+                     (quote not in the mail)",
+                    r.proposals,
+                    r.known,
+                    r.suppressed,
+                    r.dropped
+                );
+                if let Some(why) = &r.unavailable {
+                    out!("no model asked: {why}");
                 }
             }
         }

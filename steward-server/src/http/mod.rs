@@ -21,6 +21,7 @@ mod files;
 pub mod idempotency;
 pub mod live;
 mod mail;
+mod memory;
 pub mod openapi;
 mod ops;
 mod pim;
@@ -278,6 +279,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(mail::routes());
     all.extend(pim::routes());
     all.extend(files::routes());
+    all.extend(memory::routes());
     all.extend(attachments::routes());
     all.extend(approvals::routes());
     all.extend(policy::routes());

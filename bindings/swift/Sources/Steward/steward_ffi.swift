@@ -8748,6 +8748,27 @@ public enum LiveEvent: Equatable, Hashable {
          */at: Int64
     )
     /**
+     * Memory changed: `proposed`, `accepted`, `rejected`, `forgotten`, `written`,
+     * `edited_outside`, `expired`, `suppressed` (ids only, never the words).
+     */
+    case memory(
+        /**
+         * Where to resume after this event.
+         */cursor: String, 
+        /**
+         * What happened.
+         */event: String, 
+        /**
+         * The note or proposal, when the event has one.
+         */id: String?, 
+        /**
+         * Who.
+         */actor: String, 
+        /**
+         * Unix seconds.
+         */at: Int64
+    )
+    /**
      * A sync run progressed or finished (an observation: the cursor does not move).
      */
     case ingest(
@@ -8832,10 +8853,13 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
         case 5: return .chat(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterString.read(from: &buf), chatId: try FfiConverterString.read(from: &buf), eventJson: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 6: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 6: return .memory(cursor: try FfiConverterString.read(from: &buf), event: try FfiConverterString.read(from: &buf), id: try FfiConverterOptionString.read(from: &buf), actor: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
-        case 7: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        case 7: return .ingest(cursor: try FfiConverterString.read(from: &buf), runId: try FfiConverterInt64.read(from: &buf), account: try FfiConverterString.read(from: &buf), filesTotal: try FfiConverterInt64.read(from: &buf), filesDone: try FfiConverterInt64.read(from: &buf), finished: try FfiConverterBool.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
+        )
+        
+        case 8: return .status(cursor: try FfiConverterString.read(from: &buf), name: try FfiConverterString.read(from: &buf), from: try FfiConverterOptionString.read(from: &buf), to: try FfiConverterString.read(from: &buf), detail: try FfiConverterString.read(from: &buf), at: try FfiConverterInt64.read(from: &buf)
         )
         
         default: throw UniffiInternalError.unexpectedEnumCase
@@ -8892,8 +8916,17 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             FfiConverterInt64.write(at, into: &buf)
             
         
-        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+        case let .memory(cursor,event,id,actor,at):
             writeInt(&buf, Int32(6))
+            FfiConverterString.write(cursor, into: &buf)
+            FfiConverterString.write(event, into: &buf)
+            FfiConverterOptionString.write(id, into: &buf)
+            FfiConverterString.write(actor, into: &buf)
+            FfiConverterInt64.write(at, into: &buf)
+            
+        
+        case let .ingest(cursor,runId,account,filesTotal,filesDone,finished,at):
+            writeInt(&buf, Int32(7))
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterInt64.write(runId, into: &buf)
             FfiConverterString.write(account, into: &buf)
@@ -8904,7 +8937,7 @@ public struct FfiConverterTypeLiveEvent: FfiConverterRustBuffer {
             
         
         case let .status(cursor,name,from,to,detail,at):
-            writeInt(&buf, Int32(7))
+            writeInt(&buf, Int32(8))
             FfiConverterString.write(cursor, into: &buf)
             FfiConverterString.write(name, into: &buf)
             FfiConverterOptionString.write(from, into: &buf)
