@@ -7,6 +7,7 @@
 mod chat;
 mod docs;
 mod mail;
+mod memory;
 mod pim;
 mod records;
 mod results;

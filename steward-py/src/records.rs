@@ -12,6 +12,13 @@ pub(crate) struct PyHuman {
 }
 
 impl PyHuman {
+    /// The handle and the person's authority.
+    pub(crate) fn parts(
+        &self,
+    ) -> (&steward_core::Steward, &steward_core::approval::HumanAuthority) {
+        (&self.steward, &self.who)
+    }
+
     fn decide<'py>(
         &self,
         py: Python<'py>,

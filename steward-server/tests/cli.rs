@@ -1493,16 +1493,22 @@ fn memory_commands_review_search_and_forget_with_a_receipt() {
     assert_eq!(import["added"], 2);
     let inbox = run(&["memory", "inbox", "--json"]);
     assert!(inbox.status.success());
-    let ids: Vec<String> = String::from_utf8_lossy(&inbox.stdout)
+    // The proposals in the order of the file: the locker code, then the bicycle.
+    let proposals: Vec<serde_json::Value> = String::from_utf8_lossy(&inbox.stdout)
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["note"]["meta"]["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .collect();
-    assert_eq!(ids.len(), 2);
+    assert_eq!(proposals.len(), 2);
+    let id_of = |word: &str| {
+        proposals
+            .iter()
+            .find(|p| p["note"]["body"].as_str().unwrap().contains(word))
+            .unwrap()["note"]["meta"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let ids = [id_of("locker"), id_of("bicycle")];
     // An agent identity is refused; nothing is accepted.
     let refused = run(&["memory", "accept", &ids[0], "--as", "agent:steward"]);
     assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));

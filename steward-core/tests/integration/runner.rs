@@ -25,7 +25,8 @@ fn one_pass_runs_every_job_that_can_run_and_records_it() {
             JobName::WatchPoll,
             JobName::WatchDeliver,
             JobName::ConfirmWrites,
-            JobName::ApprovalExpiry
+            JobName::ApprovalExpiry,
+            JobName::MemoryReconcile
         ]
     );
     assert!(runs.iter().all(|r| r.outcome == JobOutcome::Ok), "{runs:?}");
@@ -42,6 +43,7 @@ fn one_pass_runs_every_job_that_can_run_and_records_it() {
     let why = |j| status.iter().find(|s| s.name == j).unwrap().unavailable.clone().unwrap();
     assert!(why(JobName::MailReconcile).contains("[[mail.sources]]"));
     assert!(why(JobName::SendDue).contains("SMTP"));
+    assert!(why(JobName::MemoryPromote).contains("chat model"));
     // A job that cannot run here, asked for by name: typed, nothing recorded.
     let e = runner.run_once(Some(JobName::SendDue)).unwrap_err();
     assert_eq!(e.code(), "JOBS_UNAVAILABLE");
