@@ -105,7 +105,8 @@ impl records::PyHuman {
         to_python(py, &note)
     }
 
-    /// Rejects proposal `id`: the same fact is never proposed again. Returns the tombstone.
+    /// Rejects proposal `id` (`reason`: wrong, outdated, private or trivial): the same fact is
+    /// never proposed again. Returns the tombstone.
     #[pyo3(signature = (id, reason=None))]
     fn reject_memory<'py>(
         &self,
@@ -113,6 +114,13 @@ impl records::PyHuman {
         id: &str,
         reason: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let reason = reason
+            .map(|r| {
+                steward_core::memory::RejectReason::parse(r).ok_or_else(|| {
+                    bad(&format!("reason {r:?}: wrong, outdated, private or trivial"))
+                })
+            })
+            .transpose()?;
         let (steward, who) = self.parts();
         let t = py.detach(|| steward.memory_reject(who, id, reason)).map_err(|e| to_py(&e))?;
         to_python(py, &t)

@@ -31,7 +31,9 @@ def test_review_search_and_forget(tmp_path):
     with pytest.raises(steward.InvalidInputError):
         s.memory_search("spare keys", kinds=["rumour"])
 
-    ada.reject_memory(piano, reason="lessons ended")
+    with pytest.raises(steward.InvalidInputError):
+        ada.reject_memory(piano, reason="lessons ended")
+    assert ada.reject_memory(piano, reason="outdated")["reason"] == "rejected: outdated"
     (vault / "MEMORY.md").write_text("- Ada's piano lesson is on Thursdays!\n")
     again = ada.import_memory(vault)
     assert (again["added"], again["suppressed"]) == (0, 1)

@@ -1339,7 +1339,8 @@ async fn memory_review_search_and_forget_over_http() {
     assert_eq!(note["meta"]["review"]["by"], "ada");
     assert_eq!(note["meta"]["review"]["decision"], "edited");
     let (s, t) =
-        post(&f.app, &format!("/memory/proposals/{other}/reject"), json!({"reason": "no"})).await;
+        post(&f.app, &format!("/memory/proposals/{other}/reject"), json!({"reason": "wrong"}))
+            .await;
     assert_eq!((s, t["by"].as_str()), (StatusCode::OK, Some("ada")));
     let (s, again) = post(&f.app, &format!("/memory/proposals/{other}/reject"), json!({})).await;
     assert_eq!((s, code(&again)), (StatusCode::NOT_FOUND, "MEMORY_NOT_FOUND"));

@@ -201,7 +201,8 @@ fn a_rejected_fact_never_returns_from_any_source() {
         panic!("not proposed")
     };
     let ada = s.human("Ada").unwrap();
-    let t = s.memory_reject(&ada, &id, Some("she is not")).unwrap();
+    let t = s.memory_reject(&ada, &id, Some(steward_core::memory::RejectReason::Wrong)).unwrap();
+    assert_eq!(t.reason, "rejected: wrong");
     assert!(files_in(&home(&r).join("memory/inbox")).is_empty());
     let stones = std::fs::read_to_string(home(&r).join("memory/tombstones.jsonl")).unwrap();
     assert!(stones.contains(&t.hash) && !stones.to_lowercase().contains("hazelnut"), "{stones}");
@@ -375,8 +376,19 @@ fn edits_made_in_an_editor_are_picked_up_and_audited_as_the_persons() {
     let outside = audit_events(s, "memory.edited_outside");
     assert_eq!(outside.len(), 2);
     assert!(outside.iter().all(|e| e["actor"] == "person:files"), "{outside:?}");
+    // A note renamed in an editor keeps its id and stays in recall.
+    let file = files_in(&notes).into_iter().find(|f| f.contains(&id)).unwrap();
+    std::fs::rename(notes.join(&file), notes.join("boiler.md")).unwrap();
+    let rec = s.memory_reconcile().unwrap();
+    assert_eq!((rec.problem_count, rec.notes), (1, 2), "only the broken file: {rec:?}");
+    assert_eq!(search(s, "mandarin"), std::slice::from_ref(&id));
+    assert_eq!(s.memory_note(&id).unwrap().file, "boiler.md");
     // Unchanged files are not read again; a removed one leaves the index.
     assert_eq!(s.memory_reconcile().unwrap().read, 1, "only the broken file is read again");
+    // A crash's temporary file (it holds a note) is swept by the next reconcile.
+    std::fs::write(notes.join(".crashed.md.tmp"), "Temporary secret").unwrap();
+    s.memory_reconcile().unwrap();
+    assert!(!notes.join(".crashed.md.tmp").exists());
     std::fs::remove_file(notes.join("wifi.md")).unwrap();
     let rec = s.memory_reconcile().unwrap();
     assert_eq!((rec.removed, rec.notes), (1, 1), "{rec:?}");
@@ -460,6 +472,14 @@ fn forget_removes_every_copy_and_hands_back_a_receipt() {
         assert_eq!((near[0].lexical_rank, near[0].vector_rank), (None, Some(1)));
     }
 
+    // The same fact said again in a chat while the note exists: known, not proposed.
+    let mut from_chat = first.clone();
+    from_chat.sources = vec![MemorySource::Chat { chat: "c9".to_owned() }];
+    from_chat.text = "zorblatt quintessa collects antique barometers".to_owned();
+    assert!(matches!(
+        s.memory_propose("agent:steward", &from_chat).unwrap(),
+        ProposeOutcome::AlreadyKnown { .. }
+    ));
     // A dry run removes nothing and says what would go.
     let dry = s.memory_forget(&ada, &ForgetSelector::Subject(subject.into()), true).unwrap();
     assert_eq!((dry.notes.len(), dry.proposals.len()), (1, 1), "{dry:?}");
@@ -790,4 +810,39 @@ fn promotion_prefilters_asks_once_per_thread_and_records_every_outcome() {
 
 fn home_of(dir: &tempfile::TempDir) -> std::path::PathBuf {
     dir.path().join("home")
+}
+
+#[test]
+fn a_future_replacement_leaves_the_current_fact_answering_until_it_begins() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Steward::builder().home(dir.path().join("home")).open().unwrap();
+    let ada = s.human("Ada").unwrap();
+    let subject = "person:anna@example.org";
+    let ProposeOutcome::Proposed { id: now_id } =
+        s.memory_propose("memory-promoter", &fact("Anna lives in Milan.", subject)).unwrap()
+    else {
+        panic!()
+    };
+    s.memory_accept(&ada, &now_id, None).unwrap();
+    let mut moving = fact("Anna lives in Berlin.", subject);
+    moving.supersedes = vec![now_id.clone()];
+    moving.valid_from = Some(chrono::Utc::now() + chrono::Duration::days(30));
+    let ProposeOutcome::Proposed { id: later } =
+        s.memory_propose("agent:steward", &moving).unwrap()
+    else {
+        panic!()
+    };
+    s.memory_accept(&ada, &later, None).unwrap();
+    // Now: Milan still answers (Berlin begins in a month).
+    assert_eq!(search(&s, "Anna lives"), std::slice::from_ref(&now_id));
+    // In two months: Berlin.
+    let later_hits = s
+        .memory_search(&MemoryQuery {
+            text: "Anna lives".into(),
+            as_of: Some(chrono::Utc::now() + chrono::Duration::days(60)),
+            limit: 5,
+            ..MemoryQuery::default()
+        })
+        .unwrap();
+    assert_eq!(later_hits.iter().map(|h| h.note.meta.id.clone()).collect::<Vec<_>>(), [later]);
 }

@@ -243,7 +243,9 @@ impl AuditLog {
     }
 
     /// The memory events (`memory.*`) after row `after`, oldest first, at most `limit`:
-    /// `(id, at, actor, event_type, payload)`.
+    /// `(id, at, actor, event_type, payload)`. A range of `event_type` (`memory.` up to
+    /// `memory/`, the next character), so the type index is used and the rest of the trail is
+    /// not scanned.
     pub(crate) fn memory_after(
         &self,
         after: i64,
@@ -252,7 +254,8 @@ impl AuditLog {
         Ok(self.db.read(|c| {
             c.prepare_cached(
                 "SELECT id, at, actor, event_type, payload FROM audit_events
-                 WHERE id > ?1 AND event_type LIKE 'memory.%' ORDER BY id LIMIT ?2",
+                 WHERE event_type >= 'memory.' AND event_type < 'memory/' AND id > ?1
+                 ORDER BY id LIMIT ?2",
             )
             .and_then(|mut s| {
                 s.query_map(params![after, i64::try_from(limit).unwrap_or(100)], |r| {

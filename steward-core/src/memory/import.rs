@@ -252,12 +252,13 @@ impl Steward {
                         report.added += 1;
                         ids.push(id);
                     }
+                    // Not tracked as this file's: a proposal from another source (the mail
+                    // promotion) must not go when this file changes.
                     Ok(
-                        ProposeOutcome::AlreadyProposed { id }
-                        | ProposeOutcome::AlreadyKnown { id },
+                        ProposeOutcome::AlreadyProposed { .. }
+                        | ProposeOutcome::AlreadyKnown { .. },
                     ) => {
                         report.known += 1;
-                        ids.push(id);
                     }
                     Ok(ProposeOutcome::Suppressed) => report.suppressed += 1,
                     Err(MemoryError::InboxFull) => {

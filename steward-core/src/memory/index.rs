@@ -24,6 +24,9 @@ const SCHEMA: Schema = Schema {
     }],
 };
 
+/// Tries to truncate the index's log after a forget, 20 ms apart.
+const CHECKPOINT_TRIES: usize = 100;
+
 /// Words a question has that say nothing about a fact (English and Italian).
 const STOPWORDS: &[&str] = &[
     "a", "an", "the", "of", "at", "in", "on", "to", "for", "with", "and", "or", "is", "are", "was",
@@ -205,9 +208,23 @@ impl MemoryIndex {
             Ok::<_, MemoryError>(())
         })?;
         self.db.write_autocommit(|c| {
-            c.execute_batch("VACUUM").map_err(|e| StoreError::query("vacuum memory index", e))
-        })?;
-        Ok(self.db.checkpoint()?)
+            c.execute_batch("VACUUM").map_err(|e| StoreError::query("vacuum memory index", e))?;
+            // A reader in another thread or process holds the WAL's frames: wait for it (a
+            // search takes milliseconds), so the frames that held the note are truncated.
+            for _ in 0..CHECKPOINT_TRIES {
+                let busy: i64 = c
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                    .map_err(|e| StoreError::query("wal_checkpoint", e))?;
+                if busy == 0 {
+                    return Ok(());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(MemoryError::Io(
+                "the memory index's log could not be truncated: a reader held it; forget again"
+                    .to_owned(),
+            ))
+        })
     }
 
     fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
@@ -321,8 +338,10 @@ impl MemoryIndex {
                        AND (?3 IS NULL OR n.subject = ?3)
                        AND n.created <= ?4
                        AND (n.valid_from IS NULL OR n.valid_from <= ?4)
-                       AND (n.valid_to IS NULL OR n.valid_to > ?4)
-                       AND (n.superseded_at IS NULL OR (?5 = 0 AND n.superseded_at > ?4))
+                       AND (n.valid_to IS NULL OR n.valid_to > ?4
+                            OR (?5 = 0 AND n.superseded_at > ?4))
+                       AND (n.superseded_at IS NULL OR (?5 = 0 AND n.superseded_at > ?4)
+                            OR (?5 = 1 AND n.valid_to > ?4))
                      ORDER BY bm25(notes_fts) LIMIT ?6",
                 )
                 .map_err(|e| StoreError::query("prepare memory search", e))?;
@@ -377,8 +396,10 @@ impl MemoryIndex {
                        AND (?3 IS NULL OR n.subject = ?3)
                        AND n.created <= ?4
                        AND (n.valid_from IS NULL OR n.valid_from <= ?4)
-                       AND (n.valid_to IS NULL OR n.valid_to > ?4)
-                       AND (n.superseded_at IS NULL OR (?5 = 0 AND n.superseded_at > ?4))",
+                       AND (n.valid_to IS NULL OR n.valid_to > ?4
+                            OR (?5 = 0 AND n.superseded_at > ?4))
+                       AND (n.superseded_at IS NULL OR (?5 = 0 AND n.superseded_at > ?4)
+                            OR (?5 = 1 AND n.valid_to > ?4))",
                 )
                 .map_err(|e| StoreError::query("prepare memory filter", e))?;
             let rows = st

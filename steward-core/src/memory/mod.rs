@@ -83,6 +83,11 @@ pub const MAX_FORGET: usize = 1_000;
 /// Fixed (not a setting).
 pub const MAX_RECONCILE_ERRORS: usize = 100;
 
+/// Most accepted notes shown beside one proposal (those of its subject; its named
+/// supersessions are always shown).
+/// Fixed (not a setting).
+pub const MAX_RELATED: usize = 20;
+
 /// Who a change found in a note file is audited as: the person, outside Steward.
 pub const OUTSIDE_ACTOR: &str = "person:files";
 
@@ -381,12 +386,46 @@ pub struct ReconcileReport {
     pub embed_error: Option<String>,
 }
 
+/// Why a person rejects a proposal: a category, never their words (which would likely repeat
+/// the fact the tombstone must not keep).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// It is not true.
+    Wrong,
+    /// It was true once.
+    Outdated,
+    /// True, but not to be remembered.
+    Private,
+    /// Not worth remembering.
+    Trivial,
+}
+
+impl RejectReason {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Wrong => "wrong",
+            Self::Outdated => "outdated",
+            Self::Private => "private",
+            Self::Trivial => "trivial",
+        }
+    }
+
+    /// The reason named `s`.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Wrong, Self::Outdated, Self::Private, Self::Trivial]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
+}
+
 /// A line of `tombstones.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Tombstone {
     /// The fact's [`content_hash`].
     pub hash: String,
-    /// `rejected` or `forgotten`, and the person's words when they gave a reason.
+    /// `rejected` (with the person's [`RejectReason`]: `rejected: outdated`) or `forgotten`.
     pub reason: String,
     /// When.
     pub at: DateTime<Utc>,
@@ -453,10 +492,15 @@ impl Files {
             use std::os::unix::fs::OpenOptionsExt as _;
             opts.mode(0o600);
         }
-        let mut f = opts.open(&tmp).map_err(|e| io(&tmp, &e))?;
-        f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| io(&tmp, &e))?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, &e))?;
+        let written = opts.open(&tmp).and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        });
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, &path)) {
+            // The temporary file holds the note: it does not stay behind.
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(&path, &e));
+        }
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
@@ -514,6 +558,25 @@ impl Files {
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok((out, over))
+    }
+
+    /// Removes the temporary files a crash left in `notes/` and `inbox/` (each holds a note);
+    /// returns how many. Called with the lock held, when no write is under way.
+    fn sweep(&self) -> usize {
+        let mut n = 0;
+        for dir in [self.notes(), self.inbox(), self.root.clone()] {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.')
+                    && name.ends_with(".tmp")
+                    && std::fs::remove_file(e.path()).is_ok()
+                {
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     fn tombstone(&self, t: &Tombstone) -> Result<(), MemoryError> {
@@ -769,6 +832,7 @@ impl Steward {
                         .of_subject(s)?
                         .into_iter()
                         .filter(|r| r.note.meta.superseded_at.is_none())
+                        .take(MAX_RELATED)
                         .map(|r| r.note),
                 );
             }
@@ -779,7 +843,11 @@ impl Steward {
                     related.push(r.note);
                 }
             }
-            let expires = n.meta.created + chrono::Duration::days(days);
+            let expires = n
+                .meta
+                .created
+                .checked_add_signed(chrono::Duration::days(days))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
             out.push(Proposal { note: n, related, expires });
         }
         out.sort_by(|a, b| {
@@ -806,12 +874,18 @@ impl Steward {
         edit: Option<&MemoryEdit>,
     ) -> Result<Note, MemoryError> {
         let files = self.memory_files();
-        let _lock = files.lock()?;
+        let lock = files.lock()?;
         let inbox = self.read_inbox(&files)?;
         let (name, mut n) = inbox
             .get(id)
             .cloned()
             .ok_or_else(|| MemoryError::NotFound { what: "proposal", id: id.to_owned() })?;
+        if self.memory_index()?.get(id)?.is_some() {
+            // Accepted before, its inbox file left by a failure: the file goes, the note stays.
+            let stale = files.inbox().join(&name);
+            std::fs::remove_file(&stale).map_err(|e| io(&stale, &e))?;
+            return Err(MemoryError::NotFound { what: "proposal", id: id.to_owned() });
+        }
         let edited = edit.is_some_and(|e| !e.is_empty());
         if let Some(e) = edit {
             if let Some(t) = &e.text {
@@ -844,7 +918,8 @@ impl Steward {
         });
         note::check(&n)?;
         let note = self.admit(&files, n, now)?;
-        let _ = std::fs::remove_file(files.inbox().join(&name));
+        let inbox_file = files.inbox().join(&name);
+        std::fs::remove_file(&inbox_file).map_err(|e| io(&inbox_file, &e))?;
         self.memory_audit(
             who.person(),
             "memory.accepted",
@@ -856,14 +931,20 @@ impl Steward {
                 "hash": content_hash(note.meta.subject.as_deref(), &note.body),
             }),
         );
+        // The embedder is a network call: not under the lock other memory calls wait on.
+        drop(lock);
         self.embed_memory_quietly();
         Ok(note)
     }
 
-    /// Writes an accepted note (the supersession first, then the note), with the memory lock
-    /// held by the caller.
+    /// Writes an accepted note, then marks the notes it supersedes (so a failure between the
+    /// two leaves the new note and old notes still current, never old notes pointing at a note
+    /// that does not exist), with the memory lock held by the caller.
     fn admit(&self, files: &Files, n: Note, now: DateTime<Utc>) -> Result<Note, MemoryError> {
         let index = self.memory_index()?;
+        if index.get(&n.meta.id)?.is_some() {
+            return Err(MemoryError::BadNote(format!("{} is already an accepted note", n.meta.id)));
+        }
         let mut replaced = Vec::new();
         for old_id in &n.meta.supersedes {
             let row = index.get(old_id)?.ok_or_else(|| {
@@ -874,21 +955,21 @@ impl Steward {
             }
             replaced.push(row);
         }
+        let name = note::file_name(&n.meta.id, &n.body);
+        let state = files.write(&files.notes(), &name, &note::render(&n)?)?;
+        index.upsert(&name, &state.sha, state.size, state.mtime_ns, &n)?;
         for row in replaced {
             let mut old = row.note;
             old.meta.superseded_at = Some(now);
             old.meta.superseded_by = Some(n.meta.id.clone());
-            if old.meta.valid_to.is_none() {
-                // True until the new fact is (never before the old one began).
-                let end = n.meta.valid_from.unwrap_or(now);
-                old.meta.valid_to = Some(old.meta.valid_from.map_or(end, |from| end.max(from)));
-            }
+            // True until the new fact is (or until its own end, if sooner), never before it
+            // began.
+            let end = n.meta.valid_from.unwrap_or(now);
+            let end = old.meta.valid_to.map_or(end, |t| t.min(end));
+            old.meta.valid_to = Some(old.meta.valid_from.map_or(end, |from| end.max(from)));
             let state = files.write(&files.notes(), &row.file, &note::render(&old)?)?;
             index.upsert(&row.file, &state.sha, state.size, state.mtime_ns, &old)?;
         }
-        let name = note::file_name(&n.meta.id, &n.body);
-        let state = files.write(&files.notes(), &name, &note::render(&n)?)?;
-        index.upsert(&name, &state.sha, state.size, state.mtime_ns, &n)?;
         Ok(n)
     }
 
@@ -898,7 +979,7 @@ impl Steward {
         &self,
         who: &HumanAuthority,
         id: &str,
-        reason: Option<&str>,
+        reason: Option<RejectReason>,
     ) -> Result<Tombstone, MemoryError> {
         let files = self.memory_files();
         let _lock = files.lock()?;
@@ -906,11 +987,8 @@ impl Steward {
         let (name, n) = inbox
             .get(id)
             .ok_or_else(|| MemoryError::NotFound { what: "proposal", id: id.to_owned() })?;
-        let reason = match reason.map(str::trim).filter(|r| !r.is_empty()) {
-            Some(r) if r.chars().count() > 200 => {
-                return Err(MemoryError::BadNote("a reason has at most 200 characters".to_owned()));
-            }
-            Some(r) => format!("rejected: {r}"),
+        let reason = match reason {
+            Some(r) => format!("rejected: {}", r.as_str()),
             None => "rejected".to_owned(),
         };
         let t = Tombstone {
@@ -939,7 +1017,7 @@ impl Steward {
         m: &NewMemory,
     ) -> Result<Note, MemoryError> {
         let files = self.memory_files();
-        let _lock = files.lock()?;
+        let lock = files.lock()?;
         let now = now_utc();
         let mut n = note_from(m, note::new_id()?, actor, now);
         n.meta.review = Some(Review {
@@ -959,6 +1037,7 @@ impl Steward {
             Risk::Medium,
             &json!({ "id": note.meta.id, "approved_by": approved_by, "supersedes": note.meta.supersedes, "hash": hash }),
         );
+        drop(lock);
         self.embed_memory_quietly();
         Ok(note)
     }
@@ -1071,10 +1150,11 @@ impl Steward {
     /// audited as theirs), drops what is gone, expires old proposals and embeds what is new.
     pub fn memory_reconcile(&self) -> Result<ReconcileReport, MemoryError> {
         let files = self.memory_files();
-        let _lock = files.lock()?;
+        let lock = files.lock()?;
         let mut report = self.reconcile_locked(&files)?;
         let mut inbox = self.read_inbox(&files)?;
         report.expired = self.expire_proposals(&files, &mut inbox, now_utc());
+        drop(lock);
         match self.embed_memory() {
             Ok(Some(e)) => {
                 report.embedded = e.0;
@@ -1106,11 +1186,25 @@ impl Steward {
                 MemoryError::BadNote(format!("{over} more files than {MAX_NOTES}; not indexed"));
             problem(&mut report, "notes/", &e);
         }
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut broken: Vec<String> = Vec::new();
+        files.sweep();
+        // Files gone first: a note renamed in an editor keeps its id under the new name.
+        let listed: HashSet<&String> = list.iter().map(|(n, _)| n).collect();
+        let gone: Vec<String> = known.keys().filter(|f| !listed.contains(f)).cloned().collect();
         let mut outside: Vec<(String, &'static str)> = Vec::new();
+        for f in &gone {
+            if let Some(k) = known.get(f) {
+                outside.push((k.id.clone(), "removed"));
+            }
+        }
+        let dropped = index.remove_files(&gone)?;
+        report.removed = dropped.len();
+        if !dropped.is_empty()
+            && let Ok(v) = self.memory_vectors()
+        {
+            v.remove(&dropped)?;
+        }
+        let mut broken: Vec<String> = Vec::new();
         for (name, meta) in &list {
-            seen.insert(name.clone());
             let prior = known.get(name);
             if prior.is_some_and(|p| {
                 p.size == i64::try_from(meta.len()).unwrap_or(-1) && p.mtime_ns == mtime_ns(meta)
@@ -1188,16 +1282,9 @@ impl Steward {
             }
             outside.push((id, if prior.is_some() { "changed" } else { "added" }));
         }
-        let gone: Vec<String> = known.keys().filter(|f| !seen.contains(*f)).cloned().collect();
-        for f in &gone {
-            if let Some(k) = known.get(f) {
-                outside.push((k.id.clone(), "removed"));
-            }
-        }
-        let mut drop = gone;
-        drop.extend(broken.into_iter().filter(|b| known.contains_key(b)));
+        let drop: Vec<String> = broken.into_iter().filter(|b| known.contains_key(b)).collect();
         let dropped = index.remove_files(&drop)?;
-        report.removed = dropped.len();
+        report.removed += dropped.len();
         if !dropped.is_empty()
             && let Ok(v) = self.memory_vectors()
         {
@@ -1340,6 +1427,17 @@ impl Steward {
                 proposals.insert(id.clone(), p.clone());
             }
         }
+        // Proposals of the same facts, from any source (accepting one would bring a
+        // forgotten fact back).
+        let note_hashes: HashSet<String> = notes
+            .values()
+            .map(|r| content_hash(r.note.meta.subject.as_deref(), &r.note.body))
+            .collect();
+        for (id, p) in &inbox {
+            if note_hashes.contains(&content_hash(p.1.meta.subject.as_deref(), &p.1.body)) {
+                proposals.insert(id.clone(), p.clone());
+            }
+        }
         if notes.len() + proposals.len() > MAX_FORGET {
             return Err(MemoryError::TooMany(notes.len() + proposals.len()));
         }
@@ -1404,6 +1502,12 @@ impl Steward {
             });
         }
         kept.push(Kept {
+            what: "approval requests".to_owned(),
+            why: "a memory.propose or memory.write call the person had to approve keeps its \
+                  input in the approval and its audit entries (the record of what they decided)"
+                .to_owned(),
+        });
+        kept.push(Kept {
             what: "tombstones".to_owned(),
             why: "one SHA-256 per forgotten fact (never its words), so it is not proposed again"
                 .to_owned(),
@@ -1446,6 +1550,7 @@ impl Steward {
         if let Ok(v) = self.memory_vectors() {
             v.remove(&removed)?;
         }
+        files.sweep();
         index.compact()?;
         self.memory_audit(
             who.person(),

@@ -487,6 +487,12 @@ impl Steward {
                 report.remaining += 1;
                 continue;
             }
+            // A full inbox waits for the person: no call whose facts could not be proposed.
+            if self.memory_counts()?.0 >= super::MAX_INBOX {
+                report.unavailable = Some(MemoryError::InboxFull.to_string());
+                report.remaining += 1;
+                continue;
+            }
             let llm = match &llm {
                 Ok(l) => l,
                 Err(e) => {
@@ -516,19 +522,25 @@ impl Steward {
                 action: Some("triage".to_owned()),
             };
             report.calls += 1;
+            // The reason kept is the error's code, never the model's words (which may quote
+            // the mail).
             let answer = llm
                 .complete(&req)
-                .map_err(|e| e.to_string())
+                .map_err(|e| {
+                    use crate::StewardError as _;
+                    format!("the model failed: {}", e.code())
+                })
                 .and_then(|r| parse_answer(&r.content));
             let triage = match answer {
                 Ok(t) => t,
                 Err(why) => {
-                    let attempts = attempts + 1;
+                    let attempts = attempts.clamp(0, MAX_PROMOTION_ATTEMPTS) + 1;
                     if attempts >= MAX_PROMOTION_ATTEMPTS {
                         store.set(thread, &hash, "failed", attempts, None, Some(&why), 0, now)?;
                         report.failed += 1;
                     } else {
-                        let wait = (PROMOTION_BACKOFF_SECS << (attempts - 1).min(10)).min(86_400);
+                        let wait =
+                            (PROMOTION_BACKOFF_SECS << (attempts - 1).clamp(0, 10)).min(86_400);
                         store.set(
                             thread,
                             &hash,
@@ -545,6 +557,7 @@ impl Steward {
                 }
             };
             let mut made = 0;
+            let mut inbox_full = false;
             if triage.durable {
                 for f in triage.facts.into_iter().take(MAX_PROMOTION_FACTS) {
                     let Some(m) = checked_fact(&f, &messages, &numbered, &bodies) else {
@@ -564,11 +577,33 @@ impl Steward {
                         }
                         Ok(ProposeOutcome::Suppressed) => report.suppressed += 1,
                         Err(MemoryError::BadNote(_)) => report.dropped += 1,
+                        Err(MemoryError::InboxFull) => {
+                            inbox_full = true;
+                            break;
+                        }
                         Err(e) => return Err(e),
                     }
                 }
             }
             fail::fail_point!("memory::promote::before_outcome", |_| std::process::abort());
+            if inbox_full {
+                // The rest of this thread's facts wait for room: asked again later (the ones
+                // proposed merge then).
+                let wait = PROMOTION_BACKOFF_SECS;
+                store.set(
+                    thread,
+                    &hash,
+                    "deferred",
+                    attempts,
+                    Some(now + wait),
+                    Some("inbox full"),
+                    made,
+                    now,
+                )?;
+                report.deferred += 1;
+                report.unavailable = Some(MemoryError::InboxFull.to_string());
+                continue;
+            }
             if made > 0 {
                 store.set(thread, &hash, "proposed", 0, None, None, made, now)?;
                 report.proposed += 1;

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use steward_core::StewardError as _;
 use steward_core::memory::{
     ForgetSelector, MemoryEdit, MemoryHit, MemoryKind, MemoryQuery, MemorySource, Note, Proposal,
-    Sensitivity,
+    RejectReason, Sensitivity,
 };
 
 use super::{Failure, authority::Person, json_line, open, usage};
@@ -77,9 +77,10 @@ pub(super) enum MemoryCmd {
     Reject {
         /// The proposal's id.
         id: String,
-        /// Why (kept with the tombstone; the fact's words are not).
-        #[arg(long)]
-        reason: Option<String>,
+        /// Why: wrong, outdated, private or trivial (kept with the tombstone; your own words
+        /// would repeat the fact it must not keep).
+        #[arg(long, value_parser = parse_reason)]
+        reason: Option<RejectReason>,
         #[command(flatten)]
         person: Person,
     },
@@ -157,6 +158,10 @@ fn parse_kind(s: &str) -> Result<MemoryKind, String> {
         let all: Vec<&str> = MemoryKind::ALL.iter().map(|k| k.as_str()).collect();
         format!("{s:?}: one of {}", all.join(", "))
     })
+}
+
+fn parse_reason(s: &str) -> Result<RejectReason, String> {
+    RejectReason::parse(s).ok_or_else(|| format!("{s:?}: wrong, outdated, private or trivial"))
 }
 
 fn parse_sensitivity(s: &str) -> Result<Sensitivity, String> {
@@ -309,7 +314,7 @@ pub(super) fn memory(home: Option<PathBuf>, cmd: MemoryCmd) -> Result<(), Failur
         }
         MemoryCmd::Reject { id, reason, person } => {
             let who = steward.human(&person.name())?;
-            let t = steward.memory_reject(&who, &id, reason.as_deref())?;
+            let t = steward.memory_reject(&who, &id, reason)?;
             out!("rejected {id}; it will not be proposed again (tombstone {})", &t.hash[..16]);
         }
         MemoryCmd::Search { text, kinds, subject, as_of, limit, json } => {

@@ -38,6 +38,12 @@ pub(super) async fn idempotency(
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(next.run(req).await);
     }
+    // Memory's answers hold the person's facts (an accepted note, a forget's receipt): they
+    // are not kept for replay, where a forget could not reach them. Its operations need no
+    // replay either: a second accept or reject finds no proposal, a second forget nothing.
+    if req.uri().path().starts_with("/memory/") {
+        return Ok(next.run(req).await);
+    }
     let Some(key) = req.headers().get(IDEMPOTENCY_KEY) else {
         return Ok(next.run(req).await);
     };

@@ -11,7 +11,7 @@ use axum::{
 use serde::Deserialize;
 use steward_core::memory::{
     ForgetReceipt, ForgetSelector, MemoryEdit, MemoryHit, MemoryKind, MemoryQuery, Note, Proposal,
-    ReconcileReport, Tombstone,
+    ReconcileReport, RejectReason, Tombstone,
 };
 
 use super::{ApiError, ApiJson, ApiPath, ApiQuery, AppState, Route, auth::Person, schema};
@@ -85,9 +85,9 @@ pub(super) fn routes() -> Vec<Route> {
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub(super) struct RejectInput {
-    /// The person's reason (kept with the tombstone; the fact's words are not).
-    #[schemars(length(max = 200))]
-    reason: Option<String>,
+    /// Why: `wrong`, `outdated`, `private` or `trivial` (a category, kept with the
+    /// tombstone; the person's own words would repeat the fact).
+    reason: Option<RejectReason>,
 }
 
 /// A memory search.
@@ -154,7 +154,7 @@ async fn reject(
     state
         .call(move |s| {
             let who = s.human(&person.name)?;
-            s.memory_reject(&who, &id, input.reason.as_deref())
+            s.memory_reject(&who, &id, input.reason)
         })
         .await
         .map(Json)
