@@ -244,6 +244,13 @@ impl Human {
 }
 
 impl Human {
+    /// The handle and the person's authority.
+    pub(crate) fn parts(
+        &self,
+    ) -> (&steward_core::Steward, &steward_core::approval::HumanAuthority) {
+        (&self.steward, &self.who)
+    }
+
     fn resolve(
         &self,
         id: i64,

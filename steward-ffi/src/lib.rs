@@ -14,6 +14,7 @@ mod chat;
 mod docs;
 mod error;
 mod live;
+mod memory;
 mod mirror;
 mod pim;
 mod runtime;
@@ -33,6 +34,10 @@ pub use chat::{
 };
 pub use error::FfiError;
 pub use live::{LiveEvent, LiveListener, LiveSnapshot, TaskHandle};
+pub use memory::{
+    MemoryForgetReceipt, MemoryForgotten, MemoryFound, MemoryKept, MemoryNote, MemoryProposal,
+    MemorySourceRef,
+};
 pub use mirror::{EmbedReport, MirrorStats, SyncSummary};
 pub use pim::{
     AgendaOccurrence, CalendarIndexReport, ContactsIndexReport, EventFound, FreeBusyReport,

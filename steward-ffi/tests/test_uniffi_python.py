@@ -632,3 +632,36 @@ def test_the_launchers_calendars_and_contacts_are_mirrored_through_the_callback(
     with pytest.raises(ffi.FfiError.Steward) as e:
         s.agenda("2025-03-24", "next week")
     assert e.value.code == "CALENDAR_BAD_TIME"
+
+
+def test_memory_review_search_and_forget_for_the_launcher(tmp_path):
+    home = tmp_path / "home"
+    s = ffi.Steward.open(str(home))
+    inbox = home / "memory" / "inbox"
+    inbox.mkdir(parents=True)
+    # A proposal as the mail promotion leaves it.
+    (inbox / "mabcdefghij23.md").write_text(
+        "---\nid: mabcdefghij23\nkind: person\nsubject: person:anna@example.org\n"
+        "created: 2026-12-01T09:00:00Z\nsources:\n- type: mail\n  message_id: job@example.org\n"
+        "  quote: I work at Polimi now\nproposed_by: memory-promoter\n---\n\nAnna works at Polimi.\n")
+    [p] = s.memory_inbox()
+    assert (p.note.id, p.note.kind, p.note.reviewed_by) == ("mabcdefghij23", "person", None)
+    assert p.note.sources[0].kind == "mail" and p.note.sources[0].quote == "I work at Polimi now"
+    assert s.memory_search("Polimi", [], None, None, 10) == []
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.human("agent:steward")
+    ada = s.human("ada")
+    note = ada.accept_memory("mabcdefghij23", "Anna works at Polimi (physics).")
+    assert (note.reviewed_by, note.review_decision) == ("ada", "edited")
+    [hit] = s.memory_search("Polimi physics", ["person"], "person:anna@example.org", None, 10)
+    assert hit.note.id == "mabcdefghij23" and hit.lexical_rank == 1
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.memory_search("Polimi", ["rumour"], None, None, 10)
+    assert e.value.code == "MEMORY_BAD_QUERY"
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        ada.reject_memory("mabcdefghij23", "no reason")
+    receipt = ada.forget_memory("id", "mabcdefghij23", False)
+    assert [n.id for n in receipt.notes] == ["mabcdefghij23"] and receipt.tombstones == 1
+    with pytest.raises(ffi.FfiError.Steward) as e:
+        s.memory_note("mabcdefghij23")
+    assert e.value.code == "MEMORY_NOT_FOUND"

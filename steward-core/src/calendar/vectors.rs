@@ -12,11 +12,7 @@
 
 use serde::Serialize;
 
-use crate::{
-    Steward,
-    embed::EmbedRunError,
-    index::{EmbeddedItem, Embedder, VectorStore, calibration},
-};
+use crate::{Steward, embed::EmbedRunError};
 
 /// Longest text of one event embedded, characters.
 /// Fixed (not a setting).
@@ -90,32 +86,10 @@ impl Steward {
                 }
             })
             .collect();
-        for batch in todo.chunks(EVENT_EMBED_BATCH) {
-            if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
-                report.error = Some("cancelled".to_owned());
-                break;
-            }
-            let texts: Vec<&str> = batch.iter().map(|(_, t, _)| t.as_str()).collect();
-            let got = match e.embed(&texts) {
-                Ok(v) => v,
-                Err(err) => {
-                    report.error = Some(err.to_string());
-                    break;
-                }
-            };
-            let items: Vec<EmbeddedItem> = batch
-                .iter()
-                .zip(got)
-                .filter(|(_, v)| !v.is_empty() && v.iter().all(|x| x.is_finite()))
-                .map(|((id, _, h), vector)| EmbeddedItem { id: *id, source_hash: *h, vector })
-                .collect();
-            let Some(dim) = items.first().map(|i| i.vector.len()) else { continue };
-            let items: Vec<EmbeddedItem> =
-                items.into_iter().filter(|i| i.vector.len() == dim).collect();
-            vectors.reset_incompatible(e.model(), dim)?;
-            vectors.store_embedded(e.model(), dim, &items)?;
-            report.embedded += items.len();
-        }
+        let (embedded, error) =
+            crate::index::embed_in_batches(e, vectors, &todo, EVENT_EMBED_BATCH, cancel)?;
+        report.embedded += embedded;
+        report.error = error;
         if report.error.is_none()
             && let Ok(mut d) = self.events_embedded.lock()
         {
@@ -130,35 +104,10 @@ impl Steward {
     pub(crate) fn near_events(&self, text: &str) -> Vec<i64> {
         let Some(e) = self.embedder_ref() else { return Vec::new() };
         let Ok(vectors) = self.event_vectors() else { return Vec::new() };
-        near(e, vectors, text).unwrap_or_else(|why| {
-            tracing::warn!(why, "event search is lexical");
-            Vec::new()
-        })
+        crate::index::near_standing_out(e, vectors, text, EVENT_VECTOR_CANDIDATES, "event")
+            .unwrap_or_else(|why| {
+                tracing::warn!(why, "event search is lexical");
+                Vec::new()
+            })
     }
-}
-
-fn near(e: &dyn Embedder, vectors: &VectorStore, text: &str) -> Result<Vec<i64>, String> {
-    let stored = vectors.dimensions(e.model()).map_err(|x| x.to_string())?;
-    if stored.is_empty() {
-        return Ok(Vec::new());
-    }
-    let v = e.embed_query(text).map_err(|x| x.to_string())?;
-    if !stored.contains(&v.len()) {
-        return Err(format!("no event vectors of dimension {}", v.len()));
-    }
-    let cutoff = e.max_distance();
-    let ids: Vec<i64> = vectors
-        .knn(e.model(), &v, EVENT_VECTOR_CANDIDATES)
-        .map_err(|x| x.to_string())?
-        .into_iter()
-        .filter(|n| n.distance <= cutoff)
-        .map(|n| n.id)
-        .collect();
-    if ids.is_empty() {
-        return Ok(ids);
-    }
-    let probes = calibration::probes_for(e, v.len()).ok_or("probe queries not embedded")?;
-    let found = vectors.stored_vectors(e.model(), v.len(), &ids).map_err(|x| x.to_string())?;
-    let candidates: Vec<(i64, &[f32])> = found.iter().map(|(id, f)| (*id, f.as_slice())).collect();
-    Ok(calibration::standing_out(&v, &probes, &candidates))
 }

@@ -21,6 +21,7 @@ pub use lexical::{
     MAX_QUERY_TERMS, MAX_SUBSTRING_CANDIDATES, SubstringField,
 };
 pub(crate) use lexical::{analyzer, query_terms};
+pub(crate) use vectors::items::{embed_in_batches, near_standing_out};
 pub use vectors::{
     COARSE_FACTOR, DEFAULT_MAX_VECTOR_DISTANCE, EmbedError, EmbedState, EmbeddedItem, Embedder,
     FailedItem, INT8_FULL_SCAN_BYTES, MAX_CODE_CACHE_BYTES, MAX_DIMENSION, MAX_KNN,

@@ -25,6 +25,7 @@ const SCHEMA: Schema = Schema {
 };
 
 /// Tries to truncate the index's log after a forget, 20 ms apart.
+/// Fixed (not a setting).
 const CHECKPOINT_TRIES: usize = 100;
 
 /// Words a question has that say nothing about a fact (English and Italian).

@@ -5,7 +5,7 @@
 
 use crate::{
     Steward,
-    index::{EmbeddedItem, VectorError, VectorStore, calibration},
+    index::{VectorError, VectorStore},
 };
 
 use super::MemoryError;
@@ -52,27 +52,9 @@ impl Steward {
                 (!current).then_some((id, text, h))
             })
             .collect();
-        let mut embedded = 0;
-        for batch in todo.chunks(MEMORY_EMBED_BATCH) {
-            let texts: Vec<&str> = batch.iter().map(|(_, t, _)| t.as_str()).collect();
-            let got = match e.embed(&texts) {
-                Ok(v) => v,
-                Err(err) => return Ok(Some((embedded, Some(err.to_string())))),
-            };
-            let items: Vec<EmbeddedItem> = batch
-                .iter()
-                .zip(got)
-                .filter(|(_, v)| !v.is_empty() && v.iter().all(|x| x.is_finite()))
-                .map(|((id, _, h), vector)| EmbeddedItem { id: *id, source_hash: *h, vector })
-                .collect();
-            let Some(dim) = items.first().map(|i| i.vector.len()) else { continue };
-            let items: Vec<EmbeddedItem> =
-                items.into_iter().filter(|i| i.vector.len() == dim).collect();
-            vectors.reset_incompatible(e.model(), dim)?;
-            vectors.store_embedded(e.model(), dim, &items)?;
-            embedded += items.len();
-        }
-        Ok(Some((embedded, None)))
+        let (embedded, error) =
+            crate::index::embed_in_batches(e, vectors, &todo, MEMORY_EMBED_BATCH, None)?;
+        Ok(Some((embedded, error)))
     }
 
     /// [`Self::embed_memory`] after a write: a failing embedder leaves the note lexical until
@@ -90,36 +72,10 @@ impl Steward {
     pub(crate) fn near_memory(&self, text: &str) -> Vec<i64> {
         let Some(e) = self.embedder_ref() else { return Vec::new() };
         let Ok(vectors) = self.memory_vectors() else { return Vec::new() };
-        let near = || -> Result<Vec<i64>, String> {
-            let stored = vectors.dimensions(e.model()).map_err(|x| x.to_string())?;
-            if stored.is_empty() {
-                return Ok(Vec::new());
-            }
-            let v = e.embed_query(text).map_err(|x| x.to_string())?;
-            if !stored.contains(&v.len()) {
-                return Err(format!("no note vectors of dimension {}", v.len()));
-            }
-            let cutoff = e.max_distance();
-            let ids: Vec<i64> = vectors
-                .knn(e.model(), &v, MEMORY_VECTOR_CANDIDATES)
-                .map_err(|x| x.to_string())?
-                .into_iter()
-                .filter(|n| n.distance <= cutoff)
-                .map(|n| n.id)
-                .collect();
-            if ids.is_empty() {
-                return Ok(ids);
-            }
-            let probes = calibration::probes_for(e, v.len()).ok_or("probe queries not embedded")?;
-            let found =
-                vectors.stored_vectors(e.model(), v.len(), &ids).map_err(|x| x.to_string())?;
-            let candidates: Vec<(i64, &[f32])> =
-                found.iter().map(|(id, f)| (*id, f.as_slice())).collect();
-            Ok(calibration::standing_out(&v, &probes, &candidates))
-        };
-        near().unwrap_or_else(|why| {
-            tracing::warn!(why, "memory search is lexical");
-            Vec::new()
-        })
+        crate::index::near_standing_out(e, vectors, text, MEMORY_VECTOR_CANDIDATES, "note")
+            .unwrap_or_else(|why| {
+                tracing::warn!(why, "memory search is lexical");
+                Vec::new()
+            })
     }
 }

@@ -96,9 +96,11 @@ fn line(h: &MemoryHit) -> String {
         .as_ref()
         .map(|r| format!("; accepted by {} on {}", r.by, r.at.date_naive()))
         .unwrap_or_default();
+    // The proposer's confidence is shown, so the model can weigh a doubtful note.
+    let confidence = m.confidence.map(|c| format!("; confidence {c:.2}")).unwrap_or_default();
     let body: String = h.note.body.split_whitespace().collect::<Vec<_>>().join(" ");
     format!(
-        "- {} ({}){subject}{when}{superseded}: {body} [from {}{reviewed}]",
+        "- {} ({}){subject}{when}{superseded}: {body} [from {}{reviewed}{confidence}]",
         m.id,
         m.kind.as_str(),
         if sources.is_empty() { "unknown".to_owned() } else { sources.join(", ") }

@@ -211,7 +211,8 @@ fn print_note(n: &Note, indent: &str) {
     for s in &m.sources {
         out!("{indent}  from {}", source(s));
     }
-    out!("{indent}  proposed by {} on {}", m.proposed_by, m.created.date_naive());
+    let confidence = m.confidence.map(|c| format!(", confidence {c:.2}")).unwrap_or_default();
+    out!("{indent}  proposed by {} on {}{confidence}", m.proposed_by, m.created.date_naive());
     if let Some(r) = &m.review {
         out!("{indent}  {:?} by {} on {}", r.decision, r.by, r.at.date_naive());
     }

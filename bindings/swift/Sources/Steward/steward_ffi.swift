@@ -1032,6 +1032,23 @@ public protocol HumanProtocol: AnyObject, Sendable {
      */
     func deny(id: Int64, note: String?) throws  -> ApprovalCard
     
+    /**
+     * Accepts proposal `id`; with `text`, as the person rewrote it. Returns the note.
+     */
+    func acceptMemory(id: String, text: String?) throws  -> MemoryNote
+    
+    /**
+     * Forgets by `by` (`id`, `subject` or `query`) `value`; with `dry_run`, removes nothing.
+     * Returns the receipt.
+     */
+    func forgetMemory(by: String, value: String, dryRun: Bool) throws  -> MemoryForgetReceipt
+    
+    /**
+     * Rejects proposal `id` (`reason`: `wrong`, `outdated`, `private` or `trivial`): the same
+     * fact is never proposed again.
+     */
+    func rejectMemory(id: String, reason: String?) throws 
+    
 }
 /**
  * A person's authority: resolves approval requests.
@@ -1116,6 +1133,50 @@ open func deny(id: Int64, note: String?)throws  -> ApprovalCard  {
         FfiConverterOptionString.lower(note),uniffiCallStatus
     )
 })
+}
+    
+    /**
+     * Accepts proposal `id`; with `text`, as the person rewrote it. Returns the note.
+     */
+open func acceptMemory(id: String, text: String?)throws  -> MemoryNote  {
+    return try  FfiConverterTypeMemoryNote_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_human_accept_memory(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(id),
+        FfiConverterOptionString.lower(text),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Forgets by `by` (`id`, `subject` or `query`) `value`; with `dry_run`, removes nothing.
+     * Returns the receipt.
+     */
+open func forgetMemory(by: String, value: String, dryRun: Bool)throws  -> MemoryForgetReceipt  {
+    return try  FfiConverterTypeMemoryForgetReceipt_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_human_forget_memory(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(by),
+        FfiConverterString.lower(value),
+        FfiConverterBool.lower(dryRun),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Rejects proposal `id` (`reason`: `wrong`, `outdated`, `private` or `trivial`): the same
+     * fact is never proposed again.
+     */
+open func rejectMemory(id: String, reason: String?)throws   {try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_human_reject_memory(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(id),
+        FfiConverterOptionString.lower(reason),uniffiCallStatus
+    )
+}
 }
     
 
@@ -1274,6 +1335,22 @@ public protocol StewardProtocol: AnyObject, Sendable {
      * event. A bad cursor is an error here; later failures go to `on_error`.
      */
     func subscribe(after: String?, listener: LiveListener) throws  -> TaskHandle
+    
+    /**
+     * The proposals waiting for review, oldest first.
+     */
+    func memoryInbox() throws  -> [MemoryProposal]
+    
+    /**
+     * One accepted note (`MEMORY_NOT_FOUND` for a proposal or nothing).
+     */
+    func memoryNote(id: String) throws  -> MemoryFound
+    
+    /**
+     * Accepted notes matching `text`, filtered by `kinds` (empty: all), `subject` and `as_of`
+     * (Unix seconds: what was true and known then); at most `limit` (1 to 20).
+     */
+    func memorySearch(text: String, kinds: [String], subject: String?, asOf: Int64?, limit: UInt32) throws  -> [MemoryFound]
     
     /**
      * The occurrences of every calendar in `[from, to)`, by start (at most 366 days and
@@ -1764,6 +1841,49 @@ open func subscribe(after: String?, listener: LiveListener)throws  -> TaskHandle
             self.uniffiCloneHandle(),
         FfiConverterOptionString.lower(after),
         FfiConverterCallbackInterfaceLiveListener_lower(listener),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * The proposals waiting for review, oldest first.
+     */
+open func memoryInbox()throws  -> [MemoryProposal]  {
+    return try  FfiConverterSequenceTypeMemoryProposal.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_memory_inbox(
+            self.uniffiCloneHandle(),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * One accepted note (`MEMORY_NOT_FOUND` for a proposal or nothing).
+     */
+open func memoryNote(id: String)throws  -> MemoryFound  {
+    return try  FfiConverterTypeMemoryFound_lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_memory_note(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(id),uniffiCallStatus
+    )
+})
+}
+    
+    /**
+     * Accepted notes matching `text`, filtered by `kinds` (empty: all), `subject` and `as_of`
+     * (Unix seconds: what was true and known then); at most `limit` (1 to 20).
+     */
+open func memorySearch(text: String, kinds: [String], subject: String?, asOf: Int64?, limit: UInt32)throws  -> [MemoryFound]  {
+    return try  FfiConverterSequenceTypeMemoryFound.lift(try rustCallWithError(FfiConverterTypeFfiError_lift) {
+        uniffiCallStatus in
+    uniffi_steward_ffi_fn_method_steward_memory_search(
+            self.uniffiCloneHandle(),
+        FfiConverterString.lower(text),
+        FfiConverterSequenceString.lower(kinds),
+        FfiConverterOptionString.lower(subject),
+        FfiConverterOptionInt64.lower(asOf),
+        FfiConverterUInt32.lower(limit),uniffiCallStatus
     )
 })
 }
@@ -5356,6 +5476,771 @@ public func FfiConverterTypeLiveSnapshot_lift(_ buf: RustBuffer) throws -> LiveS
 #endif
 public func FfiConverterTypeLiveSnapshot_lower(_ value: LiveSnapshot) -> RustBuffer {
     return FfiConverterTypeLiveSnapshot.lower(value)
+}
+
+
+/**
+ * What a forget removed and kept.
+ */
+public struct MemoryForgetReceipt: Equatable, Hashable {
+    /**
+     * Nothing was removed: what a forget would do.
+     */
+    public var dryRun: Bool
+    /**
+     * Who asked.
+     */
+    public var by: String
+    /**
+     * When.
+     */
+    public var at: Int64
+    /**
+     * The notes removed.
+     */
+    public var notes: [MemoryForgotten]
+    /**
+     * The proposals removed.
+     */
+    public var proposals: [MemoryForgotten]
+    /**
+     * Index rows removed.
+     */
+    public var indexEntries: UInt64
+    /**
+     * Vectors removed.
+     */
+    public var vectors: UInt64
+    /**
+     * Tombstones written.
+     */
+    public var tombstones: UInt64
+    /**
+     * What stays, and why.
+     */
+    public var kept: [MemoryKept]
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Nothing was removed: what a forget would do.
+         */dryRun: Bool, 
+        /**
+         * Who asked.
+         */by: String, 
+        /**
+         * When.
+         */at: Int64, 
+        /**
+         * The notes removed.
+         */notes: [MemoryForgotten], 
+        /**
+         * The proposals removed.
+         */proposals: [MemoryForgotten], 
+        /**
+         * Index rows removed.
+         */indexEntries: UInt64, 
+        /**
+         * Vectors removed.
+         */vectors: UInt64, 
+        /**
+         * Tombstones written.
+         */tombstones: UInt64, 
+        /**
+         * What stays, and why.
+         */kept: [MemoryKept]) {
+        self.dryRun = dryRun
+        self.by = by
+        self.at = at
+        self.notes = notes
+        self.proposals = proposals
+        self.indexEntries = indexEntries
+        self.vectors = vectors
+        self.tombstones = tombstones
+        self.kept = kept
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoryForgetReceipt: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoryForgetReceipt: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoryForgetReceipt {
+        return
+            try MemoryForgetReceipt(
+                dryRun: FfiConverterBool.read(from: &buf), 
+                by: FfiConverterString.read(from: &buf), 
+                at: FfiConverterInt64.read(from: &buf), 
+                notes: FfiConverterSequenceTypeMemoryForgotten.read(from: &buf), 
+                proposals: FfiConverterSequenceTypeMemoryForgotten.read(from: &buf), 
+                indexEntries: FfiConverterUInt64.read(from: &buf), 
+                vectors: FfiConverterUInt64.read(from: &buf), 
+                tombstones: FfiConverterUInt64.read(from: &buf), 
+                kept: FfiConverterSequenceTypeMemoryKept.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoryForgetReceipt, into buf: inout [UInt8]) {
+        FfiConverterBool.write(value.dryRun, into: &buf)
+        FfiConverterString.write(value.by, into: &buf)
+        FfiConverterInt64.write(value.at, into: &buf)
+        FfiConverterSequenceTypeMemoryForgotten.write(value.notes, into: &buf)
+        FfiConverterSequenceTypeMemoryForgotten.write(value.proposals, into: &buf)
+        FfiConverterUInt64.write(value.indexEntries, into: &buf)
+        FfiConverterUInt64.write(value.vectors, into: &buf)
+        FfiConverterUInt64.write(value.tombstones, into: &buf)
+        FfiConverterSequenceTypeMemoryKept.write(value.kept, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryForgetReceipt_lift(_ buf: RustBuffer) throws -> MemoryForgetReceipt {
+    return try FfiConverterTypeMemoryForgetReceipt.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryForgetReceipt_lower(_ value: MemoryForgetReceipt) -> RustBuffer {
+    return FfiConverterTypeMemoryForgetReceipt.lower(value)
+}
+
+
+/**
+ * One note or proposal a forget removed.
+ */
+public struct MemoryForgotten: Equatable, Hashable {
+    /**
+     * Its id.
+     */
+    public var id: String
+    /**
+     * The file removed.
+     */
+    public var path: String
+    /**
+     * The hash its tombstone keeps.
+     */
+    public var contentHash: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id.
+         */id: String, 
+        /**
+         * The file removed.
+         */path: String, 
+        /**
+         * The hash its tombstone keeps.
+         */contentHash: String) {
+        self.id = id
+        self.path = path
+        self.contentHash = contentHash
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoryForgotten: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoryForgotten: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoryForgotten {
+        return
+            try MemoryForgotten(
+                id: FfiConverterString.read(from: &buf), 
+                path: FfiConverterString.read(from: &buf), 
+                contentHash: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoryForgotten, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.path, into: &buf)
+        FfiConverterString.write(value.contentHash, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryForgotten_lift(_ buf: RustBuffer) throws -> MemoryForgotten {
+    return try FfiConverterTypeMemoryForgotten.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryForgotten_lower(_ value: MemoryForgotten) -> RustBuffer {
+    return FfiConverterTypeMemoryForgotten.lower(value)
+}
+
+
+/**
+ * A note found.
+ */
+public struct MemoryFound: Equatable, Hashable {
+    /**
+     * The note.
+     */
+    public var note: MemoryNote
+    /**
+     * Its file under `memory/notes/`.
+     */
+    public var file: String
+    /**
+     * Its rank among the word matches (1 is best).
+     */
+    public var lexicalRank: UInt32?
+    /**
+     * Its rank among the nearest notes by meaning.
+     */
+    public var vectorRank: UInt32?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The note.
+         */note: MemoryNote, 
+        /**
+         * Its file under `memory/notes/`.
+         */file: String, 
+        /**
+         * Its rank among the word matches (1 is best).
+         */lexicalRank: UInt32?, 
+        /**
+         * Its rank among the nearest notes by meaning.
+         */vectorRank: UInt32?) {
+        self.note = note
+        self.file = file
+        self.lexicalRank = lexicalRank
+        self.vectorRank = vectorRank
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoryFound: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoryFound: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoryFound {
+        return
+            try MemoryFound(
+                note: FfiConverterTypeMemoryNote.read(from: &buf), 
+                file: FfiConverterString.read(from: &buf), 
+                lexicalRank: FfiConverterOptionUInt32.read(from: &buf), 
+                vectorRank: FfiConverterOptionUInt32.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoryFound, into buf: inout [UInt8]) {
+        FfiConverterTypeMemoryNote.write(value.note, into: &buf)
+        FfiConverterString.write(value.file, into: &buf)
+        FfiConverterOptionUInt32.write(value.lexicalRank, into: &buf)
+        FfiConverterOptionUInt32.write(value.vectorRank, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryFound_lift(_ buf: RustBuffer) throws -> MemoryFound {
+    return try FfiConverterTypeMemoryFound.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryFound_lower(_ value: MemoryFound) -> RustBuffer {
+    return FfiConverterTypeMemoryFound.lower(value)
+}
+
+
+/**
+ * Something a forget left, and why.
+ */
+public struct MemoryKept: Equatable, Hashable {
+    /**
+     * What.
+     */
+    public var what: String
+    /**
+     * Why.
+     */
+    public var why: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * What.
+         */what: String, 
+        /**
+         * Why.
+         */why: String) {
+        self.what = what
+        self.why = why
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoryKept: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoryKept: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoryKept {
+        return
+            try MemoryKept(
+                what: FfiConverterString.read(from: &buf), 
+                why: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoryKept, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.what, into: &buf)
+        FfiConverterString.write(value.why, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryKept_lift(_ buf: RustBuffer) throws -> MemoryKept {
+    return try FfiConverterTypeMemoryKept.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryKept_lower(_ value: MemoryKept) -> RustBuffer {
+    return FfiConverterTypeMemoryKept.lower(value)
+}
+
+
+/**
+ * A note of memory, accepted or proposed, with its provenance.
+ */
+public struct MemoryNote: Equatable, Hashable {
+    /**
+     * Its id.
+     */
+    public var id: String
+    /**
+     * `fact`, `preference`, `person`, `commitment`, `project` or `place`.
+     */
+    public var kind: String
+    /**
+     * Whom or what it is about (`person:anna@example.org`).
+     */
+    public var subject: String?
+    /**
+     * The fact.
+     */
+    public var text: String
+    /**
+     * Since when it is true in the world.
+     */
+    public var validFrom: Int64?
+    /**
+     * Until when it is true in the world.
+     */
+    public var validTo: Int64?
+    /**
+     * When Steward learned it.
+     */
+    public var created: Int64
+    /**
+     * When a newer note replaced it.
+     */
+    public var supersededAt: Int64?
+    /**
+     * The note that replaced it.
+     */
+    public var supersededBy: String?
+    /**
+     * How sure the proposer was, 0 to 1.
+     */
+    public var confidence: Float?
+    /**
+     * Where it came from.
+     */
+    public var sources: [MemorySourceRef]
+    /**
+     * Who proposed it.
+     */
+    public var proposedBy: String
+    /**
+     * Who admitted it (absent on a proposal).
+     */
+    public var reviewedBy: String?
+    /**
+     * When.
+     */
+    public var reviewedAt: Int64?
+    /**
+     * `accepted`, `edited`, `approved` or `written`.
+     */
+    public var reviewDecision: String?
+    /**
+     * The notes it replaces.
+     */
+    public var supersedes: [String]
+    /**
+     * `low`, `normal`, `high` or `critical`.
+     */
+    public var sensitivity: String
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * Its id.
+         */id: String, 
+        /**
+         * `fact`, `preference`, `person`, `commitment`, `project` or `place`.
+         */kind: String, 
+        /**
+         * Whom or what it is about (`person:anna@example.org`).
+         */subject: String?, 
+        /**
+         * The fact.
+         */text: String, 
+        /**
+         * Since when it is true in the world.
+         */validFrom: Int64?, 
+        /**
+         * Until when it is true in the world.
+         */validTo: Int64?, 
+        /**
+         * When Steward learned it.
+         */created: Int64, 
+        /**
+         * When a newer note replaced it.
+         */supersededAt: Int64?, 
+        /**
+         * The note that replaced it.
+         */supersededBy: String?, 
+        /**
+         * How sure the proposer was, 0 to 1.
+         */confidence: Float?, 
+        /**
+         * Where it came from.
+         */sources: [MemorySourceRef], 
+        /**
+         * Who proposed it.
+         */proposedBy: String, 
+        /**
+         * Who admitted it (absent on a proposal).
+         */reviewedBy: String?, 
+        /**
+         * When.
+         */reviewedAt: Int64?, 
+        /**
+         * `accepted`, `edited`, `approved` or `written`.
+         */reviewDecision: String?, 
+        /**
+         * The notes it replaces.
+         */supersedes: [String], 
+        /**
+         * `low`, `normal`, `high` or `critical`.
+         */sensitivity: String) {
+        self.id = id
+        self.kind = kind
+        self.subject = subject
+        self.text = text
+        self.validFrom = validFrom
+        self.validTo = validTo
+        self.created = created
+        self.supersededAt = supersededAt
+        self.supersededBy = supersededBy
+        self.confidence = confidence
+        self.sources = sources
+        self.proposedBy = proposedBy
+        self.reviewedBy = reviewedBy
+        self.reviewedAt = reviewedAt
+        self.reviewDecision = reviewDecision
+        self.supersedes = supersedes
+        self.sensitivity = sensitivity
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoryNote: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoryNote: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoryNote {
+        return
+            try MemoryNote(
+                id: FfiConverterString.read(from: &buf), 
+                kind: FfiConverterString.read(from: &buf), 
+                subject: FfiConverterOptionString.read(from: &buf), 
+                text: FfiConverterString.read(from: &buf), 
+                validFrom: FfiConverterOptionInt64.read(from: &buf), 
+                validTo: FfiConverterOptionInt64.read(from: &buf), 
+                created: FfiConverterInt64.read(from: &buf), 
+                supersededAt: FfiConverterOptionInt64.read(from: &buf), 
+                supersededBy: FfiConverterOptionString.read(from: &buf), 
+                confidence: FfiConverterOptionFloat.read(from: &buf), 
+                sources: FfiConverterSequenceTypeMemorySourceRef.read(from: &buf), 
+                proposedBy: FfiConverterString.read(from: &buf), 
+                reviewedBy: FfiConverterOptionString.read(from: &buf), 
+                reviewedAt: FfiConverterOptionInt64.read(from: &buf), 
+                reviewDecision: FfiConverterOptionString.read(from: &buf), 
+                supersedes: FfiConverterSequenceString.read(from: &buf), 
+                sensitivity: FfiConverterString.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoryNote, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.id, into: &buf)
+        FfiConverterString.write(value.kind, into: &buf)
+        FfiConverterOptionString.write(value.subject, into: &buf)
+        FfiConverterString.write(value.text, into: &buf)
+        FfiConverterOptionInt64.write(value.validFrom, into: &buf)
+        FfiConverterOptionInt64.write(value.validTo, into: &buf)
+        FfiConverterInt64.write(value.created, into: &buf)
+        FfiConverterOptionInt64.write(value.supersededAt, into: &buf)
+        FfiConverterOptionString.write(value.supersededBy, into: &buf)
+        FfiConverterOptionFloat.write(value.confidence, into: &buf)
+        FfiConverterSequenceTypeMemorySourceRef.write(value.sources, into: &buf)
+        FfiConverterString.write(value.proposedBy, into: &buf)
+        FfiConverterOptionString.write(value.reviewedBy, into: &buf)
+        FfiConverterOptionInt64.write(value.reviewedAt, into: &buf)
+        FfiConverterOptionString.write(value.reviewDecision, into: &buf)
+        FfiConverterSequenceString.write(value.supersedes, into: &buf)
+        FfiConverterString.write(value.sensitivity, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryNote_lift(_ buf: RustBuffer) throws -> MemoryNote {
+    return try FfiConverterTypeMemoryNote.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryNote_lower(_ value: MemoryNote) -> RustBuffer {
+    return FfiConverterTypeMemoryNote.lower(value)
+}
+
+
+/**
+ * A proposal waiting for review, with the accepted notes it may replace.
+ */
+public struct MemoryProposal: Equatable, Hashable {
+    /**
+     * The proposed note.
+     */
+    public var note: MemoryNote
+    /**
+     * Current notes of its subject and those it names as superseded.
+     */
+    public var related: [MemoryNote]
+    /**
+     * When it expires unreviewed.
+     */
+    public var expires: Int64
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * The proposed note.
+         */note: MemoryNote, 
+        /**
+         * Current notes of its subject and those it names as superseded.
+         */related: [MemoryNote], 
+        /**
+         * When it expires unreviewed.
+         */expires: Int64) {
+        self.note = note
+        self.related = related
+        self.expires = expires
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemoryProposal: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemoryProposal: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemoryProposal {
+        return
+            try MemoryProposal(
+                note: FfiConverterTypeMemoryNote.read(from: &buf), 
+                related: FfiConverterSequenceTypeMemoryNote.read(from: &buf), 
+                expires: FfiConverterInt64.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemoryProposal, into buf: inout [UInt8]) {
+        FfiConverterTypeMemoryNote.write(value.note, into: &buf)
+        FfiConverterSequenceTypeMemoryNote.write(value.related, into: &buf)
+        FfiConverterInt64.write(value.expires, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryProposal_lift(_ buf: RustBuffer) throws -> MemoryProposal {
+    return try FfiConverterTypeMemoryProposal.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemoryProposal_lower(_ value: MemoryProposal) -> RustBuffer {
+    return FfiConverterTypeMemoryProposal.lower(value)
+}
+
+
+/**
+ * Where a note's fact came from.
+ */
+public struct MemorySourceRef: Equatable, Hashable {
+    /**
+     * `mail`, `chat`, `document`, `person` or `import`.
+     */
+    public var kind: String
+    /**
+     * The Message-ID, the chat, the document's fingerprint or the imported file (absent for
+     * the person).
+     */
+    public var reference: String?
+    /**
+     * The words of the mail that say it.
+     */
+    public var quote: String?
+    /**
+     * The document's page.
+     */
+    public var page: UInt32?
+
+    // Default memberwise initializers are never public by default, so we
+    // declare one manually.
+    public init(
+        /**
+         * `mail`, `chat`, `document`, `person` or `import`.
+         */kind: String, 
+        /**
+         * The Message-ID, the chat, the document's fingerprint or the imported file (absent for
+         * the person).
+         */reference: String?, 
+        /**
+         * The words of the mail that say it.
+         */quote: String?, 
+        /**
+         * The document's page.
+         */page: UInt32?) {
+        self.kind = kind
+        self.reference = reference
+        self.quote = quote
+        self.page = page
+    }
+
+    
+
+    
+}
+
+#if compiler(>=6)
+extension MemorySourceRef: Sendable {}
+#endif
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public struct FfiConverterTypeMemorySourceRef: FfiConverterRustBuffer {
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> MemorySourceRef {
+        return
+            try MemorySourceRef(
+                kind: FfiConverterString.read(from: &buf), 
+                reference: FfiConverterOptionString.read(from: &buf), 
+                quote: FfiConverterOptionString.read(from: &buf), 
+                page: FfiConverterOptionUInt32.read(from: &buf)
+        )
+    }
+
+    public static func write(_ value: MemorySourceRef, into buf: inout [UInt8]) {
+        FfiConverterString.write(value.kind, into: &buf)
+        FfiConverterOptionString.write(value.reference, into: &buf)
+        FfiConverterOptionString.write(value.quote, into: &buf)
+        FfiConverterOptionUInt32.write(value.page, into: &buf)
+    }
+}
+
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemorySourceRef_lift(_ buf: RustBuffer) throws -> MemorySourceRef {
+    return try FfiConverterTypeMemorySourceRef.lift(buf)
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+public func FfiConverterTypeMemorySourceRef_lower(_ value: MemorySourceRef) -> RustBuffer {
+    return FfiConverterTypeMemorySourceRef.lower(value)
 }
 
 
@@ -10107,6 +10992,30 @@ fileprivate struct FfiConverterOptionInt64: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterOptionFloat: FfiConverterRustBuffer {
+    typealias SwiftType = Float?
+
+    public static func write(_ value: SwiftType, into buf: inout [UInt8]) {
+        guard let value = value else {
+            writeInt(&buf, Int8(0))
+            return
+        }
+        writeInt(&buf, Int8(1))
+        FfiConverterFloat.write(value, into: &buf)
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> SwiftType {
+        switch try readInt(&buf) as Int8 {
+        case 0: return nil
+        case 1: return try FfiConverterFloat.read(from: &buf)
+        default: throw UniffiInternalError.unexpectedOptionalTag
+        }
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterOptionBool: FfiConverterRustBuffer {
     typealias SwiftType = Bool?
 
@@ -10625,6 +11534,156 @@ fileprivate struct FfiConverterSequenceTypeJobState: FfiConverterRustBuffer {
 #if swift(>=5.8)
 @_documentation(visibility: private)
 #endif
+fileprivate struct FfiConverterSequenceTypeMemoryForgotten: FfiConverterRustBuffer {
+    typealias SwiftType = [MemoryForgotten]
+
+    public static func write(_ value: [MemoryForgotten], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMemoryForgotten.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MemoryForgotten] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MemoryForgotten]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMemoryForgotten.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMemoryFound: FfiConverterRustBuffer {
+    typealias SwiftType = [MemoryFound]
+
+    public static func write(_ value: [MemoryFound], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMemoryFound.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MemoryFound] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MemoryFound]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMemoryFound.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMemoryKept: FfiConverterRustBuffer {
+    typealias SwiftType = [MemoryKept]
+
+    public static func write(_ value: [MemoryKept], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMemoryKept.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MemoryKept] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MemoryKept]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMemoryKept.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMemoryNote: FfiConverterRustBuffer {
+    typealias SwiftType = [MemoryNote]
+
+    public static func write(_ value: [MemoryNote], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMemoryNote.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MemoryNote] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MemoryNote]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMemoryNote.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMemoryProposal: FfiConverterRustBuffer {
+    typealias SwiftType = [MemoryProposal]
+
+    public static func write(_ value: [MemoryProposal], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMemoryProposal.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MemoryProposal] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MemoryProposal]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMemoryProposal.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
+fileprivate struct FfiConverterSequenceTypeMemorySourceRef: FfiConverterRustBuffer {
+    typealias SwiftType = [MemorySourceRef]
+
+    public static func write(_ value: [MemorySourceRef], into buf: inout [UInt8]) {
+        let len = Int32(value.count)
+        writeInt(&buf, len)
+        for item in value {
+            FfiConverterTypeMemorySourceRef.write(item, into: &buf)
+        }
+    }
+
+    public static func read(from buf: inout (data: Data, offset: Data.Index)) throws -> [MemorySourceRef] {
+        let len: Int32 = try readInt(&buf)
+        var seq = [MemorySourceRef]()
+        seq.reserveCapacity(Int(len))
+        for _ in 0 ..< len {
+            seq.append(try FfiConverterTypeMemorySourceRef.read(from: &buf))
+        }
+        return seq
+    }
+}
+
+#if swift(>=5.8)
+@_documentation(visibility: private)
+#endif
 fileprivate struct FfiConverterSequenceTypeOperationSummary: FfiConverterRustBuffer {
     typealias SwiftType = [OperationSummary]
 
@@ -11061,6 +12120,15 @@ private let initializationResult: InitializationResult = {
     if (uniffi_steward_ffi_checksum_method_human_deny() != 40156) {
         return InitializationResult.apiChecksumMismatch
     }
+    if (uniffi_steward_ffi_checksum_method_human_accept_memory() != 50843) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_human_forget_memory() != 31716) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_human_reject_memory() != 50999) {
+        return InitializationResult.apiChecksumMismatch
+    }
     if (uniffi_steward_ffi_checksum_method_backgroundrunner_stop() != 9583) {
         return InitializationResult.apiChecksumMismatch
     }
@@ -11164,6 +12232,15 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_subscribe() != 3206) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_memory_inbox() != 59420) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_memory_note() != 26211) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_steward_ffi_checksum_method_steward_memory_search() != 22273) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_steward_ffi_checksum_method_steward_agenda() != 50958) {

@@ -375,6 +375,21 @@ RustBuffer uniffi_steward_ffi_fn_method_human_approve(uint64_t ptr, int64_t id, 
 RustBuffer uniffi_steward_ffi_fn_method_human_deny(uint64_t ptr, int64_t id, RustBuffer note, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_ACCEPT_MEMORY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_ACCEPT_MEMORY
+RustBuffer uniffi_steward_ffi_fn_method_human_accept_memory(uint64_t ptr, RustBuffer id, RustBuffer text, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_FORGET_MEMORY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_FORGET_MEMORY
+RustBuffer uniffi_steward_ffi_fn_method_human_forget_memory(uint64_t ptr, RustBuffer by, RustBuffer value, int8_t dry_run, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_REJECT_MEMORY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_HUMAN_REJECT_MEMORY
+void uniffi_steward_ffi_fn_method_human_reject_memory(uint64_t ptr, RustBuffer id, RustBuffer reason, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_BACKGROUNDRUNNER
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_CLONE_BACKGROUNDRUNNER
 uint64_t uniffi_steward_ffi_fn_clone_backgroundrunner(uint64_t handle, RustCallStatus *_Nonnull out_status
@@ -603,6 +618,21 @@ RustBuffer uniffi_steward_ffi_fn_method_steward_search_docs(uint64_t ptr, RustBu
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_SUBSCRIBE
 uint64_t uniffi_steward_ffi_fn_method_steward_subscribe(uint64_t ptr, RustBuffer after, uint64_t listener, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MEMORY_INBOX
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MEMORY_INBOX
+RustBuffer uniffi_steward_ffi_fn_method_steward_memory_inbox(uint64_t ptr, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MEMORY_NOTE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MEMORY_NOTE
+RustBuffer uniffi_steward_ffi_fn_method_steward_memory_note(uint64_t ptr, RustBuffer id, RustCallStatus *_Nonnull out_status
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MEMORY_SEARCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_MEMORY_SEARCH
+RustBuffer uniffi_steward_ffi_fn_method_steward_memory_search(uint64_t ptr, RustBuffer text, RustBuffer kinds, RustBuffer subject, RustBuffer as_of, uint32_t limit, RustCallStatus *_Nonnull out_status
 );
 #endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_FN_METHOD_STEWARD_AGENDA
@@ -1117,6 +1147,24 @@ uint16_t uniffi_steward_ffi_checksum_method_human_deny(void
     
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_ACCEPT_MEMORY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_ACCEPT_MEMORY
+uint16_t uniffi_steward_ffi_checksum_method_human_accept_memory(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_FORGET_MEMORY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_FORGET_MEMORY
+uint16_t uniffi_steward_ffi_checksum_method_human_forget_memory(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_REJECT_MEMORY
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_HUMAN_REJECT_MEMORY
+uint16_t uniffi_steward_ffi_checksum_method_human_reject_memory(void
+    
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_BACKGROUNDRUNNER_STOP
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_BACKGROUNDRUNNER_STOP
 uint16_t uniffi_steward_ffi_checksum_method_backgroundrunner_stop(void
@@ -1324,6 +1372,24 @@ uint16_t uniffi_steward_ffi_checksum_method_steward_search_docs(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SUBSCRIBE
 #define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_SUBSCRIBE
 uint16_t uniffi_steward_ffi_checksum_method_steward_subscribe(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MEMORY_INBOX
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MEMORY_INBOX
+uint16_t uniffi_steward_ffi_checksum_method_steward_memory_inbox(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MEMORY_NOTE
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MEMORY_NOTE
+uint16_t uniffi_steward_ffi_checksum_method_steward_memory_note(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MEMORY_SEARCH
+#define UNIFFI_FFIDEF_UNIFFI_STEWARD_FFI_CHECKSUM_METHOD_STEWARD_MEMORY_SEARCH
+uint16_t uniffi_steward_ffi_checksum_method_steward_memory_search(void
     
 );
 #endif

@@ -32,6 +32,7 @@
 //! space's dimension is an error, and a model with no space has no semantic candidates.
 
 mod codes;
+pub(crate) mod items;
 mod knn;
 mod write;
 
