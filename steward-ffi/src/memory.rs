@@ -72,6 +72,8 @@ pub struct MemoryNote {
     pub superseded_at: Option<i64>,
     /// The note that replaced it.
     pub superseded_by: Option<String>,
+    /// From when the note that replaced it holds (until then this one still answers).
+    pub replaced_from: Option<i64>,
     /// How sure the proposer was, 0 to 1.
     pub confidence: Option<f32>,
     /// Where it came from.
@@ -123,6 +125,7 @@ impl From<Note> for MemoryNote {
             created: secs(m.created),
             superseded_at: m.superseded_at.map(secs),
             superseded_by: m.superseded_by,
+            replaced_from: m.replaced_from.map(secs),
             confidence: m.confidence,
             sources: m.sources.iter().map(Into::into).collect(),
             proposed_by: m.proposed_by,

@@ -102,9 +102,11 @@ fn the_server_sends_scheduled_mail_once_confirms_it_and_runs_a_grant_once_across
     ]));
     assert_eq!(scheduled["operation"]["state"], "scheduled", "{scheduled}");
 
-    // A watch whose rule grants one mail to my sister when its time comes (three seconds
-    // ahead), approved by me.
-    let soon = steward_core::time::CivilTime::from_unix(steward_core::time::now_secs() + 3);
+    // A watch whose rule grants one mail to my sister when its time comes (eight seconds
+    // ahead: the watch must be created and approved before it, by three commands, on a loaded
+    // machine too — a time already past when the watch starts is its baseline, not an event;
+    // CI once took longer than three seconds here).
+    let soon = steward_core::time::CivilTime::from_unix(steward_core::time::now_secs() + 8);
     let def = dir.path().join("watch.json");
     let granted = serde_json::json!({"source": "time", "resource_ref": soon.rfc3339(),
         "instruction": "mail my sister when it is time", "rules": [{"id": "m",

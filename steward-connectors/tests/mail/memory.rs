@@ -274,13 +274,23 @@ fn accepting_a_contradiction_supersedes_and_as_of_answers_from_the_past() {
         panic!()
     };
     s.memory_accept(&ada, &old, None).unwrap();
-    // The person backdates when it was learned in their editor (an outside edit).
+    // The person backdates when it was learned and accepted in their editor (an outside
+    // edit).
     let notes = home(&r).join("memory/notes");
     let file = files_in(&notes).pop().unwrap();
-    let text = std::fs::read_to_string(notes.join(&file)).unwrap();
-    let created = text.lines().find(|l| l.starts_with("created:")).unwrap().to_owned();
-    std::fs::write(notes.join(&file), text.replace(&created, "created: 2020-01-01T00:00:00Z"))
-        .unwrap();
+    let backdate = |path: &Path, created: &str, at: Option<&str>| {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        for l in &mut lines {
+            if l.starts_with("created:") {
+                *l = format!("created: {created}");
+            } else if let (Some(at), true) = (at, l.starts_with("  at:")) {
+                *l = format!("  at: {at}");
+            }
+        }
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    };
+    backdate(&notes.join(&file), "2020-01-01T00:00:00Z", Some("2020-01-02T00:00:00Z"));
     let rec = s.memory_reconcile().unwrap();
     assert_eq!((rec.read, rec.outside_changes, rec.problem_count), (1, 1, 0), "{rec:?}");
 
@@ -296,6 +306,8 @@ fn accepting_a_contradiction_supersedes_and_as_of_answers_from_the_past() {
         inbox[0].related.iter().map(|n| n.meta.id.clone()).collect::<Vec<_>>(),
         std::slice::from_ref(&old)
     );
+    // Proposed long ago, accepted only now: known from its acceptance, not its proposal.
+    backdate(&home(&r).join(format!("memory/inbox/{newer}.md")), "2022-01-01T00:00:00Z", None);
     let edit = MemoryEdit {
         text: Some("Anna works at the Quokkaberry Institute (Zurich).".into()),
         ..MemoryEdit::default()
@@ -320,10 +332,24 @@ fn accepting_a_contradiction_supersedes_and_as_of_answers_from_the_past() {
         past.iter().map(|h| h.note.meta.id.clone()).collect::<Vec<_>>(),
         std::slice::from_ref(&old)
     );
+    let proposed_not_known = s
+        .memory_search(&MemoryQuery {
+            text: "Anna works".into(),
+            as_of: Some("2023-06-01T00:00:00Z".parse().unwrap()),
+            limit: 5,
+            ..MemoryQuery::default()
+        })
+        .unwrap();
+    assert_eq!(
+        proposed_not_known.iter().map(|h| h.note.meta.id.clone()).collect::<Vec<_>>(),
+        std::slice::from_ref(&old),
+        "a proposal not yet accepted was not known"
+    );
     // The old note keeps its file and its history.
     let kept = s.memory_note(&old).unwrap().note;
     assert_eq!(kept.meta.superseded_by.as_deref(), Some(newer.as_str()));
-    assert!(kept.meta.valid_to.is_some() && kept.meta.superseded_at.is_some());
+    assert!(kept.meta.replaced_from.is_some() && kept.meta.superseded_at.is_some());
+    assert_eq!(kept.meta.valid_to, None, "its own end is not rewritten");
     assert_eq!(files_in(&notes).len(), 2);
     // Superseding an already superseded note is refused, nothing written.
     let mut third = fact("Anna works from home.", subject);
@@ -835,6 +861,19 @@ fn a_future_replacement_leaves_the_current_fact_answering_until_it_begins() {
     s.memory_accept(&ada, &later, None).unwrap();
     // Now: Milan still answers (Berlin begins in a month).
     assert_eq!(search(&s, "Anna lives"), std::slice::from_ref(&now_id));
+    // Tomorrow, asked today: still Milan.
+    let tomorrow = s
+        .memory_search(&MemoryQuery {
+            text: "Anna lives".into(),
+            as_of: Some(chrono::Utc::now() + chrono::Duration::days(1)),
+            limit: 5,
+            ..MemoryQuery::default()
+        })
+        .unwrap();
+    assert_eq!(
+        tomorrow.iter().map(|h| h.note.meta.id.clone()).collect::<Vec<_>>(),
+        std::slice::from_ref(&now_id)
+    );
     // In two months: Berlin.
     let later_hits = s
         .memory_search(&MemoryQuery {

@@ -10,7 +10,11 @@ CREATE TABLE notes (
     valid_from INTEGER,
     valid_to INTEGER,
     created INTEGER NOT NULL,
+    -- When Steward knew it as a note: its review (acceptance), else its creation.
+    known_at INTEGER NOT NULL,
     superseded_at INTEGER,
+    -- From when the note that replaced it holds: until then this one still answers.
+    replaced_from INTEGER,
     content_hash TEXT NOT NULL,
     -- The file as last read: a reconcile reads again only what changed.
     file_sha TEXT NOT NULL,

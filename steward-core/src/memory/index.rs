@@ -150,11 +150,13 @@ impl MemoryIndex {
             }
             tx.execute(
                 "INSERT INTO notes (id, file, kind, subject, valid_from, valid_to, created,
-                   superseded_at, content_hash, file_sha, size, mtime_ns, meta, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                   superseded_at, content_hash, file_sha, size, mtime_ns, meta, body, known_at,
+                   replaced_from)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
                  ON CONFLICT (file) DO UPDATE SET id = excluded.id, kind = excluded.kind,
                    subject = excluded.subject, valid_from = excluded.valid_from,
                    valid_to = excluded.valid_to, created = excluded.created,
+                   known_at = excluded.known_at, replaced_from = excluded.replaced_from,
                    superseded_at = excluded.superseded_at, content_hash = excluded.content_hash,
                    file_sha = excluded.file_sha, size = excluded.size,
                    mtime_ns = excluded.mtime_ns, meta = excluded.meta, body = excluded.body",
@@ -172,7 +174,9 @@ impl MemoryIndex {
                     size,
                     mtime_ns,
                     meta,
-                    note.body
+                    note.body,
+                    m.review.as_ref().map_or(m.created, |r| r.at.max(m.created)).timestamp(),
+                    ts(m.replaced_from)
                 ],
             )
             .map_err(|e| StoreError::query("upsert note", e))?;
@@ -337,12 +341,11 @@ impl MemoryIndex {
                      WHERE notes_fts MATCH ?1
                        AND (?2 = '' OR instr(?2, char(31) || n.kind || char(31)) > 0)
                        AND (?3 IS NULL OR n.subject = ?3)
-                       AND n.created <= ?4
+                       AND n.known_at <= ?4
                        AND (n.valid_from IS NULL OR n.valid_from <= ?4)
-                       AND (n.valid_to IS NULL OR n.valid_to > ?4
-                            OR (?5 = 0 AND n.superseded_at > ?4))
+                       AND (n.valid_to IS NULL OR n.valid_to > ?4)
                        AND (n.superseded_at IS NULL OR (?5 = 0 AND n.superseded_at > ?4)
-                            OR (?5 = 1 AND n.valid_to > ?4))
+                            OR n.replaced_from > ?4)
                      ORDER BY bm25(notes_fts) LIMIT ?6",
                 )
                 .map_err(|e| StoreError::query("prepare memory search", e))?;
@@ -395,12 +398,11 @@ impl MemoryIndex {
                     "SELECT n.rowid FROM notes n WHERE n.rowid IN rarray(?1)
                        AND (?2 = '' OR instr(?2, char(31) || n.kind || char(31)) > 0)
                        AND (?3 IS NULL OR n.subject = ?3)
-                       AND n.created <= ?4
+                       AND n.known_at <= ?4
                        AND (n.valid_from IS NULL OR n.valid_from <= ?4)
-                       AND (n.valid_to IS NULL OR n.valid_to > ?4
-                            OR (?5 = 0 AND n.superseded_at > ?4))
+                       AND (n.valid_to IS NULL OR n.valid_to > ?4)
                        AND (n.superseded_at IS NULL OR (?5 = 0 AND n.superseded_at > ?4)
-                            OR (?5 = 1 AND n.valid_to > ?4))",
+                            OR n.replaced_from > ?4)",
                 )
                 .map_err(|e| StoreError::query("prepare memory filter", e))?;
             let rows = st

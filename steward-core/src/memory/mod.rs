@@ -653,6 +653,7 @@ fn note_from(m: &NewMemory, id: String, actor: &str, now: DateTime<Utc>) -> Note
             created: now,
             superseded_at: None,
             superseded_by: None,
+            replaced_from: None,
             confidence: m.confidence,
             sources: m.sources.clone(),
             proposed_by: actor.to_owned(),
@@ -962,11 +963,8 @@ impl Steward {
             let mut old = row.note;
             old.meta.superseded_at = Some(now);
             old.meta.superseded_by = Some(n.meta.id.clone());
-            // True until the new fact is (or until its own end, if sooner), never before it
-            // began.
-            let end = n.meta.valid_from.unwrap_or(now);
-            let end = old.meta.valid_to.map_or(end, |t| t.min(end));
-            old.meta.valid_to = Some(old.meta.valid_from.map_or(end, |from| end.max(from)));
+            // It answers until the new fact holds; its own end (valid_to) stays as it was.
+            old.meta.replaced_from = Some(n.meta.valid_from.unwrap_or(now));
             let state = files.write(&files.notes(), &row.file, &note::render(&old)?)?;
             index.upsert(&row.file, &state.sha, state.size, state.mtime_ns, &old)?;
         }
@@ -1551,7 +1549,7 @@ impl Steward {
             v.remove(&removed)?;
         }
         files.sweep();
-        index.compact()?;
+        // Audited before the index is compacted: the notes are gone whatever that says.
         self.memory_audit(
             who.person(),
             "memory.forgotten",
@@ -1570,6 +1568,7 @@ impl Steward {
                 "vectors": receipt.vectors,
             }),
         );
+        index.compact()?;
         Ok(receipt)
     }
 

@@ -187,6 +187,10 @@ pub struct NoteMeta {
     /// The note that replaced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
+    /// From when the note that replaced it holds in the world (its `valid_from`, else the
+    /// moment it was accepted): until then this note still answers. Its own `valid_to` stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_from: Option<DateTime<Utc>>,
     /// How sure the proposer was, 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f32>,
@@ -426,6 +430,7 @@ mod tests {
                 created: DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default(),
                 superseded_at: None,
                 superseded_by: None,
+                replaced_from: None,
                 confidence: Some(0.75),
                 sources: vec![MemorySource::Mail {
                     message_id: "a@b".to_owned(),

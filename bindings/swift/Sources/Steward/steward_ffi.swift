@@ -5896,6 +5896,10 @@ public struct MemoryNote: Equatable, Hashable {
      */
     public var supersededBy: String?
     /**
+     * From when the note that replaced it holds (until then this one still answers).
+     */
+    public var replacedFrom: Int64?
+    /**
      * How sure the proposer was, 0 to 1.
      */
     public var confidence: Float?
@@ -5959,6 +5963,9 @@ public struct MemoryNote: Equatable, Hashable {
          * The note that replaced it.
          */supersededBy: String?, 
         /**
+         * From when the note that replaced it holds (until then this one still answers).
+         */replacedFrom: Int64?, 
+        /**
          * How sure the proposer was, 0 to 1.
          */confidence: Float?, 
         /**
@@ -5991,6 +5998,7 @@ public struct MemoryNote: Equatable, Hashable {
         self.created = created
         self.supersededAt = supersededAt
         self.supersededBy = supersededBy
+        self.replacedFrom = replacedFrom
         self.confidence = confidence
         self.sources = sources
         self.proposedBy = proposedBy
@@ -6026,6 +6034,7 @@ public struct FfiConverterTypeMemoryNote: FfiConverterRustBuffer {
                 created: FfiConverterInt64.read(from: &buf), 
                 supersededAt: FfiConverterOptionInt64.read(from: &buf), 
                 supersededBy: FfiConverterOptionString.read(from: &buf), 
+                replacedFrom: FfiConverterOptionInt64.read(from: &buf), 
                 confidence: FfiConverterOptionFloat.read(from: &buf), 
                 sources: FfiConverterSequenceTypeMemorySourceRef.read(from: &buf), 
                 proposedBy: FfiConverterString.read(from: &buf), 
@@ -6047,6 +6056,7 @@ public struct FfiConverterTypeMemoryNote: FfiConverterRustBuffer {
         FfiConverterInt64.write(value.created, into: &buf)
         FfiConverterOptionInt64.write(value.supersededAt, into: &buf)
         FfiConverterOptionString.write(value.supersededBy, into: &buf)
+        FfiConverterOptionInt64.write(value.replacedFrom, into: &buf)
         FfiConverterOptionFloat.write(value.confidence, into: &buf)
         FfiConverterSequenceTypeMemorySourceRef.write(value.sources, into: &buf)
         FfiConverterString.write(value.proposedBy, into: &buf)
