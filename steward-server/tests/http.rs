@@ -1364,3 +1364,125 @@ async fn memory_review_search_and_forget_over_http() {
     let (s, r) = post(&f.app, "/memory/reconcile", json!(null)).await;
     assert_eq!((s, r["notes"].as_u64()), (StatusCode::OK, Some(0)), "{r}");
 }
+
+/// GET of `uri` with `headers`, returning status, headers and the raw body.
+async fn get_raw(
+    app: &Router,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut b = Request::builder().method(Method::GET).uri(uri);
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        b = b.header(header::HOST, "127.0.0.1:4317");
+    }
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let res = app.clone().oneshot(b.body(Body::empty()).unwrap()).await.unwrap();
+    let (parts, body) = res.into_parts();
+    (parts.status, parts.headers, body.collect().await.unwrap().to_bytes().to_vec())
+}
+
+/// The quoted absolute paths (`"/…"`) in a text.
+fn quoted_paths(text: &str) -> Vec<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with('/') && !s.starts_with("//") && !s.contains(' '))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_web_client_is_served_at_the_root_with_its_security_headers() {
+    use steward_server::http::web;
+    let f = fixture();
+    // The shell needs no token (it holds no data) and says how it may be used.
+    let (s, h, body) = get_raw(&f.app, "/", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(h[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
+    let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+    for part in
+        ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"]
+    {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe"), "no inline script or eval: {csp}");
+    assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
+    assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    let index = String::from_utf8(body).unwrap();
+    assert!(!index.contains("<script>"), "no inline script");
+    assert!(
+        !index.split_whitespace().any(|w| w.starts_with("on") && w.contains('=')),
+        "no inline handler"
+    );
+
+    // Everything the shell, the service worker and the router name is served, and nothing else.
+    let served: Vec<&str> = web::paths().collect();
+    let (_, _, sw) = get_raw(&f.app, "/sw.js", &[]).await;
+    let sw = String::from_utf8(sw).unwrap();
+    let (_, _, app_js) = get_raw(&f.app, "/app/app.js", &[]).await;
+    let app_js = String::from_utf8(app_js).unwrap();
+    let pages: Vec<String> = app_js
+        .split("PAGES = [")
+        .nth(1)
+        .unwrap()
+        .split("];")
+        .next()
+        .unwrap()
+        .split("[\"")
+        .skip(1)
+        .map(|s| format!("/app/pages/{}.js", s.split('"').next().unwrap()))
+        .collect();
+    assert!(pages.len() >= 9, "{pages:?}");
+    for p in quoted_paths(&index).into_iter().chain(quoted_paths(&sw)).chain(pages.clone()) {
+        assert!(served.contains(&p.as_str()), "{p} is named but not embedded");
+        let (s, _, _) = get_raw(&f.app, &p, &[]).await;
+        assert_eq!(s, StatusCode::OK, "{p}");
+    }
+    for p in pages {
+        assert!(sw.contains(&format!("\"{p}\"")), "the offline shell lacks {p}");
+    }
+    let (s, h, _) = get_raw(&f.app, "/sw.js", &[]).await;
+    assert_eq!((s, h[header::CACHE_CONTROL].to_str().unwrap()), (StatusCode::OK, "no-store"));
+    let (s, _, body) = get_raw(&f.app, "/app/nope.js", &[]).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(code(&serde_json::from_slice(&body).unwrap()), "NO_SUCH_ROUTE");
+    // The Host check guards the app like the API (DNS rebinding).
+    let (s, _, _) = get_raw(&f.app, "/", &[("host", "evil.example")]).await;
+    assert_eq!(s, StatusCode::MISDIRECTED_REQUEST);
+
+    // The app's code never turns text into markup or code, and never names another origin.
+    let mut gzipped = 0;
+    for p in &served {
+        let (_, h, plain) = get_raw(&f.app, p, &[]).await;
+        assert!(h.get(header::CONTENT_ENCODING).is_none());
+        let text = String::from_utf8(plain.clone()).unwrap();
+        if p.ends_with(".js") {
+            for banned in [
+                "innerHTML",
+                "outerHTML",
+                "insertAdjacentHTML",
+                "document.write",
+                "eval(",
+                "new Function",
+            ] {
+                assert!(!text.contains(banned), "{p} uses {banned}");
+            }
+        }
+        let text = text.replace("http://www.w3.org/2000/svg", "");
+        assert!(
+            !text.contains("http://") && !text.contains("https://"),
+            "{p} names another origin"
+        );
+        let (_, h, z) = get_raw(&f.app, p, &[("accept-encoding", "br, gzip;q=0.9")]).await;
+        assert_eq!(h[header::CONTENT_ENCODING], "gzip", "{p}");
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&z[..]), &mut back).unwrap();
+        assert_eq!(back, plain, "{p}");
+        gzipped += z.len();
+    }
+    // The whole app, every page included, is under the first-load budget (150 KB compressed).
+    assert!(gzipped <= 150 * 1024, "{gzipped} bytes gzipped");
+    eprintln!("the web client: {} files, {gzipped} bytes gzipped", served.len());
+}

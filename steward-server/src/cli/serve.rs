@@ -85,7 +85,7 @@ pub(super) fn serve(steward: Steward, a: &ServeArgs) -> Result<(), Failure> {
             status(format_args!("listening on {scheme}://{addr}  (send Authorization: Bearer <the token in {token_source}>)"));
             match &code {
                 Ok(c) => status(format_args!(
-                    "pair a browser or phone: {scheme}://{addr}/pair#{}  (one use, valid {} minutes)",
+                    "open the app: {scheme}://{addr}/pair#{}  (pairs this browser, then opens it; one use, valid {} minutes)",
                     c.code,
                     steward_core::access::PAIRING_CODE_TTL_SECS / 60
                 )),

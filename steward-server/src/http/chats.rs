@@ -125,7 +125,8 @@ pub(super) fn routes() -> Vec<Route> {
             "A chat: its messages, tool calls with their decisions, and latest turns",
             schema::<ChatDetail>,
             get(show),
-        ),
+        )
+        .text_id(),
         Route::new(
             Method::GET,
             "/chats/{id}/messages",
@@ -133,6 +134,7 @@ pub(super) fn routes() -> Vec<Route> {
             schema::<Vec<ChatMessage>>,
             get(messages),
         )
+        .text_id()
         .query(schema::<MessagesQuery>),
         Route::new(
             Method::POST,
@@ -141,6 +143,7 @@ pub(super) fn routes() -> Vec<Route> {
             schema::<ChatSummary>,
             post(rename),
         )
+        .text_id()
         .body(schema::<RenameInput>),
         Route::new(
             Method::POST,
@@ -148,7 +151,8 @@ pub(super) fn routes() -> Vec<Route> {
             "Delete a chat (tombstoned; its content purged)",
             schema::<serde_json::Value>,
             post(delete),
-        ),
+        )
+        .text_id(),
         Route::new(
             Method::POST,
             "/chats/{id}/turns",
@@ -157,6 +161,7 @@ pub(super) fn routes() -> Vec<Route> {
             schema::<TurnStarted>,
             post(start),
         )
+        .text_id()
         .body(schema::<TurnInput>),
         Route::new(
             Method::GET,
@@ -165,6 +170,7 @@ pub(super) fn routes() -> Vec<Route> {
             schema::<Vec<EventRecord>>,
             get(events),
         )
+        .text_id()
         .query(schema::<EventsQuery>),
         Route::new(
             Method::GET,
@@ -172,14 +178,16 @@ pub(super) fn routes() -> Vec<Route> {
             "One turn as recorded",
             schema::<TurnRecord>,
             get(run),
-        ),
+        )
+        .text_id(),
         Route::new(
             Method::POST,
             "/runs/{id}/cancel",
             "Cancel a turn at its next safe point",
             schema::<CancelOutcome>,
             post(cancel),
-        ),
+        )
+        .text_id(),
     ]
 }
 

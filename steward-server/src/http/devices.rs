@@ -142,7 +142,8 @@ document.getElementById("go").onclick = async () => {
   const r = await fetch("/pair", {method: "POST", headers: {"content-type": "application/json"},
     body: JSON.stringify({code: code.value, name: document.getElementById("name").value})});
   const body = await r.json();
-  out.textContent = r.ok ? "Paired as device " + body.device.id + "." : body.message;
+  if (r.ok) { out.textContent = "Paired. Opening Steward…"; location.replace("/"); }
+  else out.textContent = body.message;
 };
 </script>
 </body></html>

@@ -31,7 +31,8 @@ pub(super) fn routes() -> Vec<Route> {
             "One proposal",
             schema::<Proposal>,
             get(proposal),
-        ),
+        )
+        .text_id(),
         Route::new(
             Method::POST,
             "/memory/proposals/{id}/accept",
@@ -39,6 +40,7 @@ pub(super) fn routes() -> Vec<Route> {
             schema::<Note>,
             post(accept),
         )
+        .text_id()
         .body(schema::<MemoryEdit>),
         Route::new(
             Method::POST,
@@ -47,6 +49,7 @@ pub(super) fn routes() -> Vec<Route> {
             schema::<Tombstone>,
             post(reject),
         )
+        .text_id()
         .body(schema::<RejectInput>),
         Route::new(
             Method::GET,
@@ -54,7 +57,8 @@ pub(super) fn routes() -> Vec<Route> {
             "One accepted note with its provenance",
             schema::<MemoryHit>,
             get(note),
-        ),
+        )
+        .text_id(),
         Route::new(
             Method::GET,
             "/memory/search",

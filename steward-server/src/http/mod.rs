@@ -6,6 +6,8 @@
 //! drift from the routes. A handler extracts, calls the core on the blocking pool, and maps; if
 //! it needed more, the core would grow it.
 //!
+//! The web client ([`web`]) is served at `/` from files embedded in the binary.
+//!
 //! Layers, outside in: Host/Origin checks on every route ([`auth`]), then the bearer token on
 //! every route but `GET /health`. `/mcp` is the MCP face ([`crate::mcp`]) under the same
 //! layers.
@@ -29,6 +31,7 @@ mod policy;
 mod serve;
 mod system;
 mod watches;
+pub mod web;
 
 use std::sync::Arc;
 
@@ -213,6 +216,8 @@ pub struct Route {
     pub public: bool,
     /// The 200 response's media type.
     pub(crate) content_type: &'static str,
+    /// Whether its `{id}` is a text id (`chat_…`, `mprop…`) rather than a number.
+    pub(crate) text_id: bool,
     pub(crate) handler: MethodRouter<AppState>,
 }
 
@@ -233,6 +238,7 @@ impl Route {
             response,
             public: false,
             content_type: "application/json",
+            text_id: false,
             handler,
         }
     }
@@ -244,6 +250,11 @@ impl Route {
 
     pub(crate) fn body(mut self, b: SchemaFn) -> Self {
         self.body = Some(b);
+        self
+    }
+
+    pub(crate) fn text_id(mut self) -> Self {
+        self.text_id = true;
         self
     }
 
@@ -318,7 +329,9 @@ pub fn app(state: AppState) -> Router {
     for r in public {
         open = open.route(r.path, r.handler);
     }
-    open.merge(guarded)
+    // The web client's files: public, outside the document (they are not the API).
+    open.merge(web::router())
+        .merge(guarded)
         .fallback(not_found)
         .layer(from_fn_with_state(state.clone(), auth::check_origin))
         .with_state(state)

@@ -35,7 +35,7 @@ pub fn document() -> Value {
         let mut op = Map::new();
         op.insert("operationId".into(), json!(operation_id(&r)));
         op.insert("summary".into(), json!(r.summary));
-        let mut params: Vec<Value> = path_params(r.path);
+        let mut params: Vec<Value> = path_params(r.path, r.text_id);
         if let Some(q) = r.query {
             let reference = q(&mut reads);
             params.extend(query_params(&reference, &reads));
@@ -126,11 +126,11 @@ fn operation_id(r: &Route) -> String {
     id
 }
 
-fn path_params(path: &str) -> Vec<Value> {
+fn path_params(path: &str, text_id: bool) -> Vec<Value> {
     path.split('/')
         .filter_map(|p| p.strip_prefix('{').and_then(|p| p.strip_suffix('}')))
         .map(|name| {
-            let schema = if name == "id" {
+            let schema = if name == "id" && !text_id {
                 json!({"type": "integer", "format": "int64"})
             } else {
                 json!({"type": "string", "minLength": 1})

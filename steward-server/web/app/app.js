@@ -1,0 +1,169 @@
+// The app shell: the header with the navigation and the connection state, a hash router, and
+// the pairing gate. Pages live in ./pages, one module each: `{title, render(root, ctx)}`,
+// where render may return a function that cleans up when the page is left.
+
+import {api} from "./api.js";
+import {h, clear} from "./dom.js";
+import {Live} from "./live.js";
+
+const PAGES = [
+  ["chat", "Chat"],
+  ["approvals", "Approvals"],
+  ["mail", "Mail"],
+  ["memory", "Memory"],
+  ["watches", "Watches"],
+  ["journal", "Journal"],
+  ["audit", "Audit"],
+  ["system", "System"],
+  ["devices", "Devices"],
+];
+const DEFAULT_PAGE = "mail";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const state = document.getElementById("conn");
+const toasts = document.getElementById("toasts");
+const badge = h("span", {class: "badge", "aria-label": "pending approvals", hidden: true});
+
+let cleanup = null;
+let live = null;
+
+function route() {
+  const raw = location.hash.replace(/^#\/?/, "");
+  const [name, query] = raw.split("?");
+  const page = PAGES.some(([p]) => p === name) ? name : DEFAULT_PAGE;
+  return {page, params: new URLSearchParams(query || "")};
+}
+
+/** Sets the page's parameters in the address without reloading the page. */
+function setParams(params) {
+  const {page} = route();
+  const q = new URLSearchParams(params).toString();
+  history.replaceState(null, "", `#/${page}${q ? `?${q}` : ""}`);
+}
+
+function toast(text, kind) {
+  const t = h("div", {class: `toast ${kind || ""}`, role: kind === "error" ? "alert" : "status"}, text);
+  toasts.append(t);
+  setTimeout(() => t.remove(), 6000);
+}
+
+function showState(s, wait) {
+  state.dataset.state = s;
+  state.textContent =
+    s === "live" ? "live" : s === "connecting" ? "connecting…" : `offline, retrying in ${Math.ceil(wait / 1000)} s`;
+}
+
+function drawNav(current) {
+  clear(
+    nav,
+    PAGES.map(([p, label]) =>
+      h(
+        "a",
+        {href: `#/${p}`, "aria-current": p === current ? "page" : null},
+        label,
+        p === "approvals" ? badge : null,
+      ),
+    ),
+  );
+}
+
+async function render() {
+  const {page, params} = route();
+  drawNav(page);
+  if (cleanup) {
+    try {
+      cleanup();
+    } catch (e) {
+      console.error(e);
+    }
+    cleanup = null;
+  }
+  const root = h("section", {class: `page page-${page}`, "aria-labelledby": "page-title"});
+  clear(main, root);
+  try {
+    const mod = await import(`./pages/${page}.js`);
+    document.title = `${mod.default.title} · Steward`;
+    cleanup = (await mod.default.render(root, {live, params, setParams, toast, go})) || null;
+  } catch (e) {
+    clear(root, h("p", {class: "notice error", role: "alert"}, `This page failed: ${e.message}`));
+  }
+}
+
+function go(hash) {
+  location.hash = hash;
+}
+
+function countPending(e) {
+  if (e.type === "snapshot") {
+    setBadge(e.pending_approvals.length);
+  } else if (e.type === "approval") {
+    api("/approvals", {query: {status: "pending", limit: 100}})
+      .then((l) => setBadge(l.length))
+      .catch(() => {});
+  }
+}
+
+function setBadge(n) {
+  badge.hidden = n === 0;
+  badge.textContent = n >= 100 ? "99+" : String(n);
+}
+
+function pairing() {
+  const code = h("input", {id: "pair-code", autocomplete: "off", required: true, "aria-describedby": "pair-help"});
+  const name = h("input", {id: "pair-name", value: "browser", required: true});
+  const out = h("p", {role: "status"});
+  const form = h(
+    "form",
+    {
+      class: "card pair",
+      onsubmit: async (ev) => {
+        ev.preventDefault();
+        try {
+          await api("/pair", {method: "POST", body: {code: code.value.trim(), name: name.value.trim()}});
+          location.hash = `#/${DEFAULT_PAGE}`;
+          location.reload();
+        } catch (e) {
+          out.textContent = e.message;
+        }
+      },
+    },
+    h("h1", {id: "page-title"}, "Pair this browser"),
+    h(
+      "p",
+      {id: "pair-help"},
+      "Steward only answers browsers it has paired. Open the pairing link that `steward serve` or `steward demo` printed, or enter its code here (a new one: `POST /pairing-codes`, or the Devices page of a paired browser).",
+    ),
+    h("label", {for: "pair-code"}, "Code"),
+    code,
+    h("label", {for: "pair-name"}, "Name of this device"),
+    name,
+    h("button", {type: "submit"}, "Pair"),
+    out,
+  );
+  drawNav(null);
+  nav.hidden = true;
+  clear(main, form);
+}
+
+async function start() {
+  if ("serviceWorker" in navigator) {
+    navigator.serviceWorker.register("/sw.js").catch(() => {});
+  }
+  try {
+    await api("/stats");
+  } catch (e) {
+    if (e.status === 401) {
+      pairing();
+      return;
+    }
+  }
+  window.addEventListener("steward:unpaired", () => pairing());
+  live = new Live(showState);
+  live.on(countPending);
+  live.start();
+  window.addEventListener("hashchange", render);
+  render();
+}
+
+start();
