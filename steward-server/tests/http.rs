@@ -1486,3 +1486,21 @@ async fn the_web_client_is_served_at_the_root_with_its_security_headers() {
     assert!(gzipped <= 150 * 1024, "{gzipped} bytes gzipped");
     eprintln!("the web client: {} files, {gzipped} bytes gzipped", served.len());
 }
+
+#[tokio::test]
+async fn usage_reports_the_window_and_refuses_a_bad_one() {
+    let f = fixture();
+    let (s, r) = get(&f.app, "/usage").await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["total"]["requests"].as_i64(), r["by_day"].as_array().map(Vec::len)),
+        (Some(0), Some(0))
+    );
+    let (s, r) = get(&f.app, "/usage?since=all").await;
+    assert_eq!((s, r["since"].as_i64()), (StatusCode::OK, Some(0)), "{r}");
+    for uri in ["/usage?since=yesterday-ish", "/usage?until=7d"] {
+        let (s, r) = get(&f.app, uri).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {r}");
+        assert!(["USAGE_BAD_SINCE", "BAD_QUERY"].contains(&code(&r)), "{uri}: {r}");
+    }
+}

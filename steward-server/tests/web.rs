@@ -237,9 +237,14 @@ fn the_web_client_in_a_real_browser() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the browser flows failed:\n{stdout}\n{stderr}");
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+    let summary = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or("");
+    let seen: Value = serde_json::from_str(summary)
         .unwrap_or_else(|e| panic!("no summary from the flows ({e}):\n{stdout}\n{stderr}"));
-    eprintln!("{stdout}\n{seen:#}");
+    eprintln!("{seen}");
+    let flows = seen["flows"].as_array().map_or(0, Vec::len);
+    assert!(flows >= 9, "every flow ran: {seen}");
+    let axe = seen["axe"].as_object().expect("axe results");
+    assert!(axe.len() >= 10 && axe.values().all(|v| v == 0), "{seen}");
     drop(server);
 
     // Behind the page: exactly one mail left, the one the person approved in the chat.

@@ -1,6 +1,6 @@
 // Caches the app shell only, so the app opens offline and says so. API answers and the event
 // stream are never cached: they always go to the server.
-const CACHE = "steward-shell-v1";
+const CACHE = "steward-shell-v2";
 const SHELL = [
   "/",
   "/app/app.js",
@@ -16,6 +16,7 @@ const SHELL = [
   "/app/pages/memory.js",
   "/app/pages/watches.js",
   "/app/pages/journal.js",
+  "/app/pages/usage.js",
   "/app/pages/audit.js",
   "/app/pages/system.js",
   "/app/pages/devices.js",

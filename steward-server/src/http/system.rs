@@ -1,9 +1,10 @@
-//! Health, counts and the audit trail.
+//! Health, counts, the audit trail and what the models cost.
 
 use axum::{Json, extract::State, http::Method, routing::get};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use steward_core::{
-    AuditPage, audit::AuditQuery, mirror::MirrorStats, runner::JobStatus, status::SystemStatus,
+    AuditPage, audit::AuditQuery, llm::UsageReport, mirror::MirrorStats, runner::JobStatus,
+    status::SystemStatus,
 };
 
 use super::{ApiError, ApiQuery, AppState, Route, schema};
@@ -39,6 +40,14 @@ pub(super) fn routes() -> Vec<Route> {
             get(audit),
         )
         .query(schema::<AuditQuery>),
+        Route::new(
+            Method::GET,
+            "/usage",
+            "What the models cost over a window: totals and groups by service, action, model and UTC day, and outside agents' tool calls",
+            schema::<UsageReport>,
+            get(usage),
+        )
+        .query(schema::<UsageQuery>),
     ]
 }
 
@@ -79,4 +88,22 @@ async fn audit(
     ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<Json<AuditPage>, ApiError> {
     state.call(move |s| s.audit_page(&q)).await.map(Json)
+}
+
+/// The window of a usage report.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UsageQuery {
+    /// `7d`, `24h`, `90m` (before now), `all`, `YYYY-MM-DD` or an RFC 3339 instant (absent: `7d`).
+    #[serde(default)]
+    #[schemars(length(max = 40))]
+    since: Option<String>,
+}
+
+async fn usage(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<UsageQuery>,
+) -> Result<Json<UsageReport>, ApiError> {
+    let since = q.since.unwrap_or_else(|| "7d".to_owned());
+    state.call(move |s| s.usage_report(&since, steward_core::time::now_secs())).await.map(Json)
 }

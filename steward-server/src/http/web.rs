@@ -58,6 +58,7 @@ static ASSETS: &[Asset] = &[
     asset!("/app/pages/memory.js", "app/pages/memory.js", JS),
     asset!("/app/pages/watches.js", "app/pages/watches.js", JS),
     asset!("/app/pages/journal.js", "app/pages/journal.js", JS),
+    asset!("/app/pages/usage.js", "app/pages/usage.js", JS),
     asset!("/app/pages/audit.js", "app/pages/audit.js", JS),
     asset!("/app/pages/system.js", "app/pages/system.js", JS),
     asset!("/app/pages/devices.js", "app/pages/devices.js", JS),

@@ -13,6 +13,7 @@ const PAGES = [
   ["memory", "Memory"],
   ["watches", "Watches"],
   ["journal", "Journal"],
+  ["usage", "Usage"],
   ["audit", "Audit"],
   ["system", "System"],
   ["devices", "Devices"],

@@ -16,7 +16,7 @@ const waiting = process.env.STEWARD_DENY_APPROVAL;
 const secure = process.env.STEWARD_SECURE_APPROVAL;
 const pin = process.env.STEWARD_PIN;
 const shots = process.env.STEWARD_SCREENSHOTS;
-const PAGES = ["chat", "approvals", "mail", "memory", "watches", "journal", "audit", "system", "devices"];
+const PAGES = ["chat", "approvals", "mail", "memory", "watches", "journal", "usage", "audit", "system", "devices"];
 const summary = {axe: {}, flows: []};
 
 function check(ok, what) {
@@ -171,6 +171,11 @@ for (const name of ["watches", "journal", "audit", "system", "devices"]) {
   await visit(name);
   await axe(name);
 }
+// Usage: the chat turn above was recorded, and the page says so.
+await visit("usage");
+await page.locator("#usage").getByText(/\b[1-9]\d* requests/).first().waitFor();
+await axe("usage");
+summary.flows.push("usage shows the chat's model calls");
 
 // 8. The offline shell: with the service worker in control, the app opens without the server.
 await page.goto(`${base}/#/system`);
