@@ -22,10 +22,17 @@ fn demo_then_index_then_stats() {
         .output()
         .unwrap();
     let demo = json(&out);
+    // The messages asked for, the story's mails and perhaps a draft.
+    let story = steward_connectors::mail::demo::STORY.len() as u64;
     assert_eq!(
         demo["added"],
-        150 + u64::from(home.join("demo-maildir/.Drafts/cur").read_dir().unwrap().count() > 0)
+        150 + story
+            + u64::from(home.join("demo-maildir/.Drafts/cur").read_dir().unwrap().count() > 0)
     );
+    // The story's facts wait in the memory inbox for review; none is a note yet.
+    let inbox = std::fs::read_dir(home.join("memory/inbox")).unwrap().count() as u64;
+    assert_eq!(inbox, story);
+    assert_eq!(std::fs::read_dir(home.join("memory/notes")).map_or(0, Iterator::count), 0);
     assert_eq!(demo["error_count"], 3);
 
     let md = home.join("demo-maildir");

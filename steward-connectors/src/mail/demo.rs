@@ -24,6 +24,9 @@ pub struct DemoOptions {
     pub newest: i64,
     /// Write Gmail "All Mail" (and label) copies of messages that carry a Gmail thread id.
     pub gmail_copies: bool,
+    /// Add the story's mails ([`STORY`]): a few that say something worth remembering, which
+    /// `steward demo` proposes to the memory inbox ([`propose_story_facts`]).
+    pub story: bool,
 }
 
 impl DemoOptions {
@@ -35,8 +38,98 @@ impl DemoOptions {
             malformed: true,
             newest: 1_764_000_000, // 2025-11-24
             gmail_copies: true,
+            story: false,
         }
     }
+}
+
+/// One mail of the demo's story and the fact it states.
+#[derive(Debug, Clone, Copy)]
+pub struct StoryMail {
+    /// Its Message-ID (without angle brackets).
+    pub message_id: &'static str,
+    /// `Name <address>`.
+    pub from: &'static str,
+    /// The subject.
+    pub subject: &'static str,
+    /// The body (plain text).
+    pub body: &'static str,
+    /// The words of the body that state the fact.
+    pub quote: &'static str,
+    /// The fact, as a note would hold it.
+    pub fact: &'static str,
+    /// What kind of fact.
+    pub kind: steward_core::memory::MemoryKind,
+    /// Whom or what it is about.
+    pub about: &'static str,
+}
+
+/// The demo's story: mails that state facts a person would want remembered.
+pub const STORY: [StoryMail; 3] = [
+    StoryMail {
+        message_id: "story-anna-calls@example.org",
+        from: "Anna Conti <anna.conti@example.org>",
+        subject: "New job, new hours",
+        body: "Ciao Giulia,\r\n\r\nthe new job started on Monday! I'm at the lab until late now, so please call me after 18:00 on weekdays; before that my phone is in a locker.\r\n\r\nA presto,\r\nAnna\r\n",
+        quote: "please call me after 18:00 on weekdays",
+        fact: "Anna Conti prefers calls after 18:00 on weekdays (she is at the lab until then).",
+        kind: steward_core::memory::MemoryKind::Preference,
+        about: "person:anna.conti@example.org",
+    },
+    StoryMail {
+        message_id: "story-heating@condominio.example.it",
+        from: "Amministrazione Condominio <amministrazione@condominio.example.it>",
+        subject: "Heating service: every October from now on",
+        body: "Dear residents,\r\n\r\nthe assembly approved the new contract: the building's heating is serviced every October by Termoidraulica Bassi, who will post the date in the hall two weeks ahead.\r\n\r\nThe administration\r\n",
+        quote: "the building's heating is serviced every October by Termoidraulica Bassi",
+        fact: "The building's heating is serviced every October by Termoidraulica Bassi; the date is posted in the hall two weeks ahead.",
+        kind: steward_core::memory::MemoryKind::Place,
+        about: "place:home",
+    },
+    StoryMail {
+        message_id: "story-marco-vegetarian@studio-rossi.it",
+        from: "Marco Rossi <marco.rossi@studio-rossi.it>",
+        subject: "Re: Dinner on Friday",
+        body: "Sounds great. One thing: I've been vegetarian since the summer, so no fish for me either. Anywhere near the station works.\r\n\r\nMarco\r\n",
+        quote: "I've been vegetarian since the summer, so no fish for me either",
+        fact: "Marco Rossi is vegetarian (no fish either), since summer 2025.",
+        kind: steward_core::memory::MemoryKind::Person,
+        about: "person:marco.rossi@studio-rossi.it",
+    },
+];
+
+/// Proposes the story's facts ([`STORY`]) to the memory inbox, as `demo:story` with the mail
+/// and the quote as sources: only proposals, for the person to accept or reject like any
+/// other. A fact already waiting, accepted, rejected or forgotten is not proposed again.
+/// Returns how many new proposals were made.
+///
+/// # Errors
+/// The memory store's errors.
+pub fn propose_story_facts(
+    steward: &steward_core::Steward,
+) -> Result<usize, steward_core::memory::MemoryError> {
+    use steward_core::memory::{MemorySource, NewMemory, ProposeOutcome, Sensitivity};
+    let mut made = 0;
+    for m in STORY {
+        let fact = NewMemory {
+            text: m.fact.to_owned(),
+            kind: m.kind,
+            subject: Some(m.about.to_owned()),
+            valid_from: None,
+            valid_to: None,
+            confidence: Some(0.9),
+            sources: vec![MemorySource::Mail {
+                message_id: m.message_id.to_owned(),
+                quote: Some(m.quote.to_owned()),
+            }],
+            supersedes: Vec::new(),
+            sensitivity: Sensitivity::default(),
+        };
+        if matches!(steward.memory_propose("demo:story", &fact)?, ProposeOutcome::Proposed { .. }) {
+            made += 1;
+        }
+    }
+    Ok(made)
 }
 
 /// What was written.
@@ -567,6 +660,30 @@ fn write_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<DemoReport>
         }
         if threads.len() > 200 {
             threads.remove(0);
+        }
+    }
+    if opts.story {
+        for (i, m) in STORY.iter().enumerate() {
+            let date = opts.newest - 3_600 * (i as i64 + 2);
+            let raw = format!(
+                "From: {}\r\nTo: \"Giulia Bianchi\" <giulia.bianchi@example.it>\r\nSubject: {}\r\n\
+                 Date: {}\r\nMessage-ID: <{}>\r\nMIME-Version: 1.0\r\n\
+                 Content-Type: text/plain; charset=utf-8\r\n\r\n{}",
+                m.from,
+                m.subject,
+                rfc2822(date),
+                m.message_id,
+                m.body
+            );
+            // Unread, in the inbox.
+            write_file(
+                &root.join("new").join(format!("{date}.story{i}.demo")),
+                raw.as_bytes(),
+                date,
+            )?;
+            report.files += 1;
+            report.messages += 1;
+            report.bytes += raw.len() as u64;
         }
     }
     if rng.chance(40) {

@@ -631,10 +631,14 @@ fn demo(
         std::fs::remove_dir_all(&maildir)
             .map_err(|source| DemoError::Write { root: maildir.clone(), source })?;
     }
-    let report = generate_maildir(&maildir, &DemoOptions::new(messages))?;
+    let report =
+        generate_maildir(&maildir, &DemoOptions { story: true, ..DemoOptions::new(messages) })?;
     let source = MaildirSource::new(&maildir);
     let summary = sync_with_progress(&steward, &source, Some("demo".to_owned()))?;
     print_summary(&summary, json);
+    // What the story's mails say, proposed for the person's review (never accepted here).
+    let proposed =
+        steward_connectors::mail::demo::propose_story_facts(&steward).map_err(Failure::from)?;
     // The demo person's calendars and address book, indexed like any other.
     let (calendars, contacts) =
         (steward.home().join("demo-calendars"), steward.home().join("demo-contacts"));
@@ -707,8 +711,14 @@ fn demo(
             ),
             (_, None) => out!("Wrote {} sample documents in {}.", docs.files, documents.display()),
         }
+        if proposed > 0 {
+            out!(
+                "Proposed {proposed} facts from the story's mails to the memory inbox (as demo:story, for review: the app's Memory page)."
+            );
+        }
         out!("Try next:");
         out!("  steward --home {home} stats");
+        out!("  steward --home {home} memory inbox");
         out!("  steward --home {home} files search \"notice registered letter\"");
         out!(
             "  steward --home {home} calendar agenda --from $(date +%F) --to $(date -d '+7 days' +%F)"
