@@ -82,10 +82,10 @@ fn hostile_mail(maildir: &Path) {
     }
 }
 
-/// The demo home, with SMTP to the sink, hostile mail mirrored, two memory proposals and three
+/// The demo home, with SMTP to the sink, hostile mail mirrored, two memory proposals and four
 /// requests waiting for the person: one to deny with a note, a secure one to approve with the
-/// PIN, one left waiting (the screenshots show it).
-fn home(dir: &Path, sink: &SmtpSink) -> (PathBuf, [i64; 3]) {
+/// PIN, one left waiting (the screenshots show it), one denied while the live feed is cut.
+fn home(dir: &Path, sink: &SmtpSink) -> (PathBuf, [i64; 4]) {
     let home = dir.join("home");
     let out = steward()
         .arg("--home")
@@ -131,11 +131,12 @@ fn home(dir: &Path, sink: &SmtpSink) -> (PathBuf, [i64; 3]) {
     let now = steward_core::time::now_secs();
     let ada = steward.human("ada").unwrap();
     approvals.set_pin(&ada, PIN, now).unwrap();
-    let mut ids = [0; 3];
+    let mut ids = [0; 4];
     for (i, (to, subject, level)) in [
         ("boss@example.org", "I quit", Level::Confirm),
         ("bank@example.org", "Wire the deposit", Level::Secure),
         ("school@example.org", "Lucia is ill today", Level::Confirm),
+        ("plumber@example.org", "Tuesday works", Level::Confirm),
     ]
     .into_iter()
     .enumerate()
@@ -219,7 +220,7 @@ fn the_web_client_in_a_real_browser() {
     let Some((driver, chromium)) = browser() else { return };
     let dir = tempfile::tempdir().unwrap();
     let sink = SmtpSink::start(dir.path(), &SinkOptions::default());
-    let (home, [deny, secure, left]) = home(dir.path(), &sink);
+    let (home, [deny, secure, left, outage]) = home(dir.path(), &sink);
     let model = model();
     let (server, base, pair) = serve(&home, &model);
     let shots = std::env::var_os("STEWARD_SCREENSHOTS");
@@ -231,6 +232,7 @@ fn the_web_client_in_a_real_browser() {
         .env("STEWARD_DENY_APPROVAL", deny.to_string())
         .env("STEWARD_SECURE_APPROVAL", secure.to_string())
         .env("STEWARD_PIN", PIN)
+        .env("STEWARD_OUTAGE_APPROVAL", outage.to_string())
         .envs(shots.map(|s| ("STEWARD_SCREENSHOTS", s)))
         .output()
         .unwrap();
@@ -242,7 +244,7 @@ fn the_web_client_in_a_real_browser() {
         .unwrap_or_else(|e| panic!("no summary from the flows ({e}):\n{stdout}\n{stderr}"));
     eprintln!("{seen}");
     let flows = seen["flows"].as_array().map_or(0, Vec::len);
-    assert!(flows >= 9, "every flow ran: {seen}");
+    assert!(flows >= 10, "every flow ran: {seen}");
     let axe = seen["axe"].as_object().expect("axe results");
     assert!(axe.len() >= 10 && axe.values().all(|v| v == 0), "{seen}");
     drop(server);
@@ -269,6 +271,7 @@ fn the_web_client_in_a_real_browser() {
     assert!(events.contains(&"pin_failed".to_owned()), "{events:?}");
     assert_eq!(approvals.get(secure).unwrap().decided_by.as_deref(), Some("ada"));
     assert_eq!(status(left), "requested");
+    assert_eq!(status(outage), "denied");
     // The proposal the person accepted is a note recall reads; the others (the one seeded here,
     // the demo story's three) still wait.
     let inbox = steward.memory_inbox().unwrap();

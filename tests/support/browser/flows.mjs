@@ -15,6 +15,7 @@ const pairUrl = process.env.STEWARD_PAIR_URL;
 const waiting = process.env.STEWARD_DENY_APPROVAL;
 const secure = process.env.STEWARD_SECURE_APPROVAL;
 const pin = process.env.STEWARD_PIN;
+const outage = Number(process.env.STEWARD_OUTAGE_APPROVAL);
 const shots = process.env.STEWARD_SCREENSHOTS;
 const PAGES = ["chat", "approvals", "mail", "memory", "watches", "journal", "usage", "audit", "system", "devices"];
 const summary = {axe: {}, flows: []};
@@ -68,6 +69,29 @@ async function visit(name, query) {
   await page.waitForSelector(`section.page-${name} h1#page-title`);
   await page.waitForLoadState("networkidle");
 }
+
+// The live feed goes through a route this script can cut; every frame the page receives is kept.
+const wsUrls = [];
+const frames = [];
+let wsBlocked = false;
+let wsCurrent = null;
+await page.routeWebSocket(/\/ws(\?|$)/, (ws) => {
+  wsUrls.push(ws.url());
+  if (wsBlocked) {
+    ws.close({code: 1013, reason: "the test's outage"});
+    return;
+  }
+  const server = ws.connectToServer();
+  wsCurrent = {ws, server};
+  server.onMessage((m) => {
+    frames.push(String(m));
+    ws.send(m);
+  });
+});
+const outageEvents = () =>
+  frames
+    .map((f) => JSON.parse(f))
+    .filter((e) => e.type === "approval" && e.approval_id === outage && e.event === "denied");
 
 // 1. Pair this browser with the link the server printed; the app opens, live.
 await page.goto(pairUrl);
@@ -140,6 +164,35 @@ await secureCard.getByRole("button", {name: "Approve", exact: true}).click();
 await page.waitForFunction((id) => !document.querySelector(`[data-approval-id="${id}"]`), secure);
 summary.flows.push("secure request approved with the PIN");
 
+// 4b. A reconnect replays what was missed, exactly once: the feed is cut, a request is denied
+// meanwhile (through the API, as another device would), and the page learns of it on resuming.
+await page.waitForSelector('#conn[data-state="live"]');
+wsBlocked = true;
+wsCurrent.ws.close({code: 1012, reason: "the test's outage"});
+wsCurrent.server.close();
+await page.waitForSelector('#conn[data-state="offline"]');
+const denied = await page.evaluate(
+  async (id) =>
+    (
+      await fetch(`/approvals/${id}/deny`, {
+        method: "POST",
+        headers: {"content-type": "application/json"},
+        body: JSON.stringify({note: "During the outage."}),
+      })
+    ).status,
+  outage,
+);
+check(denied === 200, `denied during the outage (${denied})`);
+check(outageEvents().length === 0, "nothing arrived while the feed was cut");
+const cut = wsUrls.length;
+wsBlocked = false;
+await page.waitForSelector('#conn[data-state="live"]', {timeout: 60_000});
+for (let i = 0; i < 200 && outageEvents().length === 0; i++) await page.waitForTimeout(50);
+check(outageEvents().length === 1, `the missed event arrived once (${outageEvents().length})`);
+check(/[?&]after=/.test(wsUrls[wsUrls.length - 1]) && wsUrls.length > cut, `resumed from the cursor: ${wsUrls.at(-1)}`);
+await page.waitForFunction((id) => !document.querySelector(`[data-approval-id="${id}"]`), outage);
+summary.flows.push("reconnect replayed the missed event once");
+
 // 5. A chat turn: the model proposes mail.send, the person approves it on the card, the turn
 // ends with the model's answer.
 await visit("chat");
@@ -208,6 +261,7 @@ if (shots) {
   summary.flows.push("screenshots");
 }
 
+check(outageEvents().length === 1, `the missed event stayed delivered once (${outageEvents().length})`);
 check(offsite.length === 0, `no request left for another origin: ${offsite.join(", ")}`);
 check(dialogs.length === 0, `no dialog opened: ${dialogs.join(", ")}`);
 check(errors.length === 0, `no script error: ${errors.join(" | ")}`);
