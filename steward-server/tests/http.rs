@@ -1402,9 +1402,13 @@ async fn the_web_client_is_served_at_the_root_with_its_security_headers() {
     assert_eq!(s, StatusCode::OK);
     assert!(h[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/html"));
     let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
-    for part in
-        ["default-src 'self'", "script-src 'self'", "frame-ancestors 'none'", "object-src 'none'"]
-    {
+    for part in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+        "require-trusted-types-for 'script'",
+    ] {
         assert!(csp.contains(part), "{csp}");
     }
     assert!(!csp.contains("unsafe"), "no inline script or eval: {csp}");
@@ -1448,7 +1452,11 @@ async fn the_web_client_is_served_at_the_root_with_its_security_headers() {
     let (s, _, body) = get_raw(&f.app, "/app/nope.js", &[]).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(code(&serde_json::from_slice(&body).unwrap()), "NO_SUCH_ROUTE");
+    // API answers are never sniffed either.
+    let (_, h, _) = get_raw(&f.app, "/health", &[]).await;
+    assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
     // The Host check guards the app like the API (DNS rebinding).
+
     let (s, _, _) = get_raw(&f.app, "/", &[("host", "evil.example")]).await;
     assert_eq!(s, StatusCode::MISDIRECTED_REQUEST);
 

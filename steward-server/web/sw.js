@@ -46,7 +46,8 @@ self.addEventListener("fetch", (e) => {
       .then((res) => {
         if (res.ok) {
           const copy = res.clone();
-          caches.open(CACHE).then((c) => c.put(e.request, copy));
+          // One entry per file: the shell with any query string is stored as the shell.
+          caches.open(CACHE).then((c) => c.put(url.pathname === "/" ? "/" : e.request, copy));
         }
         return res;
       })

@@ -334,7 +334,16 @@ pub fn app(state: AppState) -> Router {
         .merge(guarded)
         .fallback(not_found)
         .layer(from_fn_with_state(state.clone(), auth::check_origin))
+        // No answer is ever sniffed into another type (a JSON body read as HTML).
+        .layer(axum::middleware::map_response(nosniff))
         .with_state(state)
+}
+
+async fn nosniff(mut res: axum::response::Response) -> axum::response::Response {
+    res.headers_mut()
+        .entry(axum::http::header::X_CONTENT_TYPE_OPTIONS)
+        .or_insert(axum::http::HeaderValue::from_static("nosniff"));
+    res
 }
 
 async fn not_found() -> ApiError {

@@ -21,10 +21,13 @@ use axum::{
 use super::{ApiError, AppState};
 
 /// The client's Content-Security-Policy: its own scripts, styles, images and connections
-/// (`'self'` covers the same-origin WebSocket) and nothing else; never framed.
+/// (`'self'` covers the same-origin WebSocket) and nothing else; never framed; and Trusted
+/// Types with one policy (`steward`, app.js) that only vouches for the service worker's URL,
+/// so no string can reach an HTML or script sink (`innerHTML` and the like throw).
 pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
-frame-ancestors 'none'; worker-src 'self'; manifest-src 'self'";
+frame-ancestors 'none'; worker-src 'self'; manifest-src 'self'; \
+require-trusted-types-for 'script'; trusted-types steward";
 
 /// One embedded file.
 struct Asset {
@@ -106,10 +109,8 @@ fn serve(path: &str, req: &HeaderMap) -> Response {
         return ApiError::new(StatusCode::NOT_FOUND, "NO_SUCH_ROUTE", "no such route")
             .into_response();
     };
-    let gzip = req
-        .get(header::ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|e| e.trim().split(';').next() == Some("gzip")));
+    let gzip =
+        req.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).is_some_and(accepts_gzip);
     let body = if gzip { gzipped(i).to_vec() } else { asset.bytes.to_vec() };
     let mut res = (StatusCode::OK, body).into_response();
     let h = res.headers_mut();
@@ -127,4 +128,32 @@ fn serve(path: &str, req: &HeaderMap) -> Response {
     h.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
     h.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
     res
+}
+
+/// Whether an `Accept-Encoding` value accepts gzip (`gzip;q=0` refuses it).
+fn accepts_gzip(v: &str) -> bool {
+    v.split(',').any(|e| {
+        let mut parts = e.split(';').map(str::trim);
+        parts.next() == Some("gzip")
+            && parts.all(|p| {
+                p.strip_prefix("q=").is_none_or(|q| q.parse::<f32>().is_ok_and(|q| q > 0.0))
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn gzip_is_accepted_unless_refused() {
+        for (v, want) in [
+            ("gzip", true),
+            ("br, gzip;q=0.9", true),
+            ("gzip;q=0", false),
+            ("gzip; q=0.0", false),
+            ("identity", false),
+            ("x-gzip", false),
+        ] {
+            assert_eq!(super::accepts_gzip(v), want, "{v}");
+        }
+    }
 }

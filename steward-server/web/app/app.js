@@ -3,7 +3,7 @@
 // where render may return a function that cleans up when the page is left.
 
 import {api} from "./api.js";
-import {h, clear} from "./dom.js";
+import {h, clear, debounce} from "./dom.js";
 import {Live} from "./live.js";
 
 const PAGES = [
@@ -24,10 +24,12 @@ const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const state = document.getElementById("conn");
 const toasts = document.getElementById("toasts");
-const badge = h("span", {class: "badge", "aria-label": "pending approvals", hidden: true});
+const badge = h("span", {class: "badge", hidden: true});
 
 let cleanup = null;
 let live = null;
+let renders = 0;
+let unpaired = false;
 
 function route() {
   const raw = location.hash.replace(/^#\/?/, "");
@@ -43,10 +45,16 @@ function setParams(params) {
   history.replaceState(null, "", `#/${page}${q ? `?${q}` : ""}`);
 }
 
+/** A short message; errors stay until dismissed. The container is the live region. */
 function toast(text, kind) {
-  const t = h("div", {class: `toast ${kind || ""}`, role: kind === "error" ? "alert" : "status"}, text);
+  const t = h("div", {class: `toast ${kind || ""}`}, text);
+  if (kind === "error") {
+    t.append(" ", h("button", {type: "button", class: "dismiss", onclick: () => t.remove()}, "Dismiss"));
+  } else {
+    setTimeout(() => t.remove(), 6000);
+  }
   toasts.append(t);
-  setTimeout(() => t.remove(), 6000);
+  while (toasts.children.length > 5) toasts.firstElementChild.remove();
 }
 
 function showState(s, wait) {
@@ -69,9 +77,7 @@ function drawNav(current) {
   );
 }
 
-async function render() {
-  const {page, params} = route();
-  drawNav(page);
+function leavePage() {
   if (cleanup) {
     try {
       cleanup();
@@ -80,14 +86,34 @@ async function render() {
     }
     cleanup = null;
   }
+}
+
+async function render() {
+  const mine = ++renders;
+  const {page, params} = route();
+  drawNav(page);
+  leavePage();
   const root = h("section", {class: `page page-${page}`, "aria-labelledby": "page-title"});
   clear(main, root);
   try {
     const mod = await import(`./pages/${page}.js`);
+    if (mine !== renders) return; // left before it loaded
     document.title = `${mod.default.title} · Steward`;
-    cleanup = (await mod.default.render(root, {live, params, setParams, toast, go})) || null;
+    const done = (await mod.default.render(root, {live, params, setParams, toast, go})) || null;
+    if (mine !== renders) {
+      // Left while it rendered: its cleanup runs now, not never.
+      if (done) done();
+      return;
+    }
+    cleanup = done;
+    // The new page's heading takes the focus, as a page load would.
+    const title = root.querySelector("#page-title");
+    if (title) {
+      title.setAttribute("tabindex", "-1");
+      title.focus({preventScroll: true});
+    }
   } catch (e) {
-    clear(root, h("p", {class: "notice error", role: "alert"}, `This page failed: ${e.message}`));
+    if (mine === renders) clear(root, h("p", {class: "notice error", role: "alert"}, `This page failed: ${e.message}`));
   }
 }
 
@@ -95,19 +121,32 @@ function go(hash) {
   location.hash = hash;
 }
 
+// One count after a burst of approval events (a replay brings up to a thousand).
+const recount = debounce(() => {
+  api("/approvals", {query: {status: "pending", limit: 100}})
+    .then((l) => setBadge(l.length))
+    .catch(() => {});
+}, 300);
+
 function countPending(e) {
-  if (e.type === "snapshot") {
-    setBadge(e.pending_approvals.length);
-  } else if (e.type === "approval") {
-    api("/approvals", {query: {status: "pending", limit: 100}})
-      .then((l) => setBadge(l.length))
-      .catch(() => {});
-  }
+  if (e.type === "snapshot") setBadge(e.pending_approvals.length);
+  else if (e.type === "approval") recount();
 }
 
 function setBadge(n) {
   badge.hidden = n === 0;
-  badge.textContent = n >= 100 ? "99+" : String(n);
+  clear(badge, n >= 100 ? "99+" : String(n), h("span", {class: "sr-only"}, " waiting"));
+}
+
+/** The pairing was lost (revoked, expired): stop everything once and ask for a new one. */
+function lostPairing() {
+  if (unpaired) return;
+  unpaired = true;
+  renders++;
+  leavePage();
+  if (live) live.stop();
+  window.removeEventListener("hashchange", render);
+  pairing();
 }
 
 function pairing() {
@@ -149,17 +188,29 @@ function pairing() {
 
 async function start() {
   if ("serviceWorker" in navigator) {
-    navigator.serviceWorker.register("/sw.js").catch(() => {});
+    // The one script URL the app vouches for (the CSP requires Trusted Types): nothing else,
+    // and no HTML, ever goes through a policy.
+    const tt = window.trustedTypes;
+    const policy = tt
+      ? tt.createPolicy("steward", {
+          createScriptURL: (u) => {
+            if (u !== "/sw.js") throw new TypeError(`not the service worker: ${u}`);
+            return u;
+          },
+        })
+      : null;
+    navigator.serviceWorker.register(policy ? policy.createScriptURL("/sw.js") : "/sw.js").catch(() => {});
   }
   try {
     await api("/stats");
   } catch (e) {
     if (e.status === 401) {
+      unpaired = true;
       pairing();
       return;
     }
   }
-  window.addEventListener("steward:unpaired", () => pairing());
+  window.addEventListener("steward:unpaired", lostPairing);
   live = new Live(showState);
   live.on(countPending);
   live.start();

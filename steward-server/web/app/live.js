@@ -43,10 +43,7 @@ export class Live {
       return;
     }
     this.socket = ws;
-    ws.onopen = () => {
-      this.backoff = 500;
-      this.onState("live");
-    };
+    ws.onopen = () => this.onState("live");
     ws.onmessage = (m) => {
       let e;
       try {
@@ -54,6 +51,10 @@ export class Live {
       } catch {
         return;
       }
+      if (e.type === "error") return; // the server closes after it; the backoff grows
+      // Only a session that delivered something resets the backoff: one the server accepts and
+      // closes at once is retried ever more slowly, not every half second.
+      this.backoff = 500;
       if (e.cursor) this.cursor = e.cursor;
       if (e.type === "heartbeat") return;
       if (e.type === "snapshot") this.snapshot = e;

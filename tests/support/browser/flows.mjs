@@ -1,6 +1,7 @@
 // Steward's web client in Debian's chromium (playwright-core launches the system executable;
 // it downloads no browser). Run by steward-server/tests/web.rs against `steward serve`:
-//   STEWARD_BASE, STEWARD_PAIR_URL, STEWARD_CHROMIUM, STEWARD_WAITING_APPROVAL,
+//   STEWARD_BASE, STEWARD_PAIR_URL, STEWARD_CHROMIUM, STEWARD_PIN, STEWARD_DENY_APPROVAL,
+//   STEWARD_SECURE_APPROVAL, STEWARD_OUTAGE_APPROVAL (the seeded requests, see web.rs),
 //   STEWARD_SCREENSHOTS (optional: a directory for every page's screenshots).
 // Throws (exit 1) on anything that goes wrong; prints one JSON summary line last.
 
@@ -19,6 +20,12 @@ const outage = Number(process.env.STEWARD_OUTAGE_APPROVAL);
 const shots = process.env.STEWARD_SCREENSHOTS;
 const PAGES = ["chat", "approvals", "mail", "memory", "watches", "journal", "usage", "audit", "system", "devices"];
 const summary = {axe: {}, flows: []};
+
+// A watchdog: a step that waits forever (a promise that never settles) fails the run instead.
+setTimeout(() => {
+  console.error("flows: still running after 5 minutes; stopping");
+  process.exit(3);
+}, 300_000).unref();
 
 function check(ok, what) {
   if (!ok) throw new Error(`failed: ${what}`);
@@ -114,6 +121,16 @@ await axe("mail");
 summary.flows.push(`searched (${found} shown) and read`);
 
 // 3. Hostile mail stays text: no script runs, nothing leaves, the page stays responsive.
+// The CSP's Trusted Types: a string can reach no HTML sink, whatever the code would try.
+const sinkBlocked = await page.evaluate(() => {
+  try {
+    document.createElement("div").innerHTML = "<b>markup</b>";
+    return false;
+  } catch {
+    return true;
+  }
+});
+check(sinkBlocked, "Trusted Types block HTML sinks");
 const scriptsBefore = await page.evaluate(() => document.scripts.length);
 await page.fill("#q", "HOSTILEMARK");
 await page.waitForFunction(() => document.querySelectorAll("#results li").length >= 3);
@@ -232,7 +249,10 @@ summary.flows.push("usage shows the chat's model calls");
 
 // 8. The offline shell: with the service worker in control, the app opens without the server.
 await page.goto(`${base}/#/system`);
-await page.evaluate(() => navigator.serviceWorker.ready);
+const ready = await page.evaluate(() =>
+  Promise.race([navigator.serviceWorker.ready.then(() => true), new Promise((r) => setTimeout(() => r(false), 20_000))]),
+);
+check(ready, "the service worker installed");
 await page.reload();
 await page.waitForFunction(() => navigator.serviceWorker.controller !== null);
 await context.setOffline(true);

@@ -3,7 +3,7 @@
 // for secure requests), edits then approves, denies, or sends it back for a revision.
 
 import {api} from "../api.js";
-import {h, clear, when, pill, json, notice, debounce} from "../dom.js";
+import {h, clear, when, pill, json, notice, debounce, visible} from "../dom.js";
 
 const PAGE = 50;
 
@@ -523,7 +523,7 @@ export default {
                 return;
               }
               const next = JSON.stringify(value, null, 2);
-              diff.textContent = next === original ? "(no changes: this is the input as proposed)" : lineDiff(original, next);
+              diff.textContent = next === original ? "(no changes: this is the input as proposed)" : visible(lineDiff(original, next));
               diffBox.hidden = false;
               edited = value;
               confirm.hidden = false;

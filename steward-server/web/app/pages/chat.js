@@ -505,9 +505,16 @@ export default {
             h("button", {type: "button", class: "primary", onclick: () => decide("approve")}, "Approve"),
             h("button", {type: "button", class: "danger", onclick: () => decide("deny")}, "Deny"),
           );
+          // What runs if approved is the request's normalized input, not the model's words above.
+          const taint = a.taint && Array.isArray(a.taint.fields) ? a.taint.fields : [];
           clear(
             box,
             h("p", null, withSummary && a.summary ? `${a.summary} ` : "", pill(secure ? "secure (PIN)" : a.level, secure ? "error" : "warning")),
+            h("p", {class: "muted"}, "What runs if you approve:"),
+            h("pre", {class: "json"}, json(a.normalized_input)),
+            taint.length
+              ? h("p", {class: "error"}, `From untrusted content: ${taint.map((f) => `${f.field} = ${f.value} (${f.kind}, from ${f.source})`).join("; ")}`)
+              : null,
             h("div", {class: "actions"}, secure ? [h("label", {for: pinId}, "PIN"), pin] : null, buttons),
           );
         })

@@ -44,10 +44,13 @@ export default {
     const status = h("p", {class: "muted", role: "status", id: "mail-status"});
     const results = h("ul", {class: "list", id: "results", "aria-label": "Results"});
     const more = h("button", {type: "button", hidden: true}, "Load more");
-    const reader = h("div", {id: "reader", "aria-live": "polite"});
+    const reader = h("div", {id: "reader"});
     let offset = 0;
     let seq = 0;
     let current = null;
+    let inflight = null;
+    let opening = 0;
+    let alive = true;
 
     const input = (el) => el.querySelector("input");
     function filters() {
@@ -64,6 +67,7 @@ export default {
     }
 
     async function search(append) {
+      if (!alive) return;
       const mine = ++seq;
       const f = filters();
       ctx.setParams({
@@ -77,12 +81,19 @@ export default {
         m: current || "",
       });
       if (!append) offset = 0;
+      // Search as you type: each keystroke searches at once, and the answer still awaited for
+      // the previous one is dropped (its request aborted).
+      if (inflight) inflight.abort();
+      const ctl = new AbortController();
+      inflight = ctl;
       let page;
       try {
-        page = await api("/search", {query: {...f, limit: PAGE, offset}});
+        page = await api("/search", {query: {...f, limit: PAGE, offset}, signal: ctl.signal});
       } catch (e) {
-        if (mine === seq) clear(status, e.message);
+        if (e.name !== "AbortError" && mine === seq) clear(status, e.message);
         return;
+      } finally {
+        if (inflight === ctl) inflight = null;
       }
       if (mine !== seq) return; // a newer search answered first
       if (!append) clear(results);
@@ -134,6 +145,7 @@ export default {
     }
 
     async function open(id) {
+      const mine = ++opening;
       current = id;
       for (const b of results.querySelectorAll("button.item")) {
         b.setAttribute("aria-current", b.dataset.id === String(id) ? "true" : "false");
@@ -144,9 +156,10 @@ export default {
       try {
         msg = await api(`/messages/${id}`, {query: {chars: WINDOW_CHARS}});
       } catch (e) {
-        clear(reader, notice(e.message, "error"));
+        if (mine === opening) clear(reader, notice(e.message, "error"));
         return;
       }
+      if (mine !== opening || !alive) return; // another message was opened meanwhile
       const body = h("pre", {class: "body", id: "message-body"}, msg.body.text);
       const loadMore = h("button", {type: "button", hidden: msg.body.next_offset == null}, "Load more of the message");
       let next = msg.body.next_offset;
@@ -214,10 +227,10 @@ export default {
         ),
         thread,
       );
-      showThread(thread, msg.thread_id, id);
+      showThread(thread, msg.thread_id, id, mine);
     }
 
-    async function showThread(el, threadId, currentId) {
+    async function showThread(el, threadId, currentId, mine) {
       let t;
       try {
         t = await api(`/threads/${threadId}`, {query: {limit: 20}});
@@ -225,7 +238,7 @@ export default {
         clear(el, notice(e.message, "error"));
         return;
       }
-      if (t.message_count < 2) return;
+      if (mine !== opening || !alive || t.message_count < 2) return;
       clear(
         el,
         h(
@@ -270,8 +283,11 @@ export default {
       }
     }
 
-    const go = debounce(() => search(false), 120);
-    for (const el of [text, input(from), input(subject)]) el.addEventListener("input", go);
+    const go = () => search(false);
+    text.addEventListener("input", go);
+    // The substring filters wait for a pause: each of their keystrokes is a scan.
+    const slow = debounce(go, 150);
+    for (const el of [input(from), input(subject)]) el.addEventListener("input", slow);
     for (const el of [input(after), input(before), unread, attach]) el.addEventListener("change", go);
     more.addEventListener("click", () => search(true));
 
@@ -294,5 +310,9 @@ export default {
     search(false);
     if (p.get("m")) open(Number(p.get("m")));
     text.focus();
+    return () => {
+      alive = false;
+      if (inflight) inflight.abort();
+    };
   },
 };

@@ -105,11 +105,15 @@ export default {
       try {
         const p = await api("/policy");
         const tools = p.tools || [];
-        const rules = (p.current && p.current.policy && p.current.policy.rules) || {};
+        const policy = (p.current && p.current.policy) || {};
+        const rules = policy.rules || {};
+        const overrides = policy.overrides || {};
+        const show = (v) => (typeof v === "string" ? v : v && v.level ? v.level : JSON.stringify(v));
+        // In the order the policy applies them: a denied prefix, an override, a rule, the default.
         const level = (t) => {
-          const r = rules[t.name];
-          if (r && typeof r === "object" && r.level) return `${r.level} (set)`;
-          if (typeof r === "string") return `${r} (set)`;
+          if ((policy.deny_prefixes || []).some((d) => t.name.startsWith(d))) return "deny (prefix)";
+          if (overrides[t.name] !== undefined) return `${show(overrides[t.name])} (override)`;
+          if (rules[t.name] !== undefined) return `${show(rules[t.name])} (rule)`;
           return t.default_level;
         };
         clear(

@@ -117,6 +117,7 @@ export default {
         r.by_day.length
           ? h("div", {class: "card"}, h("h2", {}, `${m[1]} by day (UTC)`), chart(r.by_day, m))
           : notice("No model was called in this window."),
+        table("By day (UTC)", r.by_day),
         table("By model", r.by_model),
         table("By service", r.by_service),
         table("By action", r.by_action),
