@@ -29,7 +29,8 @@ fn demo_then_index_then_stats() {
         150 + story
             + u64::from(home.join("demo-maildir/.Drafts/cur").read_dir().unwrap().count() > 0)
     );
-    // The story's facts wait in the memory inbox for review; none is a note yet.
+    // The promotion pass (a scripted stand-in: no model here) proposed the story's facts; they
+    // wait in the memory inbox for review and none is a note yet.
     let inbox = std::fs::read_dir(home.join("memory/inbox")).unwrap().count() as u64;
     assert_eq!(inbox, story);
     assert_eq!(std::fs::read_dir(home.join("memory/notes")).map_or(0, Iterator::count), 0);

@@ -147,7 +147,7 @@ fn mutate(md: &Path) {
             malformed: false,
             newest: 1_770_000_000,
             gmail_copies: true,
-            story: false,
+            story: None,
         },
     )
     .unwrap();

@@ -24,9 +24,10 @@ pub struct DemoOptions {
     pub newest: i64,
     /// Write Gmail "All Mail" (and label) copies of messages that carry a Gmail thread id.
     pub gmail_copies: bool,
-    /// Add the story's mails ([`STORY`]): a few that say something worth remembering, which
-    /// `steward demo` proposes to the memory inbox ([`propose_story_facts`]).
-    pub story: bool,
+    /// Add the story's mails ([`STORY`]), dated in the hours before this time (Unix seconds):
+    /// a few that say something worth remembering, which `steward demo` promotes to the memory
+    /// inbox ([`promote_story`]). They are recent on purpose: promotion reads recent threads.
+    pub story: Option<i64>,
 }
 
 impl DemoOptions {
@@ -38,7 +39,7 @@ impl DemoOptions {
             malformed: true,
             newest: 1_764_000_000, // 2025-11-24
             gmail_copies: true,
-            story: false,
+            story: None,
         }
     }
 }
@@ -92,44 +93,172 @@ pub const STORY: [StoryMail; 3] = [
         subject: "Re: Dinner on Friday",
         body: "Sounds great. One thing: I've been vegetarian since the summer, so no fish for me either. Anywhere near the station works.\r\n\r\nMarco\r\n",
         quote: "I've been vegetarian since the summer, so no fish for me either",
-        fact: "Marco Rossi is vegetarian (no fish either), since summer 2025.",
+        fact: "Marco Rossi is vegetarian and eats no fish either.",
         kind: steward_core::memory::MemoryKind::Person,
         about: "person:marco.rossi@studio-rossi.it",
     },
 ];
 
-/// Proposes the story's facts ([`STORY`]) to the memory inbox, as `demo:story` with the mail
-/// and the quote as sources: only proposals, for the person to accept or reject like any
-/// other. A fact already waiting, accepted, rejected or forgotten is not proposed again.
-/// Returns how many new proposals were made.
+/// The model name the story's stand-in answers as: it is not a model, and says so in the usage
+/// ledger.
+pub const STORY_MODEL: &str = "demo-story-scripted-not-a-model";
+
+/// Runs a mail -> memory promotion pass over `home` the way the `memory-promote` job does —
+/// prefilter, thread hashes, one triage call per thread, outcomes kept — answered by a scripted
+/// stand-in for a model ([`StoryModel`], named [`STORY_MODEL`]) that knows only the demo's
+/// [`STORY`]: for a thread holding one of its mails it returns that mail's fact with the exact
+/// quote, for any other thread nothing durable. `steward demo` uses it when no model is
+/// configured, so the memory inbox shows what promotion does without a key; the proposals
+/// are only proposals, for the person to review.
 ///
 /// # Errors
-/// The memory store's errors.
-pub fn propose_story_facts(
-    steward: &steward_core::Steward,
-) -> Result<usize, steward_core::memory::MemoryError> {
-    use steward_core::memory::{MemorySource, NewMemory, ProposeOutcome, Sensitivity};
-    let mut made = 0;
-    for m in STORY {
-        let fact = NewMemory {
-            text: m.fact.to_owned(),
-            kind: m.kind,
-            subject: Some(m.about.to_owned()),
-            valid_from: None,
-            valid_to: None,
-            confidence: Some(0.9),
-            sources: vec![MemorySource::Mail {
-                message_id: m.message_id.to_owned(),
-                quote: Some(m.quote.to_owned()),
-            }],
-            supersedes: Vec::new(),
-            sensitivity: Sensitivity::default(),
-        };
-        if matches!(steward.memory_propose("demo:story", &fact)?, ProposeOutcome::Proposed { .. }) {
-            made += 1;
-        }
+/// The store's errors; the stand-in's socket failing to bind.
+pub fn promote_story(
+    home: &Path,
+) -> Result<steward_core::memory::PromotionReport, Box<dyn std::error::Error + Send + Sync>> {
+    use steward_core::llm::{Capability, LlmConfig, Target};
+    let model = StoryModel::start()?;
+    let target = Target {
+        base_url: model.base_url.clone(),
+        model: STORY_MODEL.to_owned(),
+        api_key: None,
+        tools: false,
+    };
+    let llm = LlmConfig {
+        targets: std::collections::BTreeMap::from([("demo-story".to_owned(), target)]),
+        tiers: std::collections::BTreeMap::from([(
+            Capability::Tier2,
+            vec!["demo-story".to_owned()],
+        )]),
+        rates: std::collections::BTreeMap::new(),
+        deadline: Duration::from_secs(10),
+    };
+    let steward = steward_core::Steward::builder().home(home).llm(llm).open()?;
+    Ok(steward.promote_mail(None)?)
+}
+
+/// A scripted stand-in for a chat model on a loopback port (OpenAI chat completions, one
+/// request per connection), answering promotion's triage from [`STORY`]. Stopped when dropped.
+#[derive(Debug)]
+pub struct StoryModel {
+    /// `http://127.0.0.1:<port>/v1`.
+    pub base_url: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    port: u16,
+}
+
+/// Largest request the stand-in reads (a triage request is bounded by the thread window).
+/// Fixed (not a setting).
+const STORY_MAX_REQUEST: usize = 1 << 20;
+
+impl StoryModel {
+    /// Starts it.
+    ///
+    /// # Errors
+    /// Binding the loopback socket.
+    pub fn start() -> std::io::Result<Self> {
+        use std::sync::{Arc, atomic::AtomicBool};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(c) = conn {
+                    let _ = answer(c);
+                }
+            }
+        });
+        Ok(Self { base_url: format!("http://127.0.0.1:{port}/v1"), stop, port })
     }
-    Ok(made)
+}
+
+impl Drop for StoryModel {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Reads one request and answers it.
+fn answer(mut c: std::net::TcpStream) -> std::io::Result<()> {
+    use std::io::Read as _;
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let (head_end, length) = loop {
+        let n = c.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            break (i + 4, length.min(STORY_MAX_REQUEST));
+        }
+        if buf.len() > STORY_MAX_REQUEST {
+            return Ok(());
+        }
+    };
+    while buf.len() < head_end + length {
+        let n = c.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body: serde_json::Value =
+        serde_json::from_slice(buf.get(head_end..).unwrap_or_default()).unwrap_or_default();
+    let prompt: String = body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["content"].as_str()).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default();
+    let content = triage(&prompt).to_string();
+    let reply = serde_json::json!({
+        "id": "demo-story",
+        "object": "chat.completion",
+        "model": STORY_MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    })
+    .to_string();
+    write!(
+        c,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+        reply.len()
+    )
+}
+
+/// The stand-in's triage: the facts of the story mails the thread holds, each naming the
+/// numbered message (`[k]`) whose words say it.
+fn triage(prompt: &str) -> serde_json::Value {
+    let facts: Vec<serde_json::Value> = STORY
+        .iter()
+        .filter_map(|m| {
+            let at = prompt.find(m.quote)?;
+            // The message is the last "[k] From:" block that starts before the quote.
+            let k = prompt[..at]
+                .rmatch_indices("] From:")
+                .next()
+                .and_then(|(i, _)| prompt[..i].rsplit('[').next())
+                .and_then(|n| n.parse::<u32>().ok())?;
+            Some(serde_json::json!({
+                "text": m.fact, "kind": m.kind.as_str(), "subject": m.about, "message": k,
+                "quote": m.quote, "valid_from": null, "valid_to": null, "confidence": 0.9,
+            }))
+        })
+        .collect();
+    serde_json::json!({"durable": !facts.is_empty(), "facts": facts})
 }
 
 /// What was written.
@@ -662,9 +791,9 @@ fn write_maildir(root: &Path, opts: &DemoOptions) -> std::io::Result<DemoReport>
             threads.remove(0);
         }
     }
-    if opts.story {
+    if let Some(at) = opts.story {
         for (i, m) in STORY.iter().enumerate() {
-            let date = opts.newest - 3_600 * (i as i64 + 2);
+            let date = at - 3_600 * (i as i64 + 2);
             let raw = format!(
                 "From: {}\r\nTo: \"Giulia Bianchi\" <giulia.bianchi@example.it>\r\nSubject: {}\r\n\
                  Date: {}\r\nMessage-ID: <{}>\r\nMIME-Version: 1.0\r\n\

@@ -631,14 +631,22 @@ fn demo(
         std::fs::remove_dir_all(&maildir)
             .map_err(|source| DemoError::Write { root: maildir.clone(), source })?;
     }
-    let report =
-        generate_maildir(&maildir, &DemoOptions { story: true, ..DemoOptions::new(messages) })?;
+    let report = generate_maildir(
+        &maildir,
+        &DemoOptions { story: Some(steward_core::time::now_secs()), ..DemoOptions::new(messages) },
+    )?;
     let source = MaildirSource::new(&maildir);
     let summary = sync_with_progress(&steward, &source, Some("demo".to_owned()))?;
     print_summary(&summary, json);
-    // What the story's mails say, proposed for the person's review (never accepted here).
-    let proposed =
-        steward_connectors::mail::demo::propose_story_facts(&steward).map_err(Failure::from)?;
+    // A promotion pass over the recent mail (the story's): with the configured model, else a
+    // scripted stand-in that says it is one. Its facts wait in the inbox for the person.
+    let scripted = steward.llm_config().is_none();
+    let promoted = if scripted {
+        steward_connectors::mail::demo::promote_story(steward.home())
+            .map_err(|e| usage(format!("the demo's promotion pass failed: {e}")))?
+    } else {
+        steward.promote_mail(None).map_err(Failure::from)?
+    };
     // The demo person's calendars and address book, indexed like any other.
     let (calendars, contacts) =
         (steward.home().join("demo-calendars"), steward.home().join("demo-contacts"));
@@ -711,11 +719,17 @@ fn demo(
             ),
             (_, None) => out!("Wrote {} sample documents in {}.", docs.files, documents.display()),
         }
-        if proposed > 0 {
-            out!(
-                "Proposed {proposed} facts from the story's mails to the memory inbox (as demo:story, for review: the app's Memory page)."
-            );
-        }
+        out!(
+            "Promoted recent mail to memory ({}): {} threads read, {} model calls, {} proposals waiting for review (the app's Memory page).",
+            if scripted {
+                "by a scripted stand-in, not a model: none is configured"
+            } else {
+                "with the configured model"
+            },
+            promoted.threads,
+            promoted.calls,
+            promoted.proposals
+        );
         out!("Try next:");
         out!("  steward --home {home} stats");
         out!("  steward --home {home} memory inbox");
