@@ -113,3 +113,57 @@ fn a_crash_between_proposals_and_outcome_loses_nothing_and_doubles_nothing() {
         assert_eq!(idle["calls"], 0);
     }
 }
+
+/// An accept that replaces a note, killed after the new note is written and before the old one
+/// is marked: the person's retry finishes it (the old note replaced, the proposal gone, the
+/// decision audited) instead of answering that the proposal no longer exists.
+#[test]
+fn an_accept_interrupted_before_the_replacement_is_finished_by_the_retry() {
+    use steward_core::{Steward, memory::NewMemory};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let fact = |text: &str, supersedes: &[&str]| -> NewMemory {
+        serde_json::from_value(json!({
+            "text": text, "kind": "fact", "subject": "place:office", "supersedes": supersedes,
+        }))
+        .unwrap()
+    };
+    let propose = |s: &Steward, f: &NewMemory| match s.memory_propose("agent:assistant", f).unwrap()
+    {
+        steward_core::memory::ProposeOutcome::Proposed { id } => id,
+        other => panic!("{other:?}"),
+    };
+    let (old, new) = {
+        let s = Steward::builder().home(&home).open().unwrap();
+        let ada = s.human("ada").unwrap();
+        let first = propose(&s, &fact("The office is on the third floor.", &[]));
+        let old = s.memory_accept(&ada, &first, None).unwrap().meta.id;
+        let new = propose(&s, &fact("The office moved to the fifth floor.", &[&old]));
+        (old, new)
+    };
+    let accept = |failpoint: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_steward"));
+        c.arg("--home").arg(&home).args(["memory", "accept", &new, "--as", "ada", "--json"]);
+        match failpoint {
+            Some(fp) => c.env("FAILPOINTS", fp),
+            None => c.env_remove("FAILPOINTS"),
+        };
+        c.output().unwrap()
+    };
+    let crashed = accept(Some("memory::accept::before_supersede=return"));
+    assert!(aborted(&crashed), "{crashed:?}");
+    {
+        let s = Steward::builder().home(&home).open().unwrap();
+        assert!(s.memory_note(&new).is_ok(), "the new note was written before the crash");
+        assert_eq!(s.memory_note(&old).unwrap().note.meta.superseded_by, None);
+    }
+    let done = accept(None);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let note: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(note["meta"]["id"], new.as_str(), "{note}");
+    let s = Steward::builder().home(&home).open().unwrap();
+    let replaced = s.memory_note(&old).unwrap().note.meta;
+    assert_eq!(replaced.superseded_by.as_deref(), Some(new.as_str()));
+    assert!(s.memory_inbox().unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(home.join("memory/notes")).unwrap().count(), 2);
+}

@@ -881,11 +881,32 @@ impl Steward {
             .get(id)
             .cloned()
             .ok_or_else(|| MemoryError::NotFound { what: "proposal", id: id.to_owned() })?;
-        if self.memory_index()?.get(id)?.is_some() {
-            // Accepted before, its inbox file left by a failure: the file goes, the note stays.
+        if let Some(row) = self.memory_index()?.get(id)? {
+            // Accepted before and interrupted (a crash after the note was written): finish
+            // what accepting does — the notes it replaces marked, the proposal's file gone,
+            // the decision audited — and answer as accepting would have.
+            let note = row.note;
+            self.mark_replaced(
+                &files,
+                &note,
+                note.meta.review.as_ref().map_or_else(now_utc, |r| r.at),
+            )?;
             let stale = files.inbox().join(&name);
             std::fs::remove_file(&stale).map_err(|e| io(&stale, &e))?;
-            return Err(MemoryError::NotFound { what: "proposal", id: id.to_owned() });
+            self.memory_audit(
+                who.person(),
+                "memory.accepted",
+                Risk::Low,
+                &json!({
+                    "id": note.meta.id,
+                    "completed": true,
+                    "supersedes": note.meta.supersedes,
+                    "hash": content_hash(note.meta.subject.as_deref(), &note.body),
+                }),
+            );
+            drop(lock);
+            self.embed_memory_quietly();
+            return Ok(note);
         }
         let edited = edit.is_some_and(|e| !e.is_empty());
         if let Some(e) = edit {
@@ -956,10 +977,30 @@ impl Steward {
             }
             replaced.push(row);
         }
+        drop(replaced);
         let name = note::file_name(&n.meta.id, &n.body);
         let state = files.write(&files.notes(), &name, &note::render(&n)?)?;
         index.upsert(&name, &state.sha, state.size, state.mtime_ns, &n)?;
-        for row in replaced {
+        fail::fail_point!("memory::accept::before_supersede", |_| std::process::abort());
+        self.mark_replaced(files, &n, now)?;
+        Ok(n)
+    }
+
+    /// Marks the notes `n` supersedes as replaced by it, those still current (a retry after an
+    /// interrupted accept finds some marked already; one another note replaced meanwhile stays
+    /// as that one left it).
+    fn mark_replaced(
+        &self,
+        files: &Files,
+        n: &Note,
+        now: DateTime<Utc>,
+    ) -> Result<(), MemoryError> {
+        let index = self.memory_index()?;
+        for old_id in &n.meta.supersedes {
+            let Some(row) = index.get(old_id)? else { continue };
+            if row.note.meta.superseded_at.is_some() {
+                continue;
+            }
             let mut old = row.note;
             old.meta.superseded_at = Some(now);
             old.meta.superseded_by = Some(n.meta.id.clone());
@@ -968,7 +1009,7 @@ impl Steward {
             let state = files.write(&files.notes(), &row.file, &note::render(&old)?)?;
             index.upsert(&row.file, &state.sha, state.size, state.mtime_ns, &old)?;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// A person rejects a proposal: its file goes, and its fact's hash becomes a tombstone, so

@@ -201,8 +201,9 @@ async function start() {
       : null;
     navigator.serviceWorker.register(policy ? policy.createScriptURL("/sw.js") : "/sw.js").catch(() => {});
   }
+  // Paired? One cheap authenticated read (it also gives the badge its first count).
   try {
-    await api("/stats");
+    await api("/approvals", {query: {status: "pending", limit: 1}});
   } catch (e) {
     if (e.status === 401) {
       unpaired = true;

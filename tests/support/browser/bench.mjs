@@ -30,6 +30,7 @@ const cookies = await setup.cookies();
 await setup.close();
 
 const loads = [];
+const inPage = [];
 const bytes = [];
 for (let i = 0; i < runs; i++) {
   const ctx = await browser.newContext({serviceWorkers: "block"});
@@ -41,6 +42,8 @@ for (let i = 0; i < runs; i++) {
   await page.goto(`${base}/#/mail`);
   await page.waitForSelector("#results li button.item");
   loads.push(Date.now() - t0);
+  // The page's own clock: from the start of its navigation to the first mail listed.
+  inPage.push(await page.evaluate(() => performance.now()));
   let wire = 0;
   for (const r of requests) {
     const s = await r.sizes();
@@ -49,7 +52,8 @@ for (let i = 0; i < runs; i++) {
   bytes.push(wire);
   await ctx.close();
 }
-console.log(`first load to the first mail listed (cold cache, ${runs} runs): ${fmt(loads)}`);
+console.log(`first load to the first mail listed (cold cache, ${runs} runs), as the driver sees it (new tab included): ${fmt(loads)}`);
+console.log(`the same, by the page's clock (navigation start to the first mail listed): ${fmt(inPage)}`);
 console.log(`bytes over the wire for that load (compressed, headers included): median ${pct(bytes, 50)} B`);
 
 // Search as you type: from the keystroke that completes a query to its first result in the list.

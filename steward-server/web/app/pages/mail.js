@@ -70,16 +70,6 @@ export default {
       if (!alive) return;
       const mine = ++seq;
       const f = filters();
-      ctx.setParams({
-        q: f.text,
-        from: input(from).value.trim(),
-        subject: input(subject).value.trim(),
-        after: input(after).value,
-        before: input(before).value,
-        unread: unread.checked ? "1" : "",
-        attach: attach.checked ? "1" : "",
-        m: current || "",
-      });
       if (!append) offset = 0;
       // Search as you type: each keystroke searches at once, and the answer still awaited for
       // the previous one is dropped (its request aborted).
@@ -96,6 +86,16 @@ export default {
         if (inflight === ctl) inflight = null;
       }
       if (mine !== seq) return; // a newer search answered first
+      ctx.setParams({
+        q: f.text,
+        from: input(from).value.trim(),
+        subject: input(subject).value.trim(),
+        after: input(after).value,
+        before: input(before).value,
+        unread: unread.checked ? "1" : "",
+        attach: attach.checked ? "1" : "",
+        m: current || "",
+      });
       if (!append) clear(results);
       for (const m of page.messages) results.append(row(m));
       offset = page.page.next_offset ?? offset;
