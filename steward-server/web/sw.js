@@ -1,12 +1,13 @@
 // Caches the app shell only, so the app opens offline and says so. API answers and the event
 // stream are never cached: they always go to the server.
-const CACHE = "steward-shell-v2";
+const CACHE = "steward-shell-v3";
 const SHELL = [
   "/",
   "/app/app.js",
   "/app/api.js",
   "/app/dom.js",
   "/app/live.js",
+  "/app/paged.js",
   "/app/style.css",
   "/app/icon.svg",
   "/manifest.webmanifest",

@@ -53,6 +53,7 @@ static ASSETS: &[Asset] = &[
     asset!("/app/api.js", "app/api.js", JS),
     asset!("/app/dom.js", "app/dom.js", JS),
     asset!("/app/live.js", "app/live.js", JS),
+    asset!("/app/paged.js", "app/paged.js", JS),
     asset!("/app/style.css", "app/style.css", "text/css; charset=utf-8"),
     asset!("/app/icon.svg", "app/icon.svg", "image/svg+xml"),
     asset!("/app/pages/chat.js", "app/pages/chat.js", JS),

@@ -3,6 +3,7 @@
 
 import {api} from "../api.js";
 import {h, clear, when, pill, json, notice} from "../dom.js";
+import {pagedTable} from "../paged.js";
 
 const PAGE = 50;
 const RISK_KIND = {low: "unknown", medium: "warning", high: "error"};
@@ -36,7 +37,6 @@ export default {
   render(root, ctx) {
     const aborter = new AbortController();
     const signal = aborter.signal;
-    let gone = false;
 
     // ---- the filters ----
     const inputs = {};
@@ -81,7 +81,7 @@ export default {
           ev.preventDefault();
           filters = read();
           ctx.setParams(filters);
-          load(true);
+          records.load(true);
         },
       },
       h(
@@ -102,16 +102,11 @@ export default {
       before.value = "";
       filters = {};
       ctx.setParams({});
-      load(true);
+      records.load(true);
     });
 
     // ---- the records ----
     const warnBox = h("div");
-    const body = h("tbody");
-    const box = h("div", null, notice("Loading…"));
-    const more = h("button", {type: "button", hidden: true}, "Load more");
-    let offset = 0;
-    let seq = 0;
 
     function row(r) {
       const details = [];
@@ -134,64 +129,31 @@ export default {
       );
     }
 
-    async function load(fresh) {
-      const my = ++seq;
-      if (fresh) offset = 0;
-      apply.disabled = true;
-      more.disabled = true;
-      let page;
-      try {
-        page = await api("/audit", {query: {...filters, limit: PAGE, offset}, signal});
-      } catch (e) {
-        if (e.name === "AbortError" || gone || my !== seq) return;
-        if (fresh) clear(box, notice(e.message, "error"));
-        else ctx.toast(e.message, "error");
-        apply.disabled = false;
-        more.disabled = false;
-        return;
-      }
-      if (gone || my !== seq) return;
-      apply.disabled = false;
-      more.disabled = false;
-      const events = (page && page.events) || [];
-      const failures = (page && page.write_failures) || 0;
-      clear(
-        warnBox,
-        failures
-          ? notice(
-              `${failures} audit write${failures === 1 ? "" : "s"} failed since Steward started: the trail may be missing them.`,
-              "error",
-            )
-          : null,
-      );
-      if (fresh) clear(body);
-      body.append(...events.map(row));
-      offset += events.length;
-      more.hidden = events.length < PAGE;
-      if (!body.children.length) {
-        clear(box, notice(Object.keys(filters).length ? "No record matches these filters." : "No record yet."));
-      } else if (fresh) {
+    const records = pagedTable({
+      columns: ["Time", "Actor", "Event", "Tool", "Risk", "Details"],
+      row,
+      fetchPage: (offset, limit) => api("/audit", {query: {...filters, limit, offset}, signal}),
+      take: (page) => {
+        const failures = (page && page.write_failures) || 0;
         clear(
-          box,
-          h(
-            "table",
-            null,
-            h(
-              "thead",
-              null,
-              h(
-                "tr",
-                null,
-                ["Time", "Actor", "Event", "Tool", "Risk", "Details"].map((t) => h("th", {scope: "col"}, t)),
-              ),
-            ),
-            body,
-          ),
+          warnBox,
+          failures
+            ? notice(
+                `${failures} audit write${failures === 1 ? "" : "s"} failed since Steward started: the trail may be missing them.`,
+                "error",
+              )
+            : null,
         );
-      }
-    }
-
-    more.addEventListener("click", () => load(false));
+        return (page && page.events) || [];
+      },
+      empty: () => (Object.keys(filters).length ? "No record matches these filters." : "No record yet."),
+      busy: (b) => {
+        apply.disabled = b;
+      },
+      pageSize: PAGE,
+      toast: ctx.toast,
+      signal,
+    });
 
     clear(
       root,
@@ -199,15 +161,17 @@ export default {
       h("p", {class: "muted"}, "What Steward, its agents and you did, newest first, as recorded (redacted)."),
       form,
       warnBox,
-      h("section", {class: "card", "aria-label": "Audit records"}, box, h("div", {class: "actions"}, more)),
+      h(
+        "section",
+        {class: "card", "aria-label": "Audit records"},
+        records.box,
+        h("div", {class: "actions"}, records.more),
+      ),
     );
 
     filters = read();
-    load(true);
+    records.load(true);
 
-    return () => {
-      gone = true;
-      aborter.abort();
-    };
+    return () => aborter.abort();
   },
 };

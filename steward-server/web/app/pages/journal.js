@@ -3,6 +3,7 @@
 
 import {api} from "../api.js";
 import {h, clear, when, pill, json, notice, debounce} from "../dom.js";
+import {pagedTable} from "../paged.js";
 
 const PAGE = 50;
 const REVIEW_PAGE = 10;
@@ -86,7 +87,7 @@ export default {
       const my = ++detailSeq;
       selected = String(id);
       remember();
-      for (const tr of tableBody.querySelectorAll("tr")) {
+      for (const tr of ops.body.querySelectorAll("tr")) {
         tr.setAttribute("aria-current", tr.dataset.opId === selected ? "true" : "false");
       }
       clear(detailBox, notice("Loading…"));
@@ -200,11 +201,6 @@ export default {
       h("option", {value: ""}, "Any"),
       STATES.map(([v, label]) => h("option", {value: v, selected: v === ctx.params.get("state")}, label)),
     );
-    const tableBody = h("tbody");
-    const tableBox = h("div", null, notice("Loading…"));
-    const more = h("button", {type: "button", hidden: true}, "Load more");
-    let offset = 0;
-    let tableSeq = 0;
 
     function opRow(o) {
       const open = h("button", {type: "button", class: "item", "aria-label": `Show operation ${o.id}`}, String(o.id));
@@ -228,54 +224,19 @@ export default {
       );
     }
 
-    async function loadOps(fresh) {
-      const my = ++tableSeq;
-      if (fresh) offset = 0;
-      more.disabled = true;
-      let list;
-      try {
-        list = await api("/ops", {query: {limit: PAGE, offset, state: stateSel.value}, signal});
-      } catch (e) {
-        if (e.name === "AbortError" || gone || my !== tableSeq) return;
-        if (fresh) clear(tableBox, notice(e.message, "error"));
-        else ctx.toast(e.message, "error");
-        more.disabled = false;
-        return;
-      }
-      if (gone || my !== tableSeq) return;
-      list = list || [];
-      if (fresh) clear(tableBody);
-      tableBody.append(...list.map(opRow));
-      offset += list.length;
-      more.hidden = list.length < PAGE;
-      more.disabled = false;
-      if (!tableBody.children.length) {
-        clear(tableBox, notice(stateSel.value ? "No operation in this state." : "No operation yet."));
-      } else if (fresh) {
-        clear(
-          tableBox,
-          h(
-            "table",
-            null,
-            h(
-              "thead",
-              null,
-              h(
-                "tr",
-                null,
-                ["Id", "Tool", "State", "Created", "Updated", "Summary"].map((t) => h("th", {scope: "col"}, t)),
-              ),
-            ),
-            tableBody,
-          ),
-        );
-      }
-    }
+    const ops = pagedTable({
+      columns: ["Id", "Tool", "State", "Created", "Updated", "Summary"],
+      row: opRow,
+      fetchPage: (offset, limit) => api("/ops", {query: {limit, offset, state: stateSel.value}, signal}),
+      empty: () => (stateSel.value ? "No operation in this state." : "No operation yet."),
+      pageSize: PAGE,
+      toast: ctx.toast,
+      signal,
+    });
 
-    more.addEventListener("click", () => loadOps(false));
     stateSel.addEventListener("change", () => {
       remember();
-      loadOps(true);
+      ops.load(true);
     });
 
     clear(
@@ -298,20 +259,20 @@ export default {
         {class: "card", "aria-labelledby": "ops-title"},
         h("h2", {id: "ops-title"}, "Operations"),
         h("div", {class: "toolbar"}, h("label", {for: "ops-state"}, "State", stateSel)),
-        tableBox,
-        h("div", {class: "actions"}, more),
+        ops.box,
+        h("div", {class: "actions"}, ops.more),
       ),
       detailBox,
     );
 
     loadReview(true);
-    loadOps(true);
+    ops.load(true);
     if (selected) showOp(selected, false);
 
     const reloadLater = debounce(() => {
       if (gone) return;
       loadReview(true);
-      loadOps(true);
+      ops.load(true);
       if (selected) showOp(selected, false);
     }, 250);
     const off = ctx.live

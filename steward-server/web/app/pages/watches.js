@@ -2,7 +2,8 @@
 // queued events the watches produced.
 
 import {api} from "../api.js";
-import {h, clear, when, pill, json, notice, debounce} from "../dom.js";
+import {h, clear, when, pill, json, debounce} from "../dom.js";
+import {pagedTable} from "../paged.js";
 
 const PAGE = 50;
 const STATUSES = ["active", "stopped", "expired", "completed"];
@@ -112,7 +113,7 @@ export default {
             }
             what.value = "";
             whenIn.value = "";
-            loadWatches(true);
+            watches.load(true);
           } catch (e) {
             if (e.name !== "AbortError") ctx.toast(e.message, "error");
           } finally {
@@ -142,11 +143,6 @@ export default {
       h("option", {value: ""}, "Any"),
       STATUSES.map((s) => h("option", {value: s, selected: s === ctx.params.get("status")}, s)),
     );
-    const watchBody = h("tbody");
-    const watchBox = h("div", null, notice("Loading…"));
-    const watchMore = h("button", {type: "button", hidden: true}, "Load more");
-    let watchOffset = 0;
-    let watchSeq = 0;
 
     function watchRow(w) {
       const stop = h("button", {type: "button", class: "danger"}, "Stop");
@@ -190,67 +186,22 @@ export default {
       return row;
     }
 
-    async function loadWatches(fresh) {
-      const my = ++watchSeq;
-      if (fresh) watchOffset = 0;
-      watchMore.disabled = true;
-      let list;
-      try {
-        list = await api("/watches", {
-          query: {limit: PAGE, offset: watchOffset, status: statusSel.value},
-          signal,
-        });
-      } catch (e) {
-        if (e.name === "AbortError" || gone || my !== watchSeq) return;
-        if (fresh) clear(watchBox, notice(e.message, "error"));
-        else ctx.toast(e.message, "error");
-        watchMore.disabled = false;
-        return;
-      }
-      if (gone || my !== watchSeq) return;
-      list = list || [];
-      if (fresh) clear(watchBody);
-      watchBody.append(...list.map(watchRow));
-      watchOffset += list.length;
-      watchMore.hidden = list.length < PAGE;
-      watchMore.disabled = false;
-      if (!watchBody.children.length) {
-        clear(watchBox, notice(statusSel.value ? `No ${statusSel.value} watch.` : "No watch yet."));
-      } else if (fresh) {
-        clear(
-          watchBox,
-          h(
-            "table",
-            null,
-            h(
-              "thead",
-              null,
-              h(
-                "tr",
-                null,
-                ["Id", "Status", "Kind", "What", "Created", "Expires"].map((t) => h("th", {scope: "col"}, t)),
-                h("th", {scope: "col"}, h("span", null, "Actions")),
-              ),
-            ),
-            watchBody,
-          ),
-        );
-      }
-    }
+    const watches = pagedTable({
+      columns: ["Id", "Status", "Kind", "What", "Created", "Expires", () => h("span", null, "Actions")],
+      row: watchRow,
+      fetchPage: (offset, limit) => api("/watches", {query: {limit, offset, status: statusSel.value}, signal}),
+      empty: () => (statusSel.value ? `No ${statusSel.value} watch.` : "No watch yet."),
+      pageSize: PAGE,
+      toast: ctx.toast,
+      signal,
+    });
 
-    watchMore.addEventListener("click", () => loadWatches(false));
     statusSel.addEventListener("change", () => {
       ctx.setParams(statusSel.value ? {status: statusSel.value} : {});
-      loadWatches(true);
+      watches.load(true);
     });
 
     // ---- the events ----
-    const eventBody = h("tbody");
-    const eventBox = h("div", null, notice("Loading…"));
-    const eventMore = h("button", {type: "button", hidden: true}, "Load more");
-    let eventOffset = 0;
-    let eventSeq = 0;
-
     function eventRow(q) {
       const e = q.event || {};
       return h(
@@ -275,47 +226,15 @@ export default {
       );
     }
 
-    async function loadEvents(fresh) {
-      const my = ++eventSeq;
-      if (fresh) eventOffset = 0;
-      eventMore.disabled = true;
-      let list;
-      try {
-        list = await api("/watches/events", {query: {limit: PAGE, offset: eventOffset}, signal});
-      } catch (e) {
-        if (e.name === "AbortError" || gone || my !== eventSeq) return;
-        if (fresh) clear(eventBox, notice(e.message, "error"));
-        else ctx.toast(e.message, "error");
-        eventMore.disabled = false;
-        return;
-      }
-      if (gone || my !== eventSeq) return;
-      list = list || [];
-      if (fresh) clear(eventBody);
-      eventBody.append(...list.map(eventRow));
-      eventOffset += list.length;
-      eventMore.hidden = list.length < PAGE;
-      eventMore.disabled = false;
-      if (!eventBody.children.length) {
-        clear(eventBox, notice("No event yet."));
-      } else if (fresh) {
-        clear(
-          eventBox,
-          h(
-            "table",
-            null,
-            h(
-              "thead",
-              null,
-              h("tr", null, ["Queued", "Watch", "Event", "Status", "Notification"].map((t) => h("th", {scope: "col"}, t))),
-            ),
-            eventBody,
-          ),
-        );
-      }
-    }
-
-    eventMore.addEventListener("click", () => loadEvents(false));
+    const events = pagedTable({
+      columns: ["Queued", "Watch", "Event", "Status", "Notification"],
+      row: eventRow,
+      fetchPage: (offset, limit) => api("/watches/events", {query: {limit, offset}, signal}),
+      empty: "No event yet.",
+      pageSize: PAGE,
+      toast: ctx.toast,
+      signal,
+    });
 
     clear(
       root,
@@ -326,26 +245,26 @@ export default {
         {class: "card", "aria-labelledby": "watches-title"},
         h("h2", {id: "watches-title"}, "Your watches"),
         h("div", {class: "toolbar"}, h("label", {for: "watch-status"}, "Status", statusSel)),
-        watchBox,
-        h("div", {class: "actions"}, watchMore),
+        watches.box,
+        h("div", {class: "actions"}, watches.more),
       ),
       h(
         "section",
         {class: "card", "aria-labelledby": "events-title"},
         h("h2", {id: "events-title"}, "Events"),
         h("p", {class: "muted"}, "What the watches noticed, oldest first."),
-        eventBox,
-        h("div", {class: "actions"}, eventMore),
+        events.box,
+        h("div", {class: "actions"}, events.more),
       ),
     );
 
-    loadWatches(true);
-    loadEvents(true);
+    watches.load(true);
+    events.load(true);
 
     const reloadLater = debounce(() => {
       if (gone) return;
-      loadWatches(true);
-      loadEvents(true);
+      watches.load(true);
+      events.load(true);
     }, 250);
     const off = ctx.live
       ? ctx.live.on((e) => {
