@@ -891,22 +891,7 @@ impl Steward {
                 &note,
                 note.meta.review.as_ref().map_or_else(now_utc, |r| r.at),
             )?;
-            let stale = files.inbox().join(&name);
-            std::fs::remove_file(&stale).map_err(|e| io(&stale, &e))?;
-            self.memory_audit(
-                who.person(),
-                "memory.accepted",
-                Risk::Low,
-                &json!({
-                    "id": note.meta.id,
-                    "completed": true,
-                    "supersedes": note.meta.supersedes,
-                    "hash": content_hash(note.meta.subject.as_deref(), &note.body),
-                }),
-            );
-            drop(lock);
-            self.embed_memory_quietly();
-            return Ok(note);
+            return self.accepted(&files, lock, who, &name, note, ("completed", true));
         }
         let edited = edit.is_some_and(|e| !e.is_empty());
         if let Some(e) = edit {
@@ -940,7 +925,22 @@ impl Steward {
         });
         note::check(&n)?;
         let note = self.admit(&files, n, now)?;
-        let inbox_file = files.inbox().join(&name);
+        self.accepted(&files, lock, who, &name, note, ("edited", edited))
+    }
+
+    /// The end of an accept, the note written: the proposal's file goes, the decision is
+    /// audited (`detail`: whether it was edited, or that a retry completed it), and the note is
+    /// embedded once the lock is released.
+    fn accepted(
+        &self,
+        files: &Files,
+        lock: std::fs::File,
+        who: &HumanAuthority,
+        inbox_name: &str,
+        note: Note,
+        detail: (&str, bool),
+    ) -> Result<Note, MemoryError> {
+        let inbox_file = files.inbox().join(inbox_name);
         std::fs::remove_file(&inbox_file).map_err(|e| io(&inbox_file, &e))?;
         self.memory_audit(
             who.person(),
@@ -948,7 +948,7 @@ impl Steward {
             Risk::Low,
             &json!({
                 "id": note.meta.id,
-                "edited": edited,
+                detail.0: detail.1,
                 "supersedes": note.meta.supersedes,
                 "hash": content_hash(note.meta.subject.as_deref(), &note.body),
             }),
