@@ -1288,6 +1288,11 @@ async fn chats_start_turns_that_run_on_the_server_and_are_followed_by_cursor() {
     assert_eq!(detail["tool_calls"][0]["status"], "ran");
     let (_, cancelled) = post(&app, &format!("/runs/{run}/cancel"), json!(null)).await;
     assert_eq!(cancelled["cancelled"], false, "an ended run is not cancelled");
+    // Outside the documented ranges: refused at once, never a long wait or a silent clamp.
+    for q in ["wait=26", "wait=600", "limit=0", "limit=501"] {
+        let (status, body) = get(&app, &format!("/chats/{id}/events?{q}")).await;
+        assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "BAD_QUERY"), "{q}: {body}");
+    }
     let (status, body) = post(&app, &format!("/chats/{id}/turns"), json!({"text": "  "})).await;
     assert_eq!((status, code(&body)), (StatusCode::BAD_REQUEST, "AGENT_INVALID_INPUT"));
     let (status, body) = get(&app, "/chats/nope").await;

@@ -277,8 +277,20 @@ async fn events(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Json<Vec<EventRecord>>, ApiError> {
-    let wait = Duration::from_secs(q.wait.unwrap_or(0).min(MAX_EVENT_WAIT_SECS));
-    let limit = q.limit.unwrap_or(100).min(MAX_EVENT_PAGE);
+    // Out of the documented ranges is refused, not quietly clamped: a client asking to wait
+    // 60 s would otherwise time out its own request expecting an answer that never comes.
+    let wait = q.wait.unwrap_or(0);
+    let limit = q.limit.unwrap_or(100);
+    if wait > MAX_EVENT_WAIT_SECS || limit == 0 || limit > MAX_EVENT_PAGE {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "BAD_QUERY",
+            format!(
+                "wait must be 0..={MAX_EVENT_WAIT_SECS} seconds and limit 1..={MAX_EVENT_PAGE}"
+            ),
+        ));
+    }
+    let wait = Duration::from_secs(wait);
     on_agent(&state, move |a| {
         a.chat(&id)?;
         a.wait_events(Some(&id), q.after, limit, wait)
